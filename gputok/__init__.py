@@ -1,0 +1,14 @@
+"""gputok: a GPU-batched tensor tokenizer with huggingface tokenizers parity.
+
+>>> import gputok
+>>> tok = gputok.Tokenizer.from_vocab(gputok.tokenizer.gputok_example_vocab())
+>>> batch = tok(["hello world", "hello"], device="cpu")
+>>> batch["input_ids"].tolist(), batch["attention_mask"].tolist()
+([[1, 5, 10, 2], [1, 5, 2, 0]], [[1, 1, 1, 1], [1, 1, 1, 0]])
+"""
+
+from . import data
+from .tokenizer import AddedToken, Tokenizer
+
+__all__ = ["Tokenizer", "AddedToken", "data"]
+__version__ = "0.1.0"

@@ -1,0 +1,36 @@
+"""Plain vocabulary files: BERT ``vocab.txt`` (one token per line; the line number is the id).
+
+huggingface ``tokenizer.json`` reading and writing lives in :mod:`gputok.tokenizer`
+(``Tokenizer.from_file`` / ``Tokenizer.save``), since it is the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def read_vocab_txt(path: str | os.PathLike) -> dict[str, int]:
+    """``{token: line number}``, trailing whitespace stripped, as the reference reads it."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read vocabulary {path}: {e}") from e
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        raise ValueError(f"vocabulary {path} is empty")
+    return {line.rstrip(): i for i, line in enumerate(lines)}
+
+
+def write_vocab_txt(vocab: dict[str, int], path: str | os.PathLike) -> None:
+    """One token per line in id order, written atomically."""
+    tokens = [""] * (max(vocab.values()) + 1)
+    for token, i in vocab.items():
+        tokens[i] = token
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("\n".join(tokens) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,106 @@
+"""64-bit hashing and an open-addressing hash map, both as batched tensor operations.
+
+``mix64`` is the splitmix64 finalizer written with int64 tensor ops (multiplication wraps modulo
+2**64; right shifts are made logical with a mask). ``HashMap`` maps non-negative int64 keys to
+int64 values with linear probing: one hash, then ``max_probes`` gathers at most, for any number of
+queries at once. It is the transition table of the vocabulary trie (``gputok.trie``) and is built
+once per vocabulary. Memory: two int64 arrays of ``4 * len(keys)`` slots (load factor 1/4, which
+keeps the longest probe sequence short).
+"""
+
+from __future__ import annotations
+
+import torch
+
+_M1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+_M2 = 0x94D049BB133111EB - (1 << 64)
+
+
+def _shr(x: torch.Tensor, bits: int) -> torch.Tensor:
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def mix64(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64's finalizer: a bijection on 64-bit integers that scatters nearby inputs.
+
+    >>> mix64(torch.tensor([0, 1])).tolist()
+    [0, 6238072747940578789]
+    """
+    x = x.long()
+    x = (x ^ _shr(x, 30)) * _M1
+    x = (x ^ _shr(x, 27)) * _M2
+    return x ^ _shr(x, 31)
+
+
+class HashMap:
+    """int64 keys (>= 0) -> int64 values, looked up in batches.
+
+    >>> m = HashMap(torch.tensor([5, 9, 1 << 40]), torch.tensor([50, 90, 7]))
+    >>> m.get(torch.tensor([9, 4, 1 << 40])).tolist()
+    [90, -1, 7]
+    """
+
+    EMPTY = -1
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor) -> None:
+        keys, values = keys.long().cpu(), values.long().cpu()
+        if keys.numel() and int(keys.min()) < 0:
+            raise ValueError("HashMap keys must be non-negative")
+        capacity = 1 << max(4, (4 * max(1, keys.numel()) - 1).bit_length())
+        mask = capacity - 1
+        slot_keys = torch.full((capacity,), self.EMPTY, dtype=torch.int64)
+        slot_values = torch.full((capacity,), self.EMPTY, dtype=torch.int64)
+        home = mix64(keys) & mask
+        pending = torch.arange(keys.numel())
+        probe = torch.zeros(keys.numel(), dtype=torch.int64)
+        max_probe = 0
+        while pending.numel():
+            slot = (home[pending] + probe[pending]) & mask
+            free = slot_keys[slot] == self.EMPTY
+            # Several keys may want one free slot: the smallest key index wins (deterministic).
+            owner = torch.full((capacity,), keys.numel(), dtype=torch.int64)
+            owner.scatter_reduce_(0, slot[free], pending[free], reduce="amin")
+            won = free & (owner[slot] == pending)
+            slot_keys[slot[won]] = keys[pending[won]]
+            slot_values[slot[won]] = values[pending[won]]
+            if won.any():
+                max_probe = max(max_probe, int(probe[pending[won]].max()))
+            pending = pending[~won]
+            probe[pending] += 1
+        duplicated = keys.numel() - int((slot_keys != self.EMPTY).sum())
+        if duplicated:
+            raise ValueError(f"HashMap got {duplicated} duplicated keys")
+        self.slot_keys, self.slot_values = slot_keys, slot_values
+        self.mask, self.max_probes = mask, max_probe + 1
+        self._on_device: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def tensors(self, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The slot arrays on ``device`` (copied once per device)."""
+        device = torch.device(device)
+        if device.type == "cpu":
+            return self.slot_keys, self.slot_values
+        if device not in self._on_device:
+            self._on_device[device] = (self.slot_keys.to(device), self.slot_values.to(device))
+        return self._on_device[device]
+
+    def get(self, query: torch.Tensor, default: int = -1) -> torch.Tensor:
+        slot_keys, slot_values = self.tensors(query.device)
+        return hash_lookup(slot_keys, slot_values, self.mask, self.max_probes, query, default)
+
+
+def hash_lookup(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, max_probes: int,
+                query: torch.Tensor, default: int = -1) -> torch.Tensor:
+    """Look ``query`` up in the slot arrays of a :class:`HashMap` (probing only unresolved keys)."""
+    query = query.long()
+    result = torch.full_like(query, default)
+    pending = torch.arange(query.numel(), device=query.device)
+    slot = mix64(query) & mask
+    for _ in range(max_probes):
+        found = slot_keys[slot]
+        hit = found == query[pending]
+        result[pending[hit]] = slot_values[slot[hit]]
+        go_on = ~hit & (found != HashMap.EMPTY)
+        pending, slot = pending[go_on], (slot[go_on] + 1) & mask
+        if not pending.numel():
+            break
+    return result

@@ -1,0 +1,172 @@
+"""WordPiece: greedy longest-match-first over a vocabulary trie, for all unique words at once.
+
+Follows huggingface ``tokenizers``' WordPiece model (itself BERT's): a word longer than
+``max_input_chars_per_word`` characters is the unk token; otherwise, from the start of the word,
+take the longest vocabulary piece that matches (pieces after the first carry the
+``continuing_subword_prefix``, "##"), and repeat from where it ended. If some position has no
+match, the whole word becomes the unk token (the reference rule). ``partial_unk=True`` instead
+turns only each unmatched run of characters into one unk token and keeps the other pieces.
+
+All unique words advance in lock-step (``wordpiece_match_torch``): one round per piece, and inside
+a round one trie transition per character for every word still walking. The Triton kernel
+``gputok.kernels.wordpiece_match`` runs one word per lane with the same contract.
+Memory: the padded [unique words, longest word] codepoint matrix plus two int32 matrices of the
+same shape for the pieces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import _dispatch
+from ..hashing import hash_lookup
+from ..ragged import Ragged, positions_in_rows
+from ..trie import Trie
+from ..unicode import MAX_CODEPOINT
+
+UNMATCHED = -2  # piece id the matcher emits for an unmatched character in partial-unk mode
+
+
+def wordpiece_match_torch(chars: torch.Tensor, lengths: torch.Tensor, *, slot_keys: torch.Tensor,
+                          slot_values: torch.Tensor, hash_mask: int, max_probes: int,
+                          token_of_node: torch.Tensor, partial_unk: bool
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Greedy longest-match of every row of ``chars`` (padded codepoints) against the trie.
+
+    Returns ``piece_ids`` and ``piece_ends`` ([words, width] int32, -1 past the last piece) and
+    ``num_pieces`` ([words] int32; -1 where the word has an unmatched position and partial_unk is
+    off). Root 0 starts a word, root 1 continues it.
+
+    >>> t = Trie([{"un": 0, "a": 1}, {"aff": 2, "able": 3}])
+    >>> chars = torch.tensor([[ord(c) for c in "unaffable"]])
+    >>> ids, ends, n = wordpiece_match_torch(chars, torch.tensor([9]), partial_unk=False, **t.tensors("cpu"))
+    >>> ids[0, :n[0]].tolist(), ends[0, :n[0]].tolist()
+    ([0, 2, 3], [2, 5, 9])
+    """
+    num_words, width = chars.shape
+    device = chars.device
+    piece_ids = torch.full((num_words, width), -1, dtype=torch.int32, device=device)
+    piece_ends = torch.full((num_words, width), -1, dtype=torch.int32, device=device)
+    num_pieces = torch.zeros(num_words, dtype=torch.int32, device=device)
+    lengths = lengths.long()
+    pos = torch.zeros(num_words, dtype=torch.int64, device=device)
+    active = torch.nonzero(lengths > 0).flatten()
+    while active.numel():
+        start = pos[active]
+        best_end = torch.full_like(start, -1)
+        best_id = torch.full_like(start, -1)
+        node = (start > 0).long()
+        cur = start.clone()
+        walking = torch.arange(active.numel(), device=device)
+        while walking.numel():
+            codepoint = chars[active[walking], cur[walking]].long()
+            child = hash_lookup(slot_keys, slot_values, hash_mask, max_probes,
+                                node[walking] * MAX_CODEPOINT + codepoint)
+            matched = child >= 0
+            walking, child = walking[matched], child[matched]
+            node[walking] = child
+            cur[walking] += 1
+            token = token_of_node[child].long()
+            ends_token = token >= 0
+            best_end[walking[ends_token]] = cur[walking[ends_token]]
+            best_id[walking[ends_token]] = token[ends_token]
+            walking = walking[cur[walking] < lengths[active[walking]]]
+        failed = best_end < 0
+        if partial_unk:
+            best_id[failed] = UNMATCHED
+            best_end[failed] = start[failed] + 1
+        else:
+            num_pieces[active[failed]] = -1
+            active, best_id, best_end = active[~failed], best_id[~failed], best_end[~failed]
+        slot = num_pieces[active].long()
+        piece_ids[active, slot] = best_id.int()
+        piece_ends[active, slot] = best_end.int()
+        num_pieces[active] += 1
+        pos[active] = best_end
+        active = active[best_end < lengths[active]]
+    return piece_ids, piece_ends, num_pieces
+
+
+def wordpiece_match(chars: torch.Tensor, lengths: torch.Tensor, trie: Trie, partial_unk: bool):
+    tensors = trie.tensors(chars.device)
+    if _dispatch.backend(chars.device) == "triton":
+        from ..kernels.wordpiece_match import wordpiece_match_triton
+
+        return wordpiece_match_triton(chars, lengths, partial_unk=partial_unk, **tensors)
+    return wordpiece_match_torch(chars, lengths, partial_unk=partial_unk, **tensors)
+
+
+class WordPiece:
+    type = "WordPiece"
+
+    def __init__(self, vocab: dict[str, int], *, unk_token: str = "[UNK]",
+                 continuing_subword_prefix: str = "##", max_input_chars_per_word: int = 100,
+                 partial_unk: bool = False) -> None:
+        if unk_token not in vocab:
+            raise ValueError(f"the WordPiece unk token {unk_token!r} is not in the vocabulary "
+                             f"({len(vocab)} tokens); add it or pass unk_token= one that is")
+        self.vocab = vocab
+        self.unk_token = unk_token
+        self.unk_id = vocab[unk_token]
+        self.continuing_subword_prefix = continuing_subword_prefix
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self.partial_unk = partial_unk
+        prefix = continuing_subword_prefix
+        continuations = {p[len(prefix):]: i for p, i in vocab.items() if prefix and p.startswith(prefix)}
+        self.trie = Trie([vocab, continuations])
+
+    def encode_words(self, chars: torch.Tensor, lengths: torch.Tensor) -> tuple[Ragged, Ragged]:
+        """Token ids of each word (rows of padded ``chars``), and each piece's end (in characters).
+
+        Words longer than ``max_input_chars_per_word`` become unk; ``chars`` may be cut to
+        ``max_input_chars_per_word + 1`` columns, which is all this needs to know that.
+        """
+        too_long = lengths > self.max_input_chars_per_word
+        ids, ends, num = wordpiece_match(chars, torch.where(too_long, 0, lengths), self.trie,
+                                         self.partial_unk)
+        unk = too_long | (num < 0)
+        num = torch.where(unk, 1, num).long()
+        ids[unk, 0] = self.unk_id
+        ends[unk, 0] = lengths[unk].int()
+        keep = torch.arange(chars.shape[1], device=chars.device)[None, :] < num[:, None]
+        if self.partial_unk:
+            # Runs of unmatched characters become one unk: drop all but the last of each run.
+            unmatched = ids == UNMATCHED
+            next_unmatched = torch.zeros_like(unmatched)
+            next_unmatched[:, :-1] = unmatched[:, 1:]
+            keep &= ~(unmatched & next_unmatched)
+            ids[unmatched] = self.unk_id
+            num = keep.sum(1)
+        return Ragged.from_lengths(ids[keep], num), Ragged.from_lengths(ends[keep], num)
+
+    def id_to_token(self) -> list[str]:
+        tokens = [""] * (max(self.vocab.values()) + 1)
+        for token, i in self.vocab.items():
+            tokens[i] = token
+        return tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "unk_token": self.unk_token,
+                "continuing_subword_prefix": self.continuing_subword_prefix,
+                "max_input_chars_per_word": self.max_input_chars_per_word, "vocab": self.vocab}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> WordPiece:
+        vocab = spec.get("vocab")
+        if not isinstance(vocab, dict) or not all(isinstance(i, int) for i in vocab.values()):
+            raise ValueError("WordPiece model in tokenizer.json needs 'vocab': {token: id}")
+        return cls(vocab, unk_token=spec.get("unk_token", "[UNK]"),
+                   continuing_subword_prefix=spec.get("continuing_subword_prefix", "##"),
+                   max_input_chars_per_word=spec.get("max_input_chars_per_word", 100))
+
+
+def piece_starts(ends: Ragged) -> torch.Tensor:
+    """Start of each piece within its word, from the ends: ``[[2, 5, 9]] -> [0, 2, 5]``."""
+    starts = torch.zeros_like(ends.values)
+    starts[1:] = ends.values[:-1]
+    first = positions_in_rows(ends.offsets, ends.values.numel()) == 0
+    starts[first] = 0
+    return starts
+

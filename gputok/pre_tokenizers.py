@@ -1,0 +1,95 @@
+"""Pre-tokenizers: split normalized codepoints into words, as index ranges into the flat batch.
+
+A word is the half-open range ``[starts[i], ends[i])`` of the normalized ``values``; words stay in
+text order, and ``text_offsets`` (len texts + 1) tells which words belong to which text. Nothing
+is copied: the model later gathers the characters of the *unique* words only.
+
+``BertPreTokenizer`` follows huggingface ``tokenizers``' BertPreTokenizer: whitespace (Rust's
+``char::is_whitespace``) separates words and is dropped; each punctuation character (ASCII
+punctuation or a Unicode P* category, with the reference's table quirks) is a word of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import unicode
+from .ragged import Ragged
+
+
+@dataclass(frozen=True)
+class Words:
+    starts: torch.Tensor  # int64 [words], index into the normalized values
+    ends: torch.Tensor  # int64 [words]
+    text_offsets: torch.Tensor  # int64 [texts + 1]
+
+    def lengths(self) -> torch.Tensor:
+        return self.ends - self.starts
+
+
+WORD, SPACE, PUNCTUATION = 0, 1, 2
+
+
+@functools.lru_cache(maxsize=8)
+def _bert_classes(device: torch.device) -> torch.Tensor:
+    classes = torch.full((unicode.MAX_CODEPOINT,), WORD, dtype=torch.uint8)
+    classes[unicode.bert_punctuation_mask()] = PUNCTUATION
+    classes[unicode.white_space_mask()] = SPACE
+    return classes.to(device)
+
+
+def split_by_class(text: Ragged, classes: torch.Tensor) -> Words:
+    """Words from per-codepoint classes: WORD runs are words, each PUNCTUATION char is one, SPACE splits.
+
+    >>> classes = torch.tensor([WORD] * 32 + [SPACE] + [PUNCTUATION] * 15 + [WORD] * 80, dtype=torch.uint8)
+    >>> w = split_by_class(Ragged.from_lengths(torch.tensor([97, 32, 98, 99, 33, 100]), torch.tensor([4, 2])), classes)
+    >>> w.starts.tolist(), w.ends.tolist(), w.text_offsets.tolist()
+    ([0, 2, 4, 5], [1, 4, 5, 6], [0, 2, 4])
+    """
+    cls = classes[text.values.long()]
+    n = cls.numel()
+    first_of_text = torch.zeros(n + 1, dtype=torch.bool, device=cls.device)
+    first_of_text[text.offsets[:-1]] = True
+    first_of_text = first_of_text[:n]
+    in_word = cls != SPACE
+    prev_joins = torch.zeros(n, dtype=torch.bool, device=cls.device)
+    prev_joins[1:] = cls[:-1] == WORD
+    starts_word = in_word & ((cls == PUNCTUATION) | ~prev_joins | first_of_text)
+    next_starts = torch.ones(n, dtype=torch.bool, device=cls.device)
+    next_starts[:-1] = starts_word[1:] | ~in_word[1:] | first_of_text[1:]
+    ends_word = in_word & next_starts
+    starts = torch.nonzero(starts_word).flatten()
+    ends = torch.nonzero(ends_word).flatten() + 1
+    counts = torch.zeros(n + 1, dtype=torch.int64, device=cls.device)
+    torch.cumsum(starts_word, 0, out=counts[1:])
+    return Words(starts, ends, counts[text.offsets])
+
+
+class BertPreTokenizer:
+    type = "BertPreTokenizer"
+
+    def __call__(self, text: Ragged) -> Words:
+        return split_by_class(text, _bert_classes(text.device))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> BertPreTokenizer:
+        return cls()
+
+
+PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer,)}
+
+
+def from_json(spec: dict[str, Any] | None):
+    if spec is None:
+        return None
+    kind = spec.get("type")
+    if kind not in PRE_TOKENIZERS:
+        raise ValueError(f"unknown pre_tokenizer type {kind!r}; known types: {sorted(PRE_TOKENIZERS)}")
+    return PRE_TOKENIZERS[kind].from_json(spec)

@@ -1,0 +1,213 @@
+"""Post-processing on tensors: truncation, special-token templates, padding.
+
+Rows of the output are described by ranges into the flat token arrays of the batch
+(``a_start``, ``a_len`` and optionally ``b_start``, ``b_len``), so truncation with stride can
+emit several rows per sample without copying tokens, and assembling a template is one scatter
+per template item, vectorized over the batch.
+
+Semantics follow huggingface ``tokenizers``: truncation first (max_length less the special
+tokens the template adds; ``longest_first`` splits the budget as the reference does, ``only_first``
+/ ``only_second`` cut one sequence; stride windows step by ``max_length - stride``), then the
+template (``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]`` with token type ids), then padding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .ragged import offsets_from_lengths, row_ids
+
+TRUNCATION_STRATEGIES = ("longest_first", "only_first", "only_second")
+
+
+@dataclass(frozen=True)
+class TemplateItem:
+    sequence: int | None  # 0 for A, 1 for B, None for a special token
+    token: str | None
+    token_id: int | None
+    type_id: int
+
+
+class TemplateProcessing:
+    """Special tokens around one or two sequences.
+
+    ``single`` and ``pair`` are lists of :class:`TemplateItem`. ``BertProcessing`` files are read
+    into the same class and written back with their own type.
+    """
+
+    type = "TemplateProcessing"
+
+    def __init__(self, single: list[TemplateItem], pair: list[TemplateItem], *, spec: dict | None = None):
+        self.single, self.pair = single, pair
+        self._spec = spec
+
+    @classmethod
+    def bert(cls, cls_token: tuple[str, int], sep_token: tuple[str, int]) -> TemplateProcessing:
+        c = TemplateItem(None, cls_token[0], cls_token[1], 0)
+        single = [c, TemplateItem(0, None, None, 0), TemplateItem(None, sep_token[0], sep_token[1], 0)]
+        pair = single + [TemplateItem(1, None, None, 1), TemplateItem(None, sep_token[0], sep_token[1], 1)]
+        spec = {"type": "BertProcessing", "sep": list(sep_token), "cls": list(cls_token)}
+        return cls(single, pair, spec=spec)
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> TemplateProcessing:
+        if spec["type"] == "BertProcessing":
+            return cls.bert(tuple(spec["cls"]), tuple(spec["sep"]))
+        special = spec.get("special_tokens", {})
+
+        def items(template: list[dict]) -> list[TemplateItem]:
+            out = []
+            for entry in template:
+                if "Sequence" in entry:
+                    seq = entry["Sequence"]
+                    out.append(TemplateItem({"A": 0, "B": 1}[seq["id"]], None, None, seq["type_id"]))
+                else:
+                    tok = entry["SpecialToken"]
+                    for token, token_id in zip(special[tok["id"]]["tokens"], special[tok["id"]]["ids"]):
+                        out.append(TemplateItem(None, token, token_id, tok["type_id"]))
+            return out
+
+        return cls(items(spec["single"]), items(spec["pair"]), spec=spec)
+
+    def to_json(self) -> dict[str, Any]:
+        return self._spec
+
+    def num_added(self, pair: bool) -> int:
+        return sum(item.sequence is None for item in (self.pair if pair else self.single))
+
+
+@dataclass
+class Rows:
+    """Output rows as token ranges: row r holds A[a_start:a_start+a_len] (and B likewise)."""
+
+    sample: torch.Tensor  # [rows] the input sample of each row (overflow rows repeat it)
+    a_start: torch.Tensor
+    a_len: torch.Tensor
+    b_start: torch.Tensor | None = None
+    b_len: torch.Tensor | None = None
+
+
+def _windows(length: torch.Tensor, keep: torch.Tensor, stride: int, overflow: bool):
+    """Windows of ``keep`` tokens stepping by ``keep - stride`` until one reaches the end.
+
+    Returns (row's sample index, window start, window length). Without overflow: the first window.
+    """
+    if not overflow:
+        return torch.arange(length.numel(), device=length.device), torch.zeros_like(length), torch.minimum(length, keep)
+    if bool((stride >= keep[length > keep]).any()):
+        raise ValueError(f"stride={stride} must be smaller than the tokens left per row after truncation")
+    step = (keep - stride).clamp(min=1)
+    count = torch.where(length > keep, (length - keep + step - 1) // step + 1, 1)
+    sample = torch.repeat_interleave(torch.arange(length.numel(), device=length.device), count)
+    index = torch.arange(sample.numel(), device=length.device) - offsets_from_lengths(count)[:-1][sample]
+    start = index * step[sample]
+    return sample, start, torch.minimum(keep[sample], length[sample] - start)
+
+
+def truncate(a_lengths: torch.Tensor, b_lengths: torch.Tensor | None, *, max_length: int | None,
+             strategy: str = "longest_first", stride: int = 0, overflow: bool = False) -> Rows:
+    """Rows after truncation to ``max_length`` tokens (special tokens already subtracted).
+
+    >>> r = truncate(torch.tensor([5, 2]), None, max_length=3, stride=1, overflow=True)
+    >>> r.sample.tolist(), r.a_start.tolist(), r.a_len.tolist()
+    ([0, 0, 1], [0, 2, 0], [3, 3, 2])
+    """
+    if strategy not in TRUNCATION_STRATEGIES:
+        raise ValueError(f"unknown truncation strategy {strategy!r}; choose one of {TRUNCATION_STRATEGIES}")
+    n = a_lengths.numel()
+    zeros = torch.zeros_like(a_lengths)
+    if max_length is None:
+        return Rows(torch.arange(n, device=a_lengths.device), zeros, a_lengths,
+                    None if b_lengths is None else zeros, b_lengths)
+    if max_length < 0:
+        raise ValueError(f"max_length={max_length} leaves no room for the special tokens")
+    if b_lengths is None:
+        if strategy == "only_second":
+            raise ValueError("truncation='only_second' needs pairs of texts (text_pair=...)")
+        sample, start, length = _windows(a_lengths, torch.full_like(a_lengths, max_length), stride, overflow)
+        return Rows(sample, start, length)
+    over = (a_lengths + b_lengths) > max_length
+    if strategy == "longest_first":
+        if overflow:
+            raise ValueError("overflowing rows are not defined for pairs with truncation='longest_first' "
+                             "(as in transformers); choose 'only_first' or 'only_second'")
+        n1, n2 = torch.minimum(a_lengths, b_lengths), torch.maximum(a_lengths, b_lengths)
+        n2 = torch.where(n1 > max_length, n1, torch.maximum(n1, max_length - n1))
+        both = (n1 + n2) > max_length
+        n1 = torch.where(both, max_length // 2, n1)
+        n2 = torch.where(both, max_length // 2 + max_length % 2, n2)
+        swap = a_lengths > b_lengths
+        keep_a, keep_b = torch.where(swap, n2, n1), torch.where(swap, n1, n2)
+        keep_a = torch.where(over, torch.minimum(keep_a, a_lengths), a_lengths)
+        keep_b = torch.where(over, torch.minimum(keep_b, b_lengths), b_lengths)
+        return Rows(torch.arange(n, device=a_lengths.device), zeros, keep_a, zeros.clone(), keep_b)
+    target, other = (a_lengths, b_lengths) if strategy == "only_first" else (b_lengths, a_lengths)
+    budget = max_length - other
+    if bool((over & (budget <= 0)).any()):
+        raise ValueError(f"truncation={strategy!r} cannot fit a pair into max_length: the other "
+                         "sequence alone is too long; use 'longest_first' or a larger max_length")
+    keep = torch.where(over, budget, target)
+    sample, start, length = _windows(target, keep, stride, overflow)
+    other_len = other[sample]
+    if strategy == "only_first":
+        return Rows(sample, start, length, torch.zeros_like(start), other_len)
+    return Rows(sample, torch.zeros_like(start), other_len, start, length)
+
+
+def assemble(template: list[TemplateItem], rows: Rows, a_offsets: torch.Tensor,
+             b_offsets: torch.Tensor | None, a_count: int):
+    """Lay out each row as the template says.
+
+    Returns ``(row_offsets, source, special_ids, type_ids)``: ``source`` indexes the concatenation
+    of A's and B's flat tokens (B's shifted by ``a_count``), -1 for special tokens, whose ids are
+    in ``special_ids``.
+    """
+    device = rows.a_len.device
+    num_rows = rows.a_len.numel()
+    item_lengths = []
+    for item in template:
+        if item.sequence is None:
+            item_lengths.append(torch.ones(num_rows, dtype=torch.int64, device=device))
+        else:
+            item_lengths.append(rows.a_len if item.sequence == 0 else rows.b_len)
+    lengths = torch.stack(item_lengths, 1) if item_lengths else torch.zeros(num_rows, 0, dtype=torch.int64, device=device)
+    row_offsets = offsets_from_lengths(lengths.sum(1))
+    total = int(row_offsets[-1])
+    item_starts = row_offsets[:-1, None] + torch.cumsum(lengths, 1) - lengths
+    source = torch.full((total,), -1, dtype=torch.int64, device=device)
+    special_ids = torch.zeros(total, dtype=torch.int64, device=device)
+    type_ids = torch.zeros(total, dtype=torch.int64, device=device)
+    for k, item in enumerate(template):
+        if item.sequence is None:
+            special_ids[item_starts[:, k]] = item.token_id
+            type_ids[item_starts[:, k]] = item.type_id
+            continue
+        seq_len = lengths[:, k]
+        offsets = offsets_from_lengths(seq_len)
+        count = int(offsets[-1])
+        row = row_ids(offsets, count)
+        within = torch.arange(count, device=device) - offsets[:-1][row]
+        if item.sequence == 0:
+            src = a_offsets[rows.sample[row]] + rows.a_start[row] + within
+        else:
+            src = a_count + b_offsets[rows.sample[row]] + rows.b_start[row] + within
+        position = item_starts[row, k] + within
+        source[position] = src
+        type_ids[position] = item.type_id
+    return row_offsets, source, special_ids, type_ids
+
+
+def pad(values: torch.Tensor, row_offsets: torch.Tensor, *, width: int, pad_value: int,
+        left: bool = False) -> torch.Tensor:
+    """[rows, width] tensor of ragged rows, padded with ``pad_value`` on the right or left."""
+    lengths = row_offsets[1:] - row_offsets[:-1]
+    out = torch.full((lengths.numel(), width), pad_value, dtype=values.dtype, device=values.device)
+    row = row_ids(row_offsets, values.numel())
+    col = torch.arange(values.numel(), device=values.device) - row_offsets[:-1][row]
+    if left:
+        col = col + (width - lengths)[row]
+    out[row, col] = values
+    return out

@@ -1,0 +1,379 @@
+"""Tokenizer: the pipeline, from Python strings to padded id tensors on the device, and back.
+
+Data flows one way: texts -> ragged codepoints (ingest) -> normalized codepoints -> words
+(pre-tokenizer) -> unique words -> token ids of unique words (model) -> token ids of every word ->
+rows with special tokens, truncated and padded (processors). Every step is a batched tensor op on
+the device the caller asks for; the only Python loops are per text (measuring lengths, building
+``list[list[int]]`` output) or per special-token match.
+
+Added tokens (``[CLS]``, ``[MASK]`` ...) written literally in the text are matched first, on the raw
+text, longest first, and become their own tokens, as in huggingface ``tokenizers``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import decoders, normalizers, pre_tokenizers
+from .dedup import padded_chars, unique_words
+from .ingest import TextInput, as_texts, codepoints
+from .models.wordpiece import WordPiece, piece_starts
+from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, pad, truncate
+from .ragged import Ragged, offsets_from_lengths, row_ids
+
+MODELS = {cls.type: cls for cls in (WordPiece,)}
+PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
+
+
+@dataclass(frozen=True)
+class AddedToken:
+    id: int
+    content: str
+    special: bool = True
+    single_word: bool = False
+    lstrip: bool = False
+    rstrip: bool = False
+    normalized: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "content": self.content, "single_word": self.single_word,
+                "lstrip": self.lstrip, "rstrip": self.rstrip, "normalized": self.normalized,
+                "special": self.special}
+
+
+@dataclass
+class Encoded:
+    """Token ids of a batch of texts (no special tokens): ragged, plus character spans if asked."""
+
+    ids: Ragged
+    spans: torch.Tensor | None  # [tokens, 2] start/end character offsets into each text
+
+
+class Tokenizer:
+    """A WordPiece (for now) tokenizer that encodes whole batches with tensor ops.
+
+    >>> tok = Tokenizer.from_vocab(gputok_example_vocab())
+    >>> tok.encode_batch(["Hello, unaffable world!"])
+    [[1, 5, 6, 7, 8, 9, 10, 11, 2]]
+    >>> tok.decode([1, 5, 6, 7, 8, 9, 10, 11, 2])
+    'hello, unaffable world!'
+    """
+
+    def __init__(self, model: WordPiece, *, normalizer: normalizers.Normalizer | None = None,
+                 pre_tokenizer: pre_tokenizers.BertPreTokenizer | None = None,
+                 post_processor: TemplateProcessing | None = None, decoder: Any = None,
+                 added_tokens: Sequence[AddedToken] = (), extra: dict[str, Any] | None = None) -> None:
+        self.model = model
+        self.normalizer = normalizer
+        self.pre_tokenizer = pre_tokenizer
+        self.post_processor = post_processor
+        self.decoder = decoder
+        self.added_tokens = list(added_tokens)
+        self._extra = extra or {}  # truncation/padding settings of a loaded file, written back on save
+        by_length = sorted(self.added_tokens, key=lambda t: -len(t.content))
+        self._added_pattern = re.compile("|".join(re.escape(t.content) for t in by_length)) if by_length else None
+        self._added_ids = {t.content: t.id for t in self.added_tokens}
+        self._special_ids = {t.id for t in self.added_tokens if t.special}
+        self._id_to_token = model.id_to_token()
+        for t in self.added_tokens:
+            if t.id >= len(self._id_to_token):
+                self._id_to_token += [""] * (t.id + 1 - len(self._id_to_token))
+            self._id_to_token[t.id] = t.content
+
+    # ---- loading and saving -------------------------------------------------------------
+    @classmethod
+    def from_vocab(cls, path: str | os.PathLike, *, lowercase: bool = True, strip_accents: bool | None = None,
+                   clean_text: bool = True, handle_chinese_chars: bool = True, unk_token: str = "[UNK]",
+                   cls_token: str = "[CLS]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
+                   mask_token: str = "[MASK]", wordpieces_prefix: str = "##") -> Tokenizer:
+        """A BERT tokenizer from a ``vocab.txt``, as huggingface's ``BertWordPieceTokenizer(path)``."""
+        from .formats import read_vocab_txt
+
+        vocab = read_vocab_txt(path)
+        for name, token in (("cls_token", cls_token), ("sep_token", sep_token)):
+            if token not in vocab:
+                raise ValueError(f"{name}={token!r} is not in {path}; pass the vocabulary's own {name}")
+        model = WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix=wordpieces_prefix)
+        specials = [t for t in (pad_token, unk_token, cls_token, sep_token, mask_token) if t in vocab]
+        return cls(model,
+                   normalizer=normalizers.BertNormalizer(clean_text=clean_text, handle_chinese_chars=handle_chinese_chars,
+                                                         strip_accents=strip_accents, lowercase=lowercase),
+                   pre_tokenizer=pre_tokenizers.BertPreTokenizer(),
+                   post_processor=TemplateProcessing.bert((cls_token, vocab[cls_token]), (sep_token, vocab[sep_token])),
+                   decoder=decoders.WordPieceDecoder(prefix=wordpieces_prefix),
+                   added_tokens=sorted((AddedToken(vocab[t], t) for t in specials), key=lambda t: t.id))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike) -> Tokenizer:
+        """Load a huggingface ``tokenizer.json``."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"cannot read tokenizer file {path}: {e}") from e
+        return cls.from_str(text, source=str(path))
+
+    @classmethod
+    def from_str(cls, text: str, *, source: str = "<string>") -> Tokenizer:
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{source} is not valid JSON: {e}") from e
+        if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
+            raise ValueError(f"{source} is not a tokenizer.json: it has no 'model' object")
+        model_type = spec["model"].get("type", "WordPiece" if "vocab" in spec["model"] and "merges" not in spec["model"] else None)
+        if model_type not in MODELS:
+            raise ValueError(f"{source}: model type {model_type!r} is not supported; supported: {sorted(MODELS)}")
+        try:
+            added = [AddedToken(**{k: t[k] for k in ("id", "content", "special", "single_word", "lstrip",
+                                                      "rstrip", "normalized") if k in t})
+                     for t in spec.get("added_tokens") or []]
+            post = spec.get("post_processor")
+            if post is not None and post.get("type") not in ("BertProcessing", "TemplateProcessing"):
+                raise ValueError(f"post_processor type {post.get('type')!r} is not supported; "
+                                 "supported: ['BertProcessing', 'TemplateProcessing']")
+            return cls(MODELS[model_type].from_json(spec["model"]),
+                       normalizer=normalizers.from_json(spec.get("normalizer")),
+                       pre_tokenizer=pre_tokenizers.from_json(spec.get("pre_tokenizer")),
+                       post_processor=TemplateProcessing.from_json(post) if post else None,
+                       decoder=decoders.from_json(spec.get("decoder")), added_tokens=added,
+                       extra={k: spec.get(k) for k in ("truncation", "padding")})
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{source}: malformed tokenizer.json ({type(e).__name__}: {e})") from e
+
+    def to_json(self) -> dict[str, Any]:
+        part = lambda c: None if c is None else c.to_json()  # noqa: E731
+        return {"version": "1.0", "truncation": self._extra.get("truncation"),
+                "padding": self._extra.get("padding"),
+                "added_tokens": [t.to_json() for t in self.added_tokens],
+                "normalizer": part(self.normalizer), "pre_tokenizer": part(self.pre_tokenizer),
+                "post_processor": part(self.post_processor), "decoder": part(self.decoder),
+                "model": self.model.to_json()}
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write a huggingface ``tokenizer.json`` (atomically: a crash never leaves half a file)."""
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(self.to_json(), f, ensure_ascii=False, indent=2)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    # ---- vocabulary ---------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return len(self._id_to_token)
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._added_ids.get(token, self.model.vocab.get(token))
+
+    def id_to_token(self, token_id: int) -> str | None:
+        return self._id_to_token[token_id] if 0 <= token_id < len(self._id_to_token) else None
+
+    # ---- encoding -----------------------------------------------------------------------
+    def encode_ragged(self, texts: Sequence[str], *, device: torch.device | str = "cpu",
+                      with_spans: bool = False) -> Encoded:
+        """Token ids of each text, without special tokens, as a ragged tensor on ``device``."""
+        text = codepoints(texts, device)
+        matches = self._find_added_tokens(texts)
+        if matches is not None:
+            text = Ragged(text.values.clone(), text.offsets)
+            text.values[matches["inside"].to(device)] = ord(" ")
+        if self.normalizer is not None:
+            norm, source = self.normalizer(text)
+        else:
+            norm, source = text, torch.arange(text.values.numel(), device=text.device)
+        if self.pre_tokenizer is None:
+            raise ValueError("a WordPiece tokenizer needs a pre_tokenizer to split words")
+        words = self.pre_tokenizer(norm)
+        lengths = words.lengths()
+        unique = unique_words(norm.values, words)
+        unique_lengths = lengths[unique.representative]
+        width = min(int(unique_lengths.max()) if unique_lengths.numel() else 0,
+                    self.model.max_input_chars_per_word + 1)
+        chars = padded_chars(norm.values, words.starts[unique.representative], unique_lengths, width)
+        piece_ids, piece_ends = self.model.encode_words(chars, unique_lengths)
+
+        # Every word occurrence takes the pieces of its unique word.
+        per_word = piece_ids.lengths()[unique.inverse]
+        word_token_offsets = offsets_from_lengths(per_word)
+        total = int(word_token_offsets[-1])
+        word_of_token = row_ids(word_token_offsets, total)
+        piece = piece_ids.offsets[unique.inverse][word_of_token] + (
+            torch.arange(total, device=text.device) - word_token_offsets[:-1][word_of_token])
+        ids = piece_ids.values[piece].long()
+        token_offsets = word_token_offsets[words.text_offsets]
+        spans = None
+        if with_spans:
+            first = words.starts[word_of_token]
+            start = source[first + piece_starts(piece_ends)[piece]]
+            end = source[first + piece_ends.values[piece].long() - 1] + 1
+            text_start = text.offsets[:-1][row_ids(token_offsets, total)]
+            spans = torch.stack([start - text_start, end - text_start], 1)
+        if matches is not None:
+            ids, token_offsets, spans = self._insert_added_tokens(
+                matches, ids, token_offsets, spans, source[words.starts[word_of_token]], text.offsets)
+        return Encoded(Ragged(ids, token_offsets), spans)
+
+    def _find_added_tokens(self, texts: Sequence[str]) -> dict[str, torch.Tensor] | None:
+        if self._added_pattern is None:
+            return None
+        joined = "".join(texts)
+        found = [(m.start(), m.end(), self._added_ids[m.group()]) for m in self._added_pattern.finditer(joined)]
+        if not found:
+            return None
+        start, end, token_id = (torch.tensor(col, dtype=torch.int64) for col in zip(*found))
+        inside = torch.repeat_interleave(start, end - start) + (
+            torch.arange(int((end - start).sum())) - torch.repeat_interleave(offsets_from_lengths(end - start)[:-1], end - start))
+        return {"start": start, "end": end, "id": token_id, "inside": inside}
+
+    @staticmethod
+    def _insert_added_tokens(matches, ids, token_offsets, spans, token_position, text_offsets):
+        """Merge matched added tokens into the token stream by their position in the text."""
+        device = ids.device
+        start, end = matches["start"].to(device), matches["end"].to(device)
+        position = torch.cat([token_position, start])
+        # Tokens of one word share a position; the stable sort keeps their order.
+        order = torch.sort(position, stable=True).indices
+        ids = torch.cat([ids, matches["id"].to(device)])[order]
+        text_of = torch.searchsorted(text_offsets, position[order], right=True) - 1
+        counts = torch.bincount(text_of, minlength=text_offsets.numel() - 1)
+        if spans is not None:
+            base = text_offsets[:-1][torch.searchsorted(text_offsets, start, right=True) - 1]
+            spans = torch.cat([spans, torch.stack([start - base, end - base], 1)])[order]
+        return ids, offsets_from_lengths(counts), spans
+
+    def encode_batch(self, texts: Sequence[TextInput], pair_texts: Sequence[TextInput] | None = None, *,
+                     add_special_tokens: bool = True) -> list[list[int]]:
+        """Token ids of each text (or pair), with no padding or truncation.
+
+        Equal to ``[e.ids for e in hf.encode_batch(...)]`` for the same huggingface tokenizer.
+        """
+        out = self(texts, pair_texts, add_special_tokens=add_special_tokens, padding=False)
+        flat, bounds = out["input_ids"].tolist(), out["row_offsets"].tolist()
+        return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+    def encode(self, text: TextInput, pair: TextInput | None = None, *, add_special_tokens: bool = True) -> list[int]:
+        return self.encode_batch([text], None if pair is None else [pair], add_special_tokens=add_special_tokens)[0]
+
+    def __call__(self, texts: TextInput | Sequence[TextInput], text_pair: TextInput | Sequence[TextInput] | None = None, *,
+                 add_special_tokens: bool = True, padding: bool | str = True, truncation: bool | str = False,
+                 max_length: int | None = None, stride: int = 0, pad_to_multiple_of: int | None = None,
+                 padding_side: str = "right", return_offsets: bool = False,
+                 return_overflowing_tokens: bool = False, device: torch.device | str | None = None
+                 ) -> dict[str, torch.Tensor]:
+        """Encode a batch into tensors [rows, length] on ``device``.
+
+        Returns ``input_ids``, ``attention_mask`` and ``token_type_ids``; ``offsets`` ([rows,
+        length, 2] character spans into each text, (0, 0) for special and pad tokens) with
+        ``return_offsets``; ``overflow_to_sample_mapping`` with ``return_overflowing_tokens``.
+        ``padding``: True/"longest" (default), "max_length", or False/"do_not_pad", which returns
+        the ragged ids flat, with ``row_offsets``.
+        """
+        texts = as_texts(texts)
+        pairs = None if text_pair is None else as_texts(text_pair)
+        if pairs is not None and len(pairs) != len(texts):
+            raise ValueError(f"got {len(texts)} texts but {len(pairs)} text_pair entries; they pair up one to one")
+        padding = {True: "longest", False: "do_not_pad"}.get(padding, padding)
+        if padding not in PADDING_STRATEGIES:
+            raise ValueError(f"padding={padding!r}; choose True, False or one of {PADDING_STRATEGIES}")
+        truncation = {True: "longest_first", False: None}.get(truncation, truncation)
+        if truncation is not None and truncation not in TRUNCATION_STRATEGIES:
+            raise ValueError(f"truncation={truncation!r}; choose True, False or one of {TRUNCATION_STRATEGIES}")
+        if (truncation or padding == "max_length") and max_length is None:
+            raise ValueError(f"truncation={truncation!r} / padding={padding!r} need max_length=")
+        if padding_side not in ("left", "right"):
+            raise ValueError(f"padding_side={padding_side!r}; choose 'left' or 'right'")
+        device = torch.device(device) if device is not None else torch.device("cpu")
+
+        first = self.encode_ragged(texts, device=device, with_spans=return_offsets)
+        second = self.encode_ragged(pairs, device=device, with_spans=return_offsets) if pairs is not None else None
+        template = []
+        if add_special_tokens and self.post_processor is not None:
+            template = self.post_processor.pair if second is not None else self.post_processor.single
+        added = sum(item.sequence is None for item in template)
+        budget = None if truncation is None else max_length - added
+        rows = truncate(first.ids.lengths(), None if second is None else second.ids.lengths(),
+                        max_length=budget, strategy=truncation or "longest_first", stride=stride,
+                        overflow=return_overflowing_tokens)
+        if not template:
+            template = [_A] if second is None else [_A, _B]
+        row_offsets, source, special_ids, type_ids = assemble(
+            template, rows, first.ids.offsets, None if second is None else second.ids.offsets,
+            first.ids.values.numel())
+        all_ids = first.ids.values if second is None else torch.cat([first.ids.values, second.ids.values])
+        is_token = source >= 0
+        input_ids = torch.where(is_token, all_ids[source.clamp(min=0)] if all_ids.numel() else 0, special_ids)
+        out: dict[str, torch.Tensor] = {}
+        if return_offsets:
+            spans = first.spans if second is None else torch.cat([first.spans, second.spans])
+            offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else 0, 0)
+        if padding == "do_not_pad":
+            out.update(input_ids=input_ids, token_type_ids=type_ids, row_offsets=row_offsets)
+            if return_offsets:
+                out["offsets"] = offsets
+        else:
+            lengths = row_offsets[1:] - row_offsets[:-1]
+            width = int(lengths.max()) if lengths.numel() else 0
+            if padding == "max_length":
+                width = max(width, max_length)
+            if pad_to_multiple_of:
+                width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+            left = padding_side == "left"
+            pad_id = self._pad_id()
+            out["input_ids"] = pad(input_ids, row_offsets, width=width, pad_value=pad_id, left=left)
+            out["attention_mask"] = pad(torch.ones_like(input_ids), row_offsets, width=width, pad_value=0, left=left)
+            out["token_type_ids"] = pad(type_ids, row_offsets, width=width, pad_value=0, left=left)
+            if return_offsets:
+                out["offsets"] = torch.stack([pad(offsets[:, k].contiguous(), row_offsets, width=width, pad_value=0, left=left)
+                                              for k in range(2)], -1)
+        if return_overflowing_tokens:
+            out["overflow_to_sample_mapping"] = rows.sample
+        return out
+
+    def _pad_id(self) -> int:
+        padding = self._extra.get("padding") or {}
+        if "pad_id" in padding:
+            return int(padding["pad_id"])
+        pad_id = self.token_to_id("[PAD]")
+        return 0 if pad_id is None else pad_id
+
+    # ---- decoding -----------------------------------------------------------------------
+    def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
+        if isinstance(ids, torch.Tensor):
+            ids = ids.tolist()
+        tokens = []
+        for i in ids:
+            token = self.id_to_token(i)
+            if token is None:
+                raise ValueError(f"token id {i} is outside the vocabulary (size {self.vocab_size})")
+            if skip_special_tokens and i in self._special_ids:
+                continue
+            tokens.append(token)
+        return self.decoder(tokens) if self.decoder is not None else " ".join(tokens)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]] | torch.Tensor, *, skip_special_tokens: bool = True) -> list[str]:
+        return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in batch]
+
+
+_A = TemplateItem(sequence=0, token=None, token_id=None, type_id=0)
+_B = TemplateItem(sequence=1, token=None, token_id=None, type_id=1)
+
+
+def gputok_example_vocab() -> str:
+    """Write a tiny BERT vocab.txt for examples and doctests; returns its path."""
+    path = Path(tempfile.gettempdir()) / "gputok-example-vocab.txt"
+    tokens = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]", "hello", ",", "una", "##ff", "##able", "world", "!"]
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return str(path)

@@ -1,0 +1,106 @@
+"""Greedy longest-match WordPiece over a hash-map trie, one word per lane.
+
+Torch twin: ``gputok.models.wordpiece.wordpiece_match_torch`` (same arguments, same outputs).
+
+Each lane runs a small state machine over its word: walk the trie from the current piece start,
+remember the last node that ends a token, and when the walk cannot go on, emit that token and
+restart from where it ended (from root 1, the continuation root). A word with no match at some
+position ends with ``num_pieces = -1`` (whole-word unk), or, with ``PARTIAL_UNK``, emits -2 for one
+character and goes on. The trie edge lookup is the linear-probing hash of ``gputok.hashing``.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_CODEPOINT = 0x110000
+M1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+M2 = 0x94D049BB133111EB - (1 << 64)
+
+
+@triton.jit
+def _shr(x, bits: tl.constexpr):
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+@triton.jit
+def _mix64(x):
+    x = (x ^ _shr(x, 30)) * M1
+    x = (x ^ _shr(x, 27)) * M2
+    return x ^ _shr(x, 31)
+
+
+@triton.jit
+def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_ptr, token_of_node_ptr,
+                            piece_ids_ptr, piece_ends_ptr, num_pieces_ptr, num_words, width,
+                            hash_mask, max_probes, PARTIAL_UNK: tl.constexpr, BLOCK: tl.constexpr):
+    word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    in_range = word < num_words
+    length = tl.load(lengths_ptr + word, mask=in_range, other=0).to(tl.int64)
+    row = word * width
+    start = tl.zeros([BLOCK], dtype=tl.int64)  # start of the piece being matched
+    cur = tl.zeros([BLOCK], dtype=tl.int64)  # next character to walk
+    node = tl.zeros([BLOCK], dtype=tl.int64)
+    best_end = tl.full([BLOCK], -1, dtype=tl.int64)
+    best_id = tl.full([BLOCK], -1, dtype=tl.int64)
+    count = tl.zeros([BLOCK], dtype=tl.int64)
+    alive = in_range & (length > 0)
+    while tl.max(alive.to(tl.int32), 0) > 0:
+        codepoint = tl.load(chars_ptr + row + cur, mask=alive, other=0).to(tl.int64)
+        key = node * MAX_CODEPOINT + codepoint
+        slot = _mix64(key) & hash_mask
+        child = tl.full([BLOCK], -1, dtype=tl.int64)
+        searching = alive
+        for _ in range(max_probes):
+            found = tl.load(slot_keys_ptr + slot, mask=searching, other=-1)
+            hit = searching & (found == key)
+            child = tl.where(hit, tl.load(slot_values_ptr + slot, mask=hit, other=-1), child)
+            searching = searching & ~hit & (found != -1)
+            slot = (slot + 1) & hash_mask
+        moved = alive & (child >= 0)
+        node = tl.where(moved, child, node)
+        cur = tl.where(moved, cur + 1, cur)
+        token = tl.load(token_of_node_ptr + node, mask=moved, other=-1).to(tl.int64)
+        ends_token = moved & (token >= 0)
+        best_end = tl.where(ends_token, cur, best_end)
+        best_id = tl.where(ends_token, token, best_id)
+        # The walk of a lane stops when it cannot move or reaches the end of its word.
+        stop = alive & (~moved | (cur >= length))
+        failed = stop & (best_end < 0)
+        if PARTIAL_UNK:
+            best_id = tl.where(failed, -2, best_id)
+            best_end = tl.where(failed, start + 1, best_end)
+            emit = stop
+        else:
+            tl.store(num_pieces_ptr + word, tl.full([BLOCK], -1, dtype=tl.int32), mask=failed)
+            alive = alive & ~failed
+            emit = stop & ~failed
+        tl.store(piece_ids_ptr + row + count, best_id.to(tl.int32), mask=emit)
+        tl.store(piece_ends_ptr + row + count, best_end.to(tl.int32), mask=emit)
+        count = tl.where(emit, count + 1, count)
+        start = tl.where(emit, best_end, start)
+        cur = tl.where(emit, best_end, cur)
+        node = tl.where(emit, 1, node)
+        best_end = tl.where(emit, -1, best_end)
+        best_id = tl.where(emit, -1, best_id)
+        finished = emit & (start >= length)
+        tl.store(num_pieces_ptr + word, count.to(tl.int32), mask=finished)
+        alive = alive & ~finished
+
+
+def wordpiece_match_triton(chars: torch.Tensor, lengths: torch.Tensor, *, slot_keys: torch.Tensor,
+                           slot_values: torch.Tensor, hash_mask: int, max_probes: int,
+                           token_of_node: torch.Tensor, partial_unk: bool):
+    num_words, width = chars.shape
+    piece_ids = torch.full((num_words, width), -1, dtype=torch.int32, device=chars.device)
+    piece_ends = torch.full_like(piece_ids, -1)
+    num_pieces = torch.zeros(num_words, dtype=torch.int32, device=chars.device)
+    if num_words == 0 or width == 0:
+        return piece_ids, piece_ends, num_pieces
+    # 128 lanes: words differ in length, so wider blocks mostly wait on their longest word.
+    block = 128
+    grid = (triton.cdiv(num_words, block),)
+    _wordpiece_match_kernel[grid](chars.contiguous(), lengths.contiguous(), slot_keys, slot_values,
+                                  token_of_node, piece_ids, piece_ends, num_pieces, num_words, width,
+                                  hash_mask, max_probes, PARTIAL_UNK=partial_unk, BLOCK=block)
+    return piece_ids, piece_ends, num_pieces
