@@ -6,7 +6,7 @@ Each lane runs a small state machine over its word: walk the trie from the curre
 remember the last node that ends a token, and when the walk cannot go on, emit that token and
 restart from where it ended (from root 1, the continuation root). A word with no match at some
 position ends with ``num_pieces = -1`` (whole-word unk), or, with ``PARTIAL_UNK``, emits -2 for one
-character and goes on. The trie edge lookup is the linear-probing hash of ``gputok.hashing``.
+character and goes on. The trie edge lookup is the Fibonacci-hashed linear probing of ``gputok.hashing.HashMap``.
 """
 
 import torch
@@ -14,26 +14,13 @@ import triton
 import triton.language as tl
 
 MAX_CODEPOINT = 0x110000
-M1 = 0xBF58476D1CE4E5B9 - (1 << 64)
-M2 = 0x94D049BB133111EB - (1 << 64)
-
-
-@triton.jit
-def _shr(x, bits: tl.constexpr):
-    return (x >> bits) & ((1 << (64 - bits)) - 1)
-
-
-@triton.jit
-def _mix64(x):
-    x = (x ^ _shr(x, 30)) * M1
-    x = (x ^ _shr(x, 27)) * M2
-    return x ^ _shr(x, 31)
+FIBONACCI = 0x9E3779B97F4A7C15 - (1 << 64)  # gputok.hashing.home_slot
 
 
 @triton.jit
 def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_ptr, token_of_node_ptr,
                             piece_ids_ptr, piece_ends_ptr, num_pieces_ptr, num_words, width,
-                            hash_mask, max_probes, PARTIAL_UNK: tl.constexpr, BLOCK: tl.constexpr):
+                            hash_mask, hash_shift, max_probes, PARTIAL_UNK: tl.constexpr, BLOCK: tl.constexpr):
     word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     in_range = word < num_words
     length = tl.load(lengths_ptr + word, mask=in_range, other=0).to(tl.int64)
@@ -48,7 +35,7 @@ def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_p
     while tl.max(alive.to(tl.int32), 0) > 0:
         codepoint = tl.load(chars_ptr + row + cur, mask=alive, other=0).to(tl.int64)
         key = node * MAX_CODEPOINT + codepoint
-        slot = _mix64(key) & hash_mask
+        slot = ((key * FIBONACCI) >> hash_shift) & hash_mask  # & mask makes the shift logical
         child = tl.full([BLOCK], -1, dtype=tl.int64)
         searching = alive
         for _ in range(max_probes):
@@ -102,5 +89,5 @@ def wordpiece_match_triton(chars: torch.Tensor, lengths: torch.Tensor, *, slot_k
     grid = (triton.cdiv(num_words, block),)
     _wordpiece_match_kernel[grid](chars.contiguous(), lengths.contiguous(), slot_keys, slot_values,
                                   token_of_node, piece_ids, piece_ends, num_pieces, num_words, width,
-                                  hash_mask, max_probes, PARTIAL_UNK=partial_unk, BLOCK=block)
+                                  hash_mask, hash_shift, max_probes, PARTIAL_UNK=partial_unk, BLOCK=block)
     return piece_ids, piece_ends, num_pieces

@@ -1,0 +1,143 @@
+"""Encoding throughput: gputok against huggingface ``tokenizers`` on the same real text, one run.
+
+Each engine runs in its own subprocess (so peak RSS is its own) with the same number of threads
+(torch intra-op threads for gputok, ``RAYON_NUM_THREADS`` for huggingface). gputok is timed end
+to end: Python strings in, padded ``input_ids``/``attention_mask``/``token_type_ids`` tensors out;
+huggingface is timed on ``encode_batch``. Small batch sizes run on a prefix of the corpus (the
+table says how many MB) so that the whole benchmark stays within minutes.
+
+    python benchmarks/encode_wordpiece.py            # or: gputok bench
+    gputok bench --megabytes 5 --batch-sizes 1024 65536 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# Bytes of corpus each batch size runs on, at most: small batches cost a call per few texts.
+_PREFIX_BYTES = {1: 1_000_000, 32: 5_000_000}
+
+
+def _load_lines(megabytes: float | None, limit_bytes: int | None) -> tuple[list[str], int]:
+    from . import assets
+
+    text = assets.english_corpus(20).read_text(encoding="utf-8")
+    for limit in (None if megabytes is None else int(megabytes * 1_000_000), limit_bytes):
+        if limit is not None:
+            text = text[:limit]
+    lines = text.splitlines()
+    return lines, len("\n".join(lines).encode("utf-8"))
+
+
+def _worker(engine: str, megabytes: float | None, batch_sizes: list[int], threads: int, device: str) -> dict:
+    """Runs in the subprocess: time one engine over the corpus at each batch size."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from . import assets
+
+    results = []
+    if engine == "gputok":
+        from .tokenizer import Tokenizer
+
+        tok = Tokenizer.from_vocab(assets.fetch("bert-vocab"))
+        tok(["warm up the tables"], device=device)
+
+        def run(batch):
+            out = tok(batch, device=device)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            return int(out["attention_mask"].sum())
+    else:
+        from tokenizers import BertWordPieceTokenizer
+
+        hf = BertWordPieceTokenizer(str(assets.fetch("bert-vocab")), lowercase=True)
+        hf.encode_batch(["warm up"])
+
+        def run(batch):
+            return sum(len(e.ids) for e in hf.encode_batch(batch))
+
+    for batch_size in batch_sizes:
+        lines, nbytes = _load_lines(megabytes, _PREFIX_BYTES.get(batch_size))
+        tokens = 0
+        start = time.perf_counter()
+        for i in range(0, len(lines), batch_size):
+            tokens += run(lines[i : i + batch_size])
+        seconds = time.perf_counter() - start
+        results.append(dict(engine=engine, batch_size=batch_size, lines=len(lines), megabytes=nbytes / 1e6,
+                            seconds=seconds, mb_per_s=nbytes / 1e6 / seconds, tokens=tokens,
+                            tokens_per_s=tokens / seconds))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for r in results:
+        r["peak_rss_mb"] = peak_mb
+    return {"results": results}
+
+
+def run_benchmark(*, megabytes: float | None = None, batch_sizes=(1, 32, 1024, 65536), threads: int | None = None,
+                  device: str = "cpu", json_path: str | None = None) -> list[dict]:
+    threads = threads or min(os.cpu_count() or 1, 2)
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="true",
+               OMP_NUM_THREADS=str(threads))
+    from . import assets
+
+    assets.english_corpus(20)  # fetch once, outside the timed subprocesses
+    assets.fetch("bert-vocab")
+    rows = []
+    for engine in ("gputok", "huggingface"):
+        cmd = [sys.executable, "-m", "gputok.bench", "--worker", engine, "--threads", str(threads),
+               "--device", device, "--batch-sizes", *map(str, batch_sizes)]
+        if megabytes is not None:
+            cmd += ["--megabytes", str(megabytes)]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise RuntimeError(f"benchmark worker {engine} failed:\n{done.stderr}")
+        rows += json.loads(done.stdout.strip().splitlines()[-1])["results"]
+    by_key = {(r["engine"], r["batch_size"]): r for r in rows}
+    for r in rows:
+        if r["engine"] == "gputok":
+            r["speedup_vs_huggingface"] = r["mb_per_s"] / by_key[("huggingface", r["batch_size"])]["mb_per_s"]
+    _print_table(rows, threads, device)
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps({"device": device, "threads": threads, "rows": rows}, indent=2))
+        print(f"wrote {json_path}")
+    return rows
+
+
+def _print_table(rows: list[dict], threads: int, device: str) -> None:
+    print(f"WordPiece encode, bert-base-uncased vocab, device={device}, threads={threads}")
+    header = f"{'engine':<12} {'batch':>6} {'MB':>6} {'lines':>8} {'s':>7} {'MB/s':>7} {'Mtok/s':>7} {'peakMB':>7} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        ratio = f"{r['speedup_vs_huggingface']:.2f}x" if "speedup_vs_huggingface" in r else ""
+        print(f"{r['engine']:<12} {r['batch_size']:>6} {r['megabytes']:>6.1f} {r['lines']:>8} {r['seconds']:>7.2f} "
+              f"{r['mb_per_s']:>7.2f} {r['tokens_per_s'] / 1e6:>7.2f} {r['peak_rss_mb']:>7.0f} {ratio:>6}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gputok bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--megabytes", type=float, default=None, help="corpus size (default: the 20 MB English set)")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 1024, 65536])
+    parser.add_argument("--threads", type=int, default=None, help="threads for both engines (default: min(cores, 2))")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--json", default="bench-results/encode_wordpiece.json", help="where to write the JSON")
+    parser.add_argument("--worker", choices=["gputok", "huggingface"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(_worker(args.worker, args.megabytes, args.batch_sizes, args.threads, args.device)))
+        return 0
+    run_benchmark(megabytes=args.megabytes, batch_sizes=args.batch_sizes, threads=args.threads,
+                  device=args.device, json_path=args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

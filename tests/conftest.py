@@ -1,0 +1,41 @@
+"""Shared fixtures: real assets (fetched once into the cache by gputok.assets) and oracles."""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")  # kernels run on CPU tensors in the tests
+
+import pytest
+
+from gputok import Tokenizer, assets
+
+
+@pytest.fixture(scope="session")
+def bert_vocab_path():
+    return assets.fetch("bert-vocab")
+
+
+@pytest.fixture(scope="session")
+def bert_json_path():
+    return assets.fetch("bert-tokenizer-json")
+
+
+@pytest.fixture(scope="session")
+def hf_bert(bert_json_path):
+    """huggingface's own tokenizer for the same file, padding and truncation off (see ASSETS.md)."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    hf = HFTokenizer.from_file(str(bert_json_path))
+    hf.no_padding()
+    hf.no_truncation()
+    return hf
+
+
+@pytest.fixture(scope="session")
+def bert(bert_json_path):
+    return Tokenizer.from_file(bert_json_path)
+
+
+@pytest.fixture(scope="session")
+def parity_lines():
+    """~20 MB of real text: English (accents, symbols), the Chinese kernel docs, Shakespeare, GO terms."""
+    return assets.parity_corpus().read_text(encoding="utf-8").splitlines()
