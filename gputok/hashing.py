@@ -61,20 +61,21 @@ class HashMap:
         pending = torch.arange(keys.numel())
         probe = torch.zeros(keys.numel(), dtype=torch.int64)
         max_probe = 0
+        owner = torch.full((capacity,), keys.numel(), dtype=torch.int64)
         while pending.numel():
             slot = (home[pending] + probe[pending]) & mask
             free = slot_keys[slot] == self.EMPTY
             # Several keys may want one free slot: the smallest key index wins (deterministic).
-            owner = torch.full((capacity,), keys.numel(), dtype=torch.int64)
             owner.scatter_reduce_(0, slot[free], pending[free], reduce="amin")
             won = free & (owner[slot] == pending)
+            owner[slot[free]] = keys.numel()
             slot_keys[slot[won]] = keys[pending[won]]
             slot_values[slot[won]] = values[pending[won]]
             if won.any():
                 max_probe = max(max_probe, int(probe[pending[won]].max()))
             pending = pending[~won]
             probe[pending] += 1
-        duplicated = keys.numel() - int((slot_keys != self.EMPTY).sum())
+        duplicated = keys.numel() - int(torch.unique(keys).numel())
         if duplicated:
             raise ValueError(f"HashMap got {duplicated} duplicated keys")
         self.slot_keys, self.slot_values = slot_keys, slot_values

@@ -15,16 +15,32 @@ changes the result when marks of different classes that are not nonspacing marks
 from __future__ import annotations
 
 import functools
+import hashlib
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import unicode
+from . import _reference_unicode, unicode
 from .ragged import Ragged, expand_rows
 
 
 @functools.lru_cache(maxsize=16)
 def _bert_table(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool, lowercase: bool) -> Ragged:
+    flags = "".join(str(int(f)) for f in (clean_text, handle_chinese_chars, strip_accents, lowercase))
+
+    def build() -> dict:
+        table = _compose_bert(clean_text, handle_chinese_chars, strip_accents, lowercase)
+        return {"values": table.values.numpy(), "offsets": table.offsets.numpy()}
+
+    # Composing takes ~1 s, so the result is cached on disk, keyed by everything it depends on:
+    # the flags, the generated overrides, and the code that builds it.
+    code = hashlib.sha256(Path(__file__).read_bytes() + Path(unicode.__file__).read_bytes()).hexdigest()[:12]
+    arrays = unicode.disk_cached(f"bert-normalizer-{flags}-{_reference_unicode.VERSION}-{code}", build)
+    return Ragged(torch.from_numpy(arrays["values"]), torch.from_numpy(arrays["offsets"]))
+
+
+def _compose_bert(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool, lowercase: bool) -> Ragged:
     table = unicode.identity_map()
     if clean_text:
         table = unicode.compose(table, unicode.step_map("clean_text"))

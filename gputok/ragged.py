@@ -90,9 +90,10 @@ def expand_rows(table: Ragged, keys: torch.Tensor) -> tuple[Ragged, torch.Tensor
     >>> out.values.tolist(), src.tolist()
     ([8, 9, 7], [0, 0, 2])
     """
-    lengths = (table.offsets[1:] - table.offsets[:-1])[keys]
+    starts = table.offsets[keys]
+    lengths = table.offsets[keys + 1] - starts  # only the rows asked for: tables can be 1.1M rows
     out_offsets = offsets_from_lengths(lengths)
     total = int(out_offsets[-1])
     src = row_ids(out_offsets, total)
-    gather = table.offsets[keys][src] + positions_in_rows(out_offsets, total)
+    gather = starts[src] + positions_in_rows(out_offsets, total)
     return Ragged(table.values[gather], out_offsets), src

@@ -28,7 +28,7 @@ from .dedup import padded_chars, unique_words
 from .ingest import TextInput, as_texts, codepoints
 from .models.wordpiece import WordPiece, piece_starts
 from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, pad, truncate
-from .ragged import Ragged, offsets_from_lengths, row_ids
+from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 
 MODELS = {cls.type: cls for cls in (WordPiece,)}
 PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
@@ -200,7 +200,7 @@ class Tokenizer:
         lengths = words.lengths()
         unique = unique_words(norm.values, words)
         unique_lengths = lengths[unique.representative]
-        width = min(int(unique_lengths.max()) if unique_lengths.numel() else 0,
+        width = min(int(unique_lengths.max()) if unique_lengths.numel() else 1,
                     self.model.max_input_chars_per_word + 1)
         chars = padded_chars(norm.values, words.starts[unique.representative], unique_lengths, width)
         piece_ids, piece_ends = self.model.encode_words(chars, unique_lengths)
@@ -227,15 +227,20 @@ class Tokenizer:
         return Encoded(Ragged(ids, token_offsets), spans)
 
     def _find_added_tokens(self, texts: Sequence[str]) -> dict[str, torch.Tensor] | None:
-        if self._added_pattern is None:
+        """Added tokens written in the texts: their spans (in the joined texts) and ids, or None."""
+        if self._added_pattern is None or not self._added_pattern.search("".join(texts)):
             return None
-        joined = "".join(texts)
-        found = [(m.start(), m.end(), self._added_ids[m.group()]) for m in self._added_pattern.finditer(joined)]
+        found, base = [], 0
+        for text in texts:  # per text, so that no match spans two texts
+            found += [(base + m.start(), base + m.end(), self._added_ids[m.group()])
+                      for m in self._added_pattern.finditer(text)]
+            base += len(text)
         if not found:
             return None
         start, end, token_id = (torch.tensor(col, dtype=torch.int64) for col in zip(*found))
-        inside = torch.repeat_interleave(start, end - start) + (
-            torch.arange(int((end - start).sum())) - torch.repeat_interleave(offsets_from_lengths(end - start)[:-1], end - start))
+        spans = offsets_from_lengths(end - start)
+        total = int(spans[-1])
+        inside = start[row_ids(spans, total)] + positions_in_rows(spans, total)
         return {"start": start, "end": end, "id": token_id, "inside": inside}
 
     @staticmethod
@@ -318,7 +323,7 @@ class Tokenizer:
         out: dict[str, torch.Tensor] = {}
         if return_offsets:
             spans = first.spans if second is None else torch.cat([first.spans, second.spans])
-            offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else 0, 0)
+            offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else spans.new_zeros(1, 2), 0)
         if padding == "do_not_pad":
             out.update(input_ids=input_ids, token_type_ids=type_ids, row_offsets=row_offsets)
             if return_offsets:

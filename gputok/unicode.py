@@ -21,11 +21,12 @@ import functools
 import os
 import tempfile
 import unicodedata
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
+from .assets import cache_dir
 from .ragged import Ragged, expand_rows, offsets_from_lengths
 
 MAX_CODEPOINT = 0x110000
@@ -46,12 +47,6 @@ CJK_RANGES = (
     (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
     (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
 )
-
-
-def cache_dir() -> Path:
-    path = Path(os.environ.get("GPUTOK_CACHE", Path.home() / ".cache" / "gputok"))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _ragged_map(strings: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
@@ -90,20 +85,26 @@ def _build() -> dict[str, np.ndarray]:
                 lower_lengths=lower_lengths, lower_values=lower_values)
 
 
-@functools.lru_cache(maxsize=1)
-def _tables() -> dict[str, np.ndarray]:
-    path = cache_dir() / f"unicode-{unicodedata.unidata_version}-v{_TABLE_VERSION}.npz"
+def disk_cached(name: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Arrays saved under the cache dir as ``name`` (keyed by this Python's Unicode version)."""
+    path = cache_dir() / f"{name}-unicode{unicodedata.unidata_version}-v{_TABLE_VERSION}.npz"
     try:
         with np.load(path) as data:
             return {k: data[k] for k in data.files}
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, EOFError):
         pass
-    tables = _build()
+    arrays = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
     with os.fdopen(fd, "wb") as f:
-        np.savez(f, **tables)
+        np.savez(f, **arrays)
     os.replace(tmp, path)
-    return tables
+    return arrays
+
+
+@functools.lru_cache(maxsize=1)
+def _tables() -> dict[str, np.ndarray]:
+    return disk_cached("unicode", _build)
 
 
 def category() -> torch.Tensor:

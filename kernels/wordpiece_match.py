@@ -4,7 +4,8 @@ Torch twin: ``gputok.models.wordpiece.wordpiece_match_torch`` (same arguments, s
 
 Each lane runs a small state machine over its word: walk the trie from the current piece start,
 remember the last node that ends a token, and when the walk cannot go on, emit that token and
-restart from where it ended (from root 1, the continuation root). A word with no match at some
+restart from where it ended (from root 1, the continuation root). Edges on ASCII codepoints come
+from the trie's dense ``ascii_children`` table, the others from its hash map. A word with no match at some
 position ends with ``num_pieces = -1`` (whole-word unk), or, with ``PARTIAL_UNK``, emits -2 for one
 character and goes on. The trie edge lookup is the Fibonacci-hashed linear probing of ``gputok.hashing.HashMap``.
 """
@@ -19,6 +20,7 @@ FIBONACCI = 0x9E3779B97F4A7C15 - (1 << 64)  # gputok.hashing.home_slot
 
 @triton.jit
 def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_ptr, token_of_node_ptr,
+                            ascii_row_ptr, ascii_children_ptr,
                             piece_ids_ptr, piece_ends_ptr, num_pieces_ptr, num_words, width,
                             hash_mask, hash_shift, max_probes, PARTIAL_UNK: tl.constexpr, BLOCK: tl.constexpr):
     word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -34,10 +36,14 @@ def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_p
     alive = in_range & (length > 0)
     while tl.max(alive.to(tl.int32), 0) > 0:
         codepoint = tl.load(chars_ptr + row + cur, mask=alive, other=0).to(tl.int64)
+        # ASCII edges come from the dense table, the others from the hash map.
+        is_ascii = codepoint < 128
+        dense_row = tl.load(ascii_row_ptr + node, mask=alive & is_ascii, other=-1).to(tl.int64)
+        dense = alive & is_ascii & (dense_row >= 0)
+        child = tl.load(ascii_children_ptr + dense_row * 128 + codepoint, mask=dense, other=-1).to(tl.int64)
         key = node * MAX_CODEPOINT + codepoint
         slot = ((key * FIBONACCI) >> hash_shift) & hash_mask  # & mask makes the shift logical
-        child = tl.full([BLOCK], -1, dtype=tl.int64)
-        searching = alive
+        searching = alive & ~is_ascii
         for _ in range(max_probes):
             found = tl.load(slot_keys_ptr + slot, mask=searching, other=-1)
             hit = searching & (found == key)
@@ -77,7 +83,8 @@ def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_p
 
 def wordpiece_match_triton(chars: torch.Tensor, lengths: torch.Tensor, *, slot_keys: torch.Tensor,
                            slot_values: torch.Tensor, hash_mask: int, max_probes: int,
-                           token_of_node: torch.Tensor, partial_unk: bool):
+                           token_of_node: torch.Tensor, ascii_row: torch.Tensor, ascii_children: torch.Tensor,
+                           partial_unk: bool):
     num_words, width = chars.shape
     piece_ids = torch.full((num_words, width), -1, dtype=torch.int32, device=chars.device)
     piece_ends = torch.full_like(piece_ids, -1)
@@ -86,8 +93,9 @@ def wordpiece_match_triton(chars: torch.Tensor, lengths: torch.Tensor, *, slot_k
         return piece_ids, piece_ends, num_pieces
     # 128 lanes: words differ in length, so wider blocks mostly wait on their longest word.
     block = 128
+    hash_shift = 64 - hash_mask.bit_length()  # gputok.hashing.home_slot's shift
     grid = (triton.cdiv(num_words, block),)
     _wordpiece_match_kernel[grid](chars.contiguous(), lengths.contiguous(), slot_keys, slot_values,
-                                  token_of_node, piece_ids, piece_ends, num_pieces, num_words, width,
+                                  token_of_node, ascii_row, ascii_children, piece_ids, piece_ends, num_pieces, num_words, width,
                                   hash_mask, hash_shift, max_probes, PARTIAL_UNK=partial_unk, BLOCK=block)
     return piece_ids, piece_ends, num_pieces

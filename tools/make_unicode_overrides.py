@@ -8,9 +8,11 @@ time, and records the codepoints where the step's result differs from the plain 
     python tools/make_unicode_overrides.py   # needs `tokenizers`; rewrites the module
 """
 
+import hashlib
 import unicodedata
 from pathlib import Path
 
+import tokenizers
 from tokenizers import normalizers, pre_tokenizers
 
 from gputok import unicode
@@ -50,6 +52,8 @@ def main() -> None:
             flips.append(cp)
     out.append("# BertPreTokenizer punctuation: codepoints whose punctuation flag the reference flips.\n"
                f"PUNCTUATION_FLIPS = [{', '.join(f'0x{cp:X}' for cp in flips)}]\n")
+    digest = hashlib.sha256("".join(out).encode()).hexdigest()[:12]
+    out.append(f"# Keys the disk cache of tables built from this module.\nVERSION = \"{tokenizers.__version__}-{digest}\"\n")
     path = Path(unicode.__file__).with_name("_reference_unicode.py")
     path.write_text("\n".join(out))
     print(f"wrote {path}")

@@ -7,9 +7,8 @@ take the longest vocabulary piece that matches (pieces after the first carry the
 match, the whole word becomes the unk token (the reference rule). ``partial_unk=True`` instead
 turns only each unmatched run of characters into one unk token and keeps the other pieces.
 
-All unique words advance in lock-step (``wordpiece_match_torch``): one round per piece, and inside
-a round one trie transition per character for every word still walking. The Triton kernel
-``gputok.kernels.wordpiece_match`` runs one word per lane with the same contract.
+All unique words advance in lock-step (``wordpiece_match_torch``), each running the state machine
+of the Triton kernel ``gputok.kernels.wordpiece_match`` (one word per lane, same contract).
 Memory: the padded [unique words, longest word] codepoint matrix plus two int32 matrices of the
 same shape for the pieces.
 """
@@ -21,23 +20,26 @@ from typing import Any
 import torch
 
 from .. import _dispatch
-from ..hashing import hash_lookup
 from ..ragged import Ragged, positions_in_rows
-from ..trie import Trie
-from ..unicode import MAX_CODEPOINT
+from ..trie import Trie, trie_step
 
 UNMATCHED = -2  # piece id the matcher emits for an unmatched character in partial-unk mode
 
 
 def wordpiece_match_torch(chars: torch.Tensor, lengths: torch.Tensor, *, slot_keys: torch.Tensor,
                           slot_values: torch.Tensor, hash_mask: int, max_probes: int,
-                          token_of_node: torch.Tensor, partial_unk: bool
-                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          token_of_node: torch.Tensor, ascii_row: torch.Tensor, ascii_children: torch.Tensor,
+                          partial_unk: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Greedy longest-match of every row of ``chars`` (padded codepoints) against the trie.
 
     Returns ``piece_ids`` and ``piece_ends`` ([words, width] int32, -1 past the last piece) and
     ``num_pieces`` ([words] int32; -1 where the word has an unmatched position and partial_unk is
     off). Root 0 starts a word, root 1 continues it.
+
+    Every word runs the same small state machine as the Triton kernel, all words in lock-step:
+    each iteration either takes one trie edge or, when the walk cannot go on, emits the longest
+    token seen and restarts after it. So the Python loop runs (longest word's steps) times, and
+    words leave the working set as they finish.
 
     >>> t = Trie([{"un": 0, "a": 1}, {"aff": 2, "able": 3}])
     >>> chars = torch.tensor([[ord(c) for c in "unaffable"]])
@@ -50,42 +52,50 @@ def wordpiece_match_torch(chars: torch.Tensor, lengths: torch.Tensor, *, slot_ke
     piece_ids = torch.full((num_words, width), -1, dtype=torch.int32, device=device)
     piece_ends = torch.full((num_words, width), -1, dtype=torch.int32, device=device)
     num_pieces = torch.zeros(num_words, dtype=torch.int32, device=device)
-    lengths = lengths.long()
-    pos = torch.zeros(num_words, dtype=torch.int64, device=device)
-    active = torch.nonzero(lengths > 0).flatten()
-    while active.numel():
-        start = pos[active]
-        best_end = torch.full_like(start, -1)
-        best_id = torch.full_like(start, -1)
-        node = (start > 0).long()
-        cur = start.clone()
-        walking = torch.arange(active.numel(), device=device)
-        while walking.numel():
-            codepoint = chars[active[walking], cur[walking]].long()
-            child = hash_lookup(slot_keys, slot_values, hash_mask, max_probes,
-                                node[walking] * MAX_CODEPOINT + codepoint)
-            matched = child >= 0
-            walking, child = walking[matched], child[matched]
-            node[walking] = child
-            cur[walking] += 1
-            token = token_of_node[child].long()
-            ends_token = token >= 0
-            best_end[walking[ends_token]] = cur[walking[ends_token]]
-            best_id[walking[ends_token]] = token[ends_token]
-            walking = walking[cur[walking] < lengths[active[walking]]]
-        failed = best_end < 0
+    flat_chars = chars.reshape(-1)
+    word = torch.nonzero(lengths > 0).flatten()
+    length = lengths[word].long()
+    start = torch.zeros_like(word)  # where the piece being matched starts
+    cur = torch.zeros_like(word)  # the next character to walk
+    node = torch.zeros_like(word)
+    best_end = torch.full_like(word, -1)
+    best_id = torch.full_like(word, -1)
+    count = torch.zeros_like(word)
+    while word.numel():
+        codepoint = flat_chars[word * width + cur].long()
+        child = trie_step(node, codepoint, ascii_row, ascii_children, slot_keys, slot_values, hash_mask, max_probes)
+        moved = child >= 0
+        node = torch.where(moved, child, node)
+        cur = cur + moved
+        token = torch.where(moved, token_of_node[node].long(), -1)
+        ends_token = token >= 0
+        best_end = torch.where(ends_token, cur, best_end)
+        best_id = torch.where(ends_token, token, best_id)
+        stop = ~moved | (cur >= length)
+        if not bool(stop.any()):
+            continue
+        failed = stop & (best_end < 0)
         if partial_unk:
-            best_id[failed] = UNMATCHED
-            best_end[failed] = start[failed] + 1
+            best_id = torch.where(failed, UNMATCHED, best_id)
+            best_end = torch.where(failed, start + 1, best_end)
+            emit = stop
         else:
-            num_pieces[active[failed]] = -1
-            active, best_id, best_end = active[~failed], best_id[~failed], best_end[~failed]
-        slot = num_pieces[active].long()
-        piece_ids[active, slot] = best_id.int()
-        piece_ends[active, slot] = best_end.int()
-        num_pieces[active] += 1
-        pos[active] = best_end
-        active = active[best_end < lengths[active]]
+            num_pieces[word[failed]] = -1
+            emit = stop & ~failed
+        piece_ids[word[emit], count[emit]] = best_id[emit].int()
+        piece_ends[word[emit], count[emit]] = best_end[emit].int()
+        count = count + emit
+        start = torch.where(emit, best_end, start)
+        cur = torch.where(emit, best_end, cur)
+        node = torch.where(emit, 1, node)
+        best_end = torch.where(emit, -1, best_end)
+        best_id = torch.where(emit, -1, best_id)
+        finished = emit & (start >= length)
+        num_pieces[word[finished]] = count[finished].int()
+        keep = ~(finished | (failed & ~emit))
+        if not bool(keep.all()):
+            word, length, start, cur, node, best_end, best_id, count = (
+                t[keep] for t in (word, length, start, cur, node, best_end, best_id, count))
     return piece_ids, piece_ends, num_pieces
 
 
