@@ -1,9 +1,11 @@
-"""Encoding throughput: gputok against huggingface ``tokenizers`` on the same real text, one run.
+"""Encoding throughput: gputok against the anchors on the same real text, one run.
 
-Each engine runs in its own subprocess (so peak RSS is its own) with the same number of threads
-(torch intra-op threads for gputok, ``RAYON_NUM_THREADS`` for huggingface). gputok is timed end
-to end: Python strings in, padded ``input_ids``/``attention_mask``/``token_type_ids`` tensors out;
-huggingface is timed on ``encode_batch``. Small batch sizes run on a prefix of the corpus (the
+WordPiece (``--tokenizer bert``) runs against huggingface ``BertWordPieceTokenizer.encode_batch``;
+byte-level BPE (``--tokenizer gpt2|cl100k``) against tiktoken's ``encode_ordinary_batch`` and
+against tiktoken on the batch joined into one long string. Each engine runs in its own subprocess
+(so peak RSS is its own) with the same number of threads (torch intra-op threads for gputok,
+``RAYON_NUM_THREADS`` for huggingface, ``num_threads`` for tiktoken). gputok is timed end to end:
+Python strings in, padded ``input_ids``/``attention_mask`` tensors out. Small batch sizes run on a prefix of the corpus (the
 table says how many MB) so that the whole benchmark stays within minutes.
 
     python benchmarks/encode_wordpiece.py            # or: gputok bench
@@ -36,34 +38,53 @@ def _load_lines(megabytes: float | None, limit_bytes: int | None) -> tuple[list[
     return lines, len("\n".join(lines).encode("utf-8"))
 
 
-def _worker(engine: str, megabytes: float | None, batch_sizes: list[int], threads: int, device: str) -> dict:
-    """Runs in the subprocess: time one engine over the corpus at each batch size."""
+def _runner(engine: str, tokenizer: str, threads: int, device: str):
+    """A function batch -> number of tokens, for one engine and tokenizer."""
     import torch
 
-    torch.set_num_threads(threads)
     from . import assets
 
-    results = []
     if engine == "gputok":
         from .tokenizer import Tokenizer
 
-        tok = Tokenizer.from_vocab(assets.fetch("bert-vocab"))
+        if tokenizer == "bert":
+            tok = Tokenizer.from_vocab(assets.fetch("bert-vocab"))
+        else:
+            tok = Tokenizer.from_tiktoken(assets.fetch(f"{tokenizer}-tiktoken"), pattern=tokenizer)
         tok(["warm up the tables"], device=device)
 
         def run(batch):
-            out = tok(batch, device=device)
+            out = tok(batch, device=device, add_special_tokens=tokenizer == "bert")
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
             return int(out["attention_mask"].sum())
-    else:
+        return run
+    if engine == "huggingface":
         from tokenizers import BertWordPieceTokenizer
 
         hf = BertWordPieceTokenizer(str(assets.fetch("bert-vocab")), lowercase=True)
         hf.encode_batch(["warm up"])
+        return lambda batch: sum(len(e.ids) for e in hf.encode_batch(batch))
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
 
-        def run(batch):
-            return sum(len(e.ids) for e in hf.encode_batch(batch))
+    from .regex_split import PATTERNS
 
+    enc = tiktoken.Encoding(tokenizer, pat_str=PATTERNS[tokenizer], special_tokens={},
+                            mergeable_ranks=load_tiktoken_bpe(str(assets.fetch(f"{tokenizer}-tiktoken"))))
+    if engine == "tiktoken-batch":
+        return lambda batch: sum(map(len, enc.encode_ordinary_batch(batch, num_threads=threads)))
+    return lambda batch: len(enc.encode_ordinary("\n".join(batch)))  # tiktoken-string
+
+
+def _worker(engine: str, tokenizer: str, megabytes: float | None, batch_sizes: list[int], threads: int,
+            device: str) -> dict:
+    """Runs in the subprocess: time one engine over the corpus at each batch size."""
+    import torch
+
+    torch.set_num_threads(threads)
+    run = _runner(engine, tokenizer, threads, device)
+    results = []
     for batch_size in batch_sizes:
         lines, nbytes = _load_lines(megabytes, _PREFIX_BYTES.get(batch_size))
         tokens = 0
@@ -80,18 +101,23 @@ def _worker(engine: str, megabytes: float | None, batch_sizes: list[int], thread
     return {"results": results}
 
 
-def run_benchmark(*, megabytes: float | None = None, batch_sizes=(1, 32, 1024, 65536), threads: int | None = None,
-                  device: str = "cpu", json_path: str | None = None) -> list[dict]:
+ANCHORS = {"bert": ("huggingface",), "gpt2": ("tiktoken-batch", "tiktoken-string"),
+           "cl100k": ("tiktoken-batch", "tiktoken-string")}
+
+
+def run_benchmark(*, tokenizer: str = "bert", megabytes: float | None = None, batch_sizes=(1, 32, 1024, 65536),
+                  threads: int | None = None, device: str = "cpu", json_path: str | None = None) -> list[dict]:
     threads = threads or min(os.cpu_count() or 1, 2)
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="true",
                OMP_NUM_THREADS=str(threads))
     from . import assets
 
     assets.english_corpus(20)  # fetch once, outside the timed subprocesses
-    assets.fetch("bert-vocab")
+    assets.fetch("bert-vocab" if tokenizer == "bert" else f"{tokenizer}-tiktoken")
     rows = []
-    for engine in ("gputok", "huggingface"):
-        cmd = [sys.executable, "-m", "gputok.bench", "--worker", engine, "--threads", str(threads),
+    for engine in ("gputok",) + ANCHORS[tokenizer]:
+        cmd = [sys.executable, "-m", "gputok.bench", "--worker", engine, "--tokenizer", tokenizer,
+               "--threads", str(threads),
                "--device", device, "--batch-sizes", *map(str, batch_sizes)]
         if megabytes is not None:
             cmd += ["--megabytes", str(megabytes)]
@@ -99,43 +125,49 @@ def run_benchmark(*, megabytes: float | None = None, batch_sizes=(1, 32, 1024, 6
         if done.returncode:
             raise RuntimeError(f"benchmark worker {engine} failed:\n{done.stderr}")
         rows += json.loads(done.stdout.strip().splitlines()[-1])["results"]
-    by_key = {(r["engine"], r["batch_size"]): r for r in rows}
+    # The ratio is against the fastest anchor at the same batch size.
     for r in rows:
         if r["engine"] == "gputok":
-            r["speedup_vs_huggingface"] = r["mb_per_s"] / by_key[("huggingface", r["batch_size"])]["mb_per_s"]
-    _print_table(rows, threads, device)
+            best = max(a["mb_per_s"] for a in rows if a["engine"] != "gputok" and a["batch_size"] == r["batch_size"])
+            r["speedup_vs_best_anchor"] = r["mb_per_s"] / best
+    _print_table(rows, tokenizer, threads, device)
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps({"device": device, "threads": threads, "rows": rows}, indent=2))
+        Path(json_path).write_text(json.dumps({"tokenizer": tokenizer, "device": device, "threads": threads,
+                                               "rows": rows}, indent=2))
         print(f"wrote {json_path}")
     return rows
 
 
-def _print_table(rows: list[dict], threads: int, device: str) -> None:
-    print(f"WordPiece encode, bert-base-uncased vocab, device={device}, threads={threads}")
-    header = f"{'engine':<12} {'batch':>6} {'MB':>6} {'lines':>8} {'s':>7} {'MB/s':>7} {'Mtok/s':>7} {'peakMB':>7} {'ratio':>6}"
+def _print_table(rows: list[dict], tokenizer: str, threads: int, device: str) -> None:
+    print(f"encode, {tokenizer} tokenizer, device={device}, threads={threads}; ratio = gputok / fastest anchor")
+    header = f"{'engine':<16} {'batch':>6} {'MB':>6} {'lines':>8} {'s':>7} {'MB/s':>7} {'Mtok/s':>7} {'peakMB':>7} {'ratio':>6}"
     print(header)
     print("-" * len(header))
     for r in rows:
-        ratio = f"{r['speedup_vs_huggingface']:.2f}x" if "speedup_vs_huggingface" in r else ""
-        print(f"{r['engine']:<12} {r['batch_size']:>6} {r['megabytes']:>6.1f} {r['lines']:>8} {r['seconds']:>7.2f} "
+        ratio = f"{r['speedup_vs_best_anchor']:.2f}x" if "speedup_vs_best_anchor" in r else ""
+        print(f"{r['engine']:<16} {r['batch_size']:>6} {r['megabytes']:>6.1f} {r['lines']:>8} {r['seconds']:>7.2f} "
               f"{r['mb_per_s']:>7.2f} {r['tokens_per_s'] / 1e6:>7.2f} {r['peak_rss_mb']:>7.0f} {ratio:>6}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gputok bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--tokenizer", choices=sorted(ANCHORS), default="bert",
+                        help="bert (vs huggingface WordPiece) or gpt2/cl100k (vs tiktoken); default bert")
     parser.add_argument("--megabytes", type=float, default=None, help="corpus size (default: the 20 MB English set)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 1024, 65536])
     parser.add_argument("--threads", type=int, default=None, help="threads for both engines (default: min(cores, 2))")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--json", default="bench-results/encode_wordpiece.json", help="where to write the JSON")
-    parser.add_argument("--worker", choices=["gputok", "huggingface"], help=argparse.SUPPRESS)
+    parser.add_argument("--json", default=None, help="where to write the JSON (default bench-results/encode_<tokenizer>.json)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(_worker(args.worker, args.megabytes, args.batch_sizes, args.threads, args.device)))
+        print(json.dumps(_worker(args.worker, args.tokenizer, args.megabytes, args.batch_sizes, args.threads,
+                                 args.device)))
         return 0
-    run_benchmark(megabytes=args.megabytes, batch_sizes=args.batch_sizes, threads=args.threads,
-                  device=args.device, json_path=args.json)
+    run_benchmark(tokenizer=args.tokenizer, megabytes=args.megabytes, batch_sizes=args.batch_sizes,
+                  threads=args.threads, device=args.device,
+                  json_path=args.json or f"bench-results/encode_{args.tokenizer}.json")
     return 0
 
 

@@ -1,8 +1,8 @@
 """Unique words of a batch: hash every word, ``torch.unique`` the hashes, check, scatter back.
 
 Real text has ~10x fewer unique words than words, so the model only ever sees unique words.
-Each character contributes ``mix64(codepoint | position_in_word << 21)`` and a word's hash is the
-sum of its characters' (a cumsum difference), so the hash depends on every character and its
+Each character contributes ``mix64(codepoint | position_in_word << 21)`` and a word's hash
+(``word_hashes``) is the sum of its characters' (a cumsum difference) plus a mix of its length, so the hash depends on every character and its
 position, not linearly on the codepoints. Collisions are then checked exactly, character by
 character against the representative word; a collision (never seen, ~n^2 / 2^64) re-hashes
 with another seed. Memory: a few int64 tensors the size of the batch's characters.
@@ -16,13 +16,28 @@ import torch
 
 from .hashing import mix64
 from .pre_tokenizers import Words
-from .ragged import offsets_from_lengths, row_ids
+from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 
 
 @dataclass(frozen=True)
 class UniqueWords:
     representative: torch.Tensor  # [unique] index of one occurrence (a word index)
     inverse: torch.Tensor  # [words] index of each word's unique word
+
+
+def word_hashes(values: torch.Tensor, offsets: torch.Tensor, *, seed: int = 0) -> torch.Tensor:
+    """64-bit hash of each row of a ragged tensor of small non-negative ints (codepoints, bytes).
+
+    >>> h = word_hashes(torch.tensor([97, 98, 98, 97, 97, 98]), torch.tensor([0, 2, 4, 6]))
+    >>> h[0] == h[2], h[0] == h[1]
+    (tensor(True), tensor(False))
+    """
+    total = values.numel()
+    position = positions_in_rows(offsets, total)
+    mixed = mix64(values.long() | (position << 21) | (seed << 42))
+    csum = torch.zeros(total + 1, dtype=torch.int64, device=values.device)
+    torch.cumsum(mixed, 0, out=csum[1:])
+    return csum[offsets[1:]] - csum[offsets[:-1]] + mix64(offsets[1:] - offsets[:-1] + seed)
 
 
 def unique_words(values: torch.Tensor, words: Words, *, seed: int = 0) -> UniqueWords:
@@ -44,10 +59,7 @@ def unique_words(values: torch.Tensor, words: Words, *, seed: int = 0) -> Unique
     word_of_char = row_ids(word_offsets, total)
     char_index = torch.arange(total, device=device) - word_offsets[:-1][word_of_char]
     flat = words.starts[word_of_char] + char_index  # every word character, in word order
-    mixed = mix64(values[flat].long() | (char_index << 21) | (seed << 42))
-    csum = torch.zeros(total + 1, dtype=torch.int64, device=device)
-    torch.cumsum(mixed, 0, out=csum[1:])
-    hashes = csum[word_offsets[1:]] - csum[word_offsets[:-1]] + mix64(lengths + seed)
+    hashes = word_hashes(values[flat], word_offsets, seed=seed)
     uniq, inverse = torch.unique(hashes, return_inverse=True)
     representative = torch.empty(uniq.numel(), dtype=torch.int64, device=device)
     representative.scatter_(0, inverse, torch.arange(num_words, device=device))
@@ -57,6 +69,13 @@ def unique_words(values: torch.Tensor, words: Words, *, seed: int = 0) -> Unique
     if not bool(same.all()):
         return unique_words(values, words, seed=seed + 1)
     return UniqueWords(representative, inverse)
+
+
+def gather_words(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor) -> Ragged:
+    """The words ``values[starts[i]:starts[i] + lengths[i]]`` as one contiguous ragged tensor."""
+    offsets = offsets_from_lengths(lengths)
+    total = int(offsets[-1])
+    return Ragged(values[starts[row_ids(offsets, total)] + positions_in_rows(offsets, total)], offsets)
 
 
 def padded_chars(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:

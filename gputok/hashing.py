@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from . import _dispatch
+
 _M1 = 0xBF58476D1CE4E5B9 - (1 << 64)
 _M2 = 0x94D049BB133111EB - (1 << 64)
 FIBONACCI = 0x9E3779B97F4A7C15 - (1 << 64)  # 2**64 / golden ratio, odd
@@ -96,9 +98,22 @@ class HashMap:
         return hash_lookup(slot_keys, slot_values, self.mask, self.max_probes, query, default)
 
 
+def lookup(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, max_probes: int,
+           query: torch.Tensor, default: int = -1) -> torch.Tensor:
+    """:func:`hash_lookup` through the dispatch: the Triton kernel on CUDA, the torch twin on CPU."""
+    if _dispatch.backend(query.device) == "triton":
+        from .kernels.hash_lookup import hash_lookup_triton
+
+        return hash_lookup_triton(slot_keys, slot_values, mask, max_probes, query, default)
+    return hash_lookup(slot_keys, slot_values, mask, max_probes, query, default)
+
+
 def hash_lookup(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, max_probes: int,
                 query: torch.Tensor, default: int = -1) -> torch.Tensor:
-    """Look ``query`` up in the slot arrays of a :class:`HashMap` (probing only unresolved keys)."""
+    """Look ``query`` up in the slot arrays of a :class:`HashMap` (probing only unresolved keys).
+
+    The torch twin of ``gputok.kernels.hash_lookup``.
+    """
     query = query.long()
     result = torch.full_like(query, default)
     pending = torch.arange(query.numel(), device=query.device)

@@ -15,6 +15,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import regex
 import torch
 
 from . import unicode
@@ -81,6 +82,47 @@ class BertPreTokenizer:
     @classmethod
     def from_json(cls, spec: dict[str, Any]) -> BertPreTokenizer:
         return cls()
+
+
+class Split:
+    """Words are the matches of a regex, as tiktoken splits text before BPE.
+
+    ``pattern`` is a name from :data:`gputok.regex_split.PATTERNS` ("gpt2", "cl100k", "o200k"),
+    computed exactly with tensor ops, or any other regex, which runs through the ``regex`` module
+    on the CPU (correct, and slower: a Python object per match).
+    """
+
+    type = "Split"
+
+    def __init__(self, pattern: str) -> None:
+        from . import regex_split
+
+        self.rule = pattern if pattern in regex_split.PATTERNS else None
+        self.pattern = regex_split.PATTERNS.get(pattern, pattern)
+        if self.rule is None:
+            try:
+                regex.compile(self.pattern)
+            except regex.error as e:
+                raise ValueError(f"pattern {pattern!r} is neither a known name {sorted(regex_split.PATTERNS)} "
+                                 f"nor a valid regex: {e}") from e
+
+    def __call__(self, text: Ragged) -> Words:
+        from . import regex_split
+
+        if self.rule is not None:
+            return regex_split.split(text, self.rule)
+        words = regex_split.split_with_regex(_strings(text), self.pattern)
+        return Words(words.starts.to(text.device), words.ends.to(text.device), words.text_offsets.to(text.device))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "pattern": {"Regex": self.pattern}, "behavior": "Isolated", "invert": False}
+
+
+def _strings(text: Ragged) -> list[str]:
+    """Python strings of ragged codepoints (one decode of the batch; a slice per text)."""
+    joined = text.values.cpu().to(torch.int32).numpy().tobytes().decode("utf-32-le", errors="replace")
+    bounds = text.offsets.tolist()
+    return [joined[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
 PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer,)}

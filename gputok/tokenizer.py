@@ -24,8 +24,9 @@ from typing import Any
 import torch
 
 from . import decoders, normalizers, pre_tokenizers
-from .dedup import padded_chars, unique_words
+from .dedup import gather_words, unique_words
 from .ingest import TextInput, as_texts, codepoints
+from .models.bpe import BPE
 from .models.wordpiece import WordPiece, piece_starts
 from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, pad, truncate
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
@@ -111,6 +112,17 @@ class Tokenizer:
                    post_processor=TemplateProcessing.bert((cls_token, vocab[cls_token]), (sep_token, vocab[sep_token])),
                    decoder=decoders.WordPieceDecoder(prefix=wordpieces_prefix),
                    added_tokens=sorted((AddedToken(vocab[t], t) for t in specials), key=lambda t: t.id))
+
+    @classmethod
+    def from_tiktoken(cls, path: str | os.PathLike, *, pattern: str = "cl100k",
+                      special_tokens: dict[str, int] | None = None) -> Tokenizer:
+        """A tiktoken ``.tiktoken`` file with its split ``pattern`` (a name, e.g. "gpt2", "cl100k",
+        "o200k", or a regex). ``special_tokens`` ({"<|endoftext|>": 100257}) are matched in the text
+        first, as huggingface matches added tokens.
+        """
+        model = BPE.from_tiktoken(path)
+        specials = [AddedToken(i, t) for t, i in sorted((special_tokens or {}).items(), key=lambda kv: kv[1])]
+        return cls(model, pre_tokenizer=pre_tokenizers.Split(pattern), added_tokens=specials)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Tokenizer:
@@ -199,11 +211,8 @@ class Tokenizer:
         words = self.pre_tokenizer(norm)
         lengths = words.lengths()
         unique = unique_words(norm.values, words)
-        unique_lengths = lengths[unique.representative]
-        width = min(int(unique_lengths.max()) if unique_lengths.numel() else 1,
-                    self.model.max_input_chars_per_word + 1)
-        chars = padded_chars(norm.values, words.starts[unique.representative], unique_lengths, width)
-        piece_ids, piece_ends = self.model.encode_words(chars, unique_lengths)
+        rep = unique.representative
+        piece_ids, piece_ends = self.model.encode_words(gather_words(norm.values, words.starts[rep], lengths[rep]))
 
         # Every word occurrence takes the pieces of its unique word.
         per_word = piece_ids.lengths()[unique.inverse]
@@ -358,6 +367,10 @@ class Tokenizer:
     def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
         if isinstance(ids, torch.Tensor):
             ids = ids.tolist()
+        if isinstance(self.model, BPE):  # bytes, then UTF-8 with replacement, as tiktoken decodes
+            specials = {t.id: t.content.encode() for t in self.added_tokens}
+            return b"".join(b"" if skip_special_tokens and i in self._special_ids else
+                            specials.get(i) or self.model.decode_bytes([i]) for i in ids).decode("utf-8", errors="replace")
         tokens = []
         for i in ids:
             token = self.id_to_token(i)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from .. import _dispatch
+from ..dedup import padded_chars
 from ..ragged import Ragged, positions_in_rows
 from ..trie import Trie, trie_step
 
@@ -127,12 +128,15 @@ class WordPiece:
         continuations = {p[len(prefix):]: i for p, i in vocab.items() if prefix and p.startswith(prefix)}
         self.trie = Trie([vocab, continuations])
 
-    def encode_words(self, chars: torch.Tensor, lengths: torch.Tensor) -> tuple[Ragged, Ragged]:
-        """Token ids of each word (rows of padded ``chars``), and each piece's end (in characters).
+    def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
+        """Token ids of each word (ragged codepoints), and each piece's end (in characters).
 
-        Words longer than ``max_input_chars_per_word`` become unk; ``chars`` may be cut to
-        ``max_input_chars_per_word + 1`` columns, which is all this needs to know that.
+        The words are laid out as a padded matrix cut at ``max_input_chars_per_word + 1``
+        columns: longer words become unk whatever they hold.
         """
+        lengths = words.lengths()
+        width = max(1, min(int(lengths.max()) if lengths.numel() else 0, self.max_input_chars_per_word + 1))
+        chars = padded_chars(words.values, words.offsets[:-1], lengths, width)
         too_long = lengths > self.max_input_chars_per_word
         ids, ends, num = wordpiece_match(chars, torch.where(too_long, 0, lengths), self.trie,
                                          self.partial_unk)

@@ -1,0 +1,277 @@
+"""Byte-level BPE: merge rounds over all unique words of a batch at once.
+
+Follows tiktoken's rule (and huggingface ``tokenizers``' BPE with a merges list): a word starts as
+its UTF-8 bytes, one token each; repeatedly, the adjacent pair with the lowest rank is merged,
+the leftmost first, until no adjacent pair has a rank. tiktoken ranks a pair by the rank of its
+concatenated bytes; a merges list ranks it by its line. With ``ignore_merges`` (tiktoken's rule
+too), a word that is itself a token is that token.
+
+Batched (``bpe_merge_torch``): the unique words' tokens are one flat tensor with a row per word.
+Each round ranks every adjacent pair through a :class:`gputok.hashing.HashMap` (pair -> rank and
+merged token), takes each word's minimum rank (a segment min), and merges *all* occurrences of
+that pair in the word, left to right without overlap ("a a a" merges once). That equals the
+one-merge-at-a-time rule unless a merge creates, next to it, a pair ranked below the pair being
+merged; the round checks exactly that for every merge, and a word where it happens takes only
+its leftmost merge this round. Words leave the working set when no pair of theirs has a rank,
+so a round costs the tokens of unfinished words only. Memory: a few int64 tensors the size of
+the unique words' bytes; the pair map is ~4 slots of 16 bytes per mergeable pair.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..dedup import word_hashes
+from ..hashing import HashMap, lookup
+from ..ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
+
+NO_RANK = torch.iinfo(torch.int64).max
+
+
+def utf8_bytes(words: Ragged) -> tuple[Ragged, torch.Tensor]:
+    """UTF-8 bytes of ragged codepoints, and for every byte the index of its codepoint.
+
+    >>> b, src = utf8_bytes(Ragged.from_lengths(torch.tensor([104, 233, 8364]), torch.tensor([1, 2])))
+    >>> b.tolist(), src.tolist()
+    ([[104], [195, 169, 226, 130, 172]], [0, 1, 1, 2, 2, 2])
+    """
+    cp = words.values.long()
+    width = 1 + (cp >= 0x80).long() + (cp >= 0x800).long() + (cp >= 0x10000).long()
+    per_char = offsets_from_lengths(width)
+    total = int(per_char[-1])
+    src = row_ids(per_char, total)
+    k = positions_in_rows(per_char, total)  # byte index inside its character
+    c, w = cp[src], width[src]
+    trailing = w - 1 - k  # 6-bit groups after this byte
+    payload = (c >> (6 * trailing)) & 0x3F
+    lead_bits = torch.tensor([0, 0, 0xC0, 0xE0, 0xF0], device=cp.device)[w]
+    lead = torch.where(w == 1, c, lead_bits | (c >> (6 * (w - 1))))
+    values = torch.where(k == 0, lead, 0x80 | payload).to(torch.uint8)
+    return Ragged(values, offsets_from_lengths(segment_sum(width, words.offsets))), src
+
+
+def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
+                    slot_values: torch.Tensor, hash_mask: int, max_probes: int, vocab_size: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merge rounds over ragged rows of token ids; returns the merged (tokens, offsets).
+
+    The pair map sends ``left * vocab_size + right`` to ``rank << 32 | merged_id``.
+
+    >>> m = HashMap(torch.tensor([0 * 9 + 1, 3 * 9 + 2]), torch.tensor([(0 << 32) | 3, (1 << 32) | 4]))
+    >>> t, o = bpe_merge_torch(torch.tensor([0, 1, 2, 0, 1, 0, 1]), torch.tensor([0, 3, 7]), vocab_size=9,
+    ...                        **dict(zip(["slot_keys", "slot_values"], m.tensors("cpu")), hash_mask=m.mask, max_probes=m.max_probes))
+    >>> Ragged(t, o).tolist()
+    [[4], [3, 3]]
+    """
+    device = tokens.device
+    num_rows = offsets.numel() - 1
+    tok = tokens.long()
+    row = row_ids(offsets, tok.numel())
+    done_tok, done_row = [], []
+    pair_map = dict(slot_keys=slot_keys, slot_values=slot_values, mask=hash_mask, max_probes=max_probes)
+
+    def pair_info(left: torch.Tensor, right: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        found = lookup(query=left * vocab_size + right, default=-1, **pair_map)
+        return torch.where(found >= 0, found >> 32, NO_RANK), found & 0xFFFFFFFF
+
+    while tok.numel():
+        n = tok.numel()
+        same_row = row[1:] == row[:-1]
+        rank = torch.full((n,), NO_RANK, dtype=torch.int64, device=device)  # rank of pair (i, i+1)
+        merged = torch.zeros(n, dtype=torch.int64, device=device)
+        at = torch.nonzero(same_row).flatten()
+        rank[at], merged[at] = pair_info(tok[at], tok[at + 1])
+        best = torch.full((num_rows,), NO_RANK, dtype=torch.int64, device=device)
+        best.scatter_reduce_(0, row, rank, reduce="amin")
+        finished = best[row] == NO_RANK
+        if bool(finished.any()):
+            done_tok.append(tok[finished])
+            done_row.append(row[finished])
+            keep = ~finished
+            tok, row, rank, merged = tok[keep], row[keep], rank[keep], merged[keep]
+            n = tok.numel()
+            if not n:
+                break
+        candidate = rank == best[row]
+        # Non-overlapping, left to right: inside a run of consecutive candidates, every other one.
+        index = torch.arange(n, device=device)
+        prev = torch.zeros_like(candidate)
+        prev[1:] = candidate[:-1]
+        run_start = torch.where(candidate & ~prev, index, -1)
+        run_start = torch.cummax(run_start, 0).values
+        chosen = candidate & ((index - run_start) % 2 == 0)
+        # Would the one-at-a-time rule merge something else first? Check each merge's new pairs.
+        left_of = index - 1
+        has_left = left_of >= 0
+        has_left[1:] &= row[1:] == row[:-1]
+        prev_chosen = torch.zeros_like(chosen)
+        prev_chosen[2:] = chosen[:-2]
+        left_tok = torch.where(prev_chosen, merged[(index - 2).clamp(min=0)], tok[left_of.clamp(min=0)])
+        has_right = torch.zeros_like(chosen)
+        has_right[:-2] = row[2:] == row[:-2]
+        right_tok = tok[(index + 2).clamp(max=n - 1)]
+        c = torch.nonzero(chosen).flatten()
+        r = best[row[c]]
+        rank_left, _ = pair_info(left_tok[c], merged[c])
+        rank_right, _ = pair_info(merged[c], right_tok[c])
+        early = (has_left[c] & (rank_left < r)) | (has_right[c] & (rank_right < r))
+        if bool(early.any()):
+            # Those words take only their leftmost merge this round.
+            slow = torch.zeros(num_rows, dtype=torch.bool, device=device)
+            slow[row[c[early]]] = True
+            first = torch.full((num_rows,), n, dtype=torch.int64, device=device)
+            first.scatter_reduce_(0, row[c], c, reduce="amin")
+            chosen[c] = ~slow[row[c]] | (first[row[c]] == c)
+            c = torch.nonzero(chosen).flatten()
+        tok[c] = merged[c]
+        keep = torch.ones(n, dtype=torch.bool, device=device)
+        keep[c + 1] = False
+        tok, row = tok[keep], row[keep]
+    if not done_tok:
+        return tokens.new_zeros(0).long(), torch.zeros(num_rows + 1, dtype=torch.int64, device=device)
+    tok, row = torch.cat(done_tok), torch.cat(done_row)
+    order = torch.sort(row, stable=True).indices
+    counts = torch.bincount(row, minlength=num_rows)
+    return tok[order], offsets_from_lengths(counts)
+
+
+class BPE:
+    """Byte-level BPE over ``ranks`` (token bytes -> id) and ``merges`` (pair -> rank)."""
+
+    type = "BPE"
+
+    def __init__(self, token_bytes: list[bytes], merges: dict[tuple[int, int], tuple[int, int]], *,
+                 ignore_merges: bool = True) -> None:
+        self.token_bytes = token_bytes
+        self.ignore_merges = ignore_merges
+        self.vocab_size = len(token_bytes)
+        ids = {b: i for i, b in enumerate(token_bytes) if b is not None}
+        missing = [b for b in range(256) if bytes([b]) not in ids]
+        if missing:
+            raise ValueError(f"the BPE vocabulary lacks single-byte tokens for bytes {missing[:8]}..."
+                             " so some text cannot be encoded; byte-level BPE needs all 256")
+        self.byte_to_id = torch.tensor([ids[bytes([b])] for b in range(256)], dtype=torch.int64)
+        keys = torch.tensor([a * self.vocab_size + b for a, b in merges], dtype=torch.int64)
+        values = torch.tensor([(rank << 32) | merged for rank, merged in merges.values()], dtype=torch.int64)
+        self.pairs = HashMap(keys, values)
+        # Whole-word lookup (ignore_merges): hash of a token's bytes -> token id.
+        lengths = torch.tensor([len(b) if b else 0 for b in token_bytes], dtype=torch.int64)
+        flat = torch.frombuffer(bytearray(b"".join(b or b"" for b in token_bytes)), dtype=torch.uint8)
+        self._token_bytes = Ragged(flat.long(), offsets_from_lengths(lengths))
+        hashes = word_hashes(self._token_bytes.values, self._token_bytes.offsets)
+        real = torch.nonzero(lengths > 0).flatten()
+        self.whole = HashMap(hashes[real] & ((1 << 63) - 1), real)
+
+    @classmethod
+    def from_tiktoken(cls, path: str | os.PathLike) -> BPE:
+        """A ``.tiktoken`` file: one ``base64(token) rank`` line per token; ids are the ranks."""
+        ranks: dict[bytes, int] = {}
+        for number, line in enumerate(Path(path).read_bytes().splitlines(), 1):
+            if not line.strip():
+                continue
+            parts = line.split()
+            try:
+                token, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
+            except (IndexError, ValueError) as e:
+                raise ValueError(f"{path}:{number}: not a 'base64-token rank' line: {line[:60]!r}") from e
+            ranks[token] = rank
+        token_bytes: list[bytes | None] = [None] * (max(ranks.values()) + 1)
+        for token, rank in ranks.items():
+            token_bytes[rank] = token
+        merges = {}
+        for token, rank in ranks.items():
+            for cut in range(1, len(token)):
+                left, right = ranks.get(token[:cut]), ranks.get(token[cut:])
+                if left is not None and right is not None:
+                    merges[(left, right)] = (rank, rank)
+        return cls(token_bytes, merges, ignore_merges=True)
+
+    def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
+        """Token ids of each word (ragged codepoints), and each token's end in characters.
+
+        A token that ends inside a multi-byte character ends after that character.
+        """
+        data, byte_char = utf8_bytes(words)
+        lengths = data.lengths()
+        byte_ids = self.byte_to_id.to(data.device)[data.values.long()]
+        done = lengths <= 1
+        if self.ignore_merges:
+            found = lookup(*self.whole.tensors(data.device), self.whole.mask, self.whole.max_probes,
+                                word_hashes(data.values.long(), data.offsets) & ((1 << 63) - 1))
+            # Verify the bytes (a 63-bit hash collision must not change a token).
+            hit = torch.nonzero(found >= 0).flatten()
+            tb = self._token_bytes.to(data.device) if data.device.type != "cpu" else self._token_bytes
+            ok = tb.lengths()[found[hit]] == lengths[hit]
+            hit, ok_ids = hit[ok], found[hit][ok]
+            same = segment_sum((data.values.long()[_gather_rows(data.offsets, hit)]
+                                != tb.values[_gather_rows(tb.offsets, ok_ids)]).long(),
+                               offsets_from_lengths(lengths[hit])) == 0
+            whole_ids = torch.full_like(lengths, -1)
+            whole_ids[hit[same]] = ok_ids[same]
+            done |= whole_ids >= 0
+        todo = torch.nonzero(~done).flatten()
+        sub_lengths = lengths[todo]
+        sub = byte_ids[_gather_rows(data.offsets, todo)]
+        keys, values = self.pairs.tensors(data.device)
+        merged, merged_offsets = bpe_merge_torch(sub, offsets_from_lengths(sub_lengths), slot_keys=keys, slot_values=values,
+                                       hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes,
+                                       vocab_size=self.vocab_size)
+        out_lengths = torch.where(done, torch.where(lengths == 0, 0, 1), 0)
+        out_lengths[todo] = merged_offsets[1:] - merged_offsets[:-1]
+        out_offsets = offsets_from_lengths(out_lengths)
+        out = torch.empty(int(out_offsets[-1]), dtype=torch.int64, device=data.device)
+        single = torch.nonzero(done & (lengths > 0)).flatten()
+        first_ids = byte_ids[data.offsets[:-1][single]]
+        if self.ignore_merges:
+            first_ids = torch.where(whole_ids[single] >= 0, whole_ids[single], first_ids)
+        out[out_offsets[:-1][single]] = first_ids
+        out[_gather_rows(out_offsets, todo)] = merged
+        ids = Ragged(out, out_offsets)
+        # Byte end of each token within its word -> the character holding its last byte, + 1.
+        token_len = self._token_bytes.lengths().to(out.device)[out]
+        csum = torch.cumsum(token_len, 0)
+        word_start = torch.zeros(out.numel(), dtype=torch.int64, device=out.device)
+        if out.numel():
+            before = torch.cat([csum.new_zeros(1), csum])[out_offsets[:-1]]
+            word_start = before[row_ids(out_offsets, out.numel())]
+        last_byte = data.offsets[:-1][row_ids(out_offsets, out.numel())] + csum - word_start - 1
+        char_first = words.offsets[:-1][row_ids(out_offsets, out.numel())]
+        ends = byte_char[last_byte] - char_first + 1 if out.numel() else out.clone()
+        return ids, Ragged(ends, out_offsets)
+
+    def id_to_token(self) -> list[str]:
+        """Token strings for display (bytes that are not valid UTF-8 show U+FFFD)."""
+        return [(b or b"").decode("utf-8", errors="replace") for b in self.token_bytes]
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        """``{token: id}`` for the tokens whose bytes are valid UTF-8."""
+        vocab = {}
+        for i, b in enumerate(self.token_bytes):
+            try:
+                vocab[(b or b"").decode("utf-8")] = i
+            except UnicodeDecodeError:
+                pass
+        return vocab
+
+    def decode_bytes(self, ids: list[int]) -> bytes:
+        try:
+            return b"".join(self.token_bytes[i] for i in ids)
+        except (IndexError, TypeError) as e:
+            raise ValueError(f"token id outside the vocabulary (size {self.vocab_size}): {e}") from e
+
+    def to_json(self) -> dict[str, Any]:
+        raise NotImplementedError("saving byte-level BPE to tokenizer.json is not written yet")
+
+
+def _gather_rows(offsets: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Flat indices of the values of ``rows`` (in order) of a ragged tensor with ``offsets``."""
+    lengths = offsets[rows + 1] - offsets[rows]
+    sub = offsets_from_lengths(lengths)
+    total = int(sub[-1])
+    return offsets[rows][row_ids(sub, total)] + positions_in_rows(sub, total)

@@ -1,0 +1,43 @@
+"""Batched lookups in a linear-probing hash map (``gputok.hashing.HashMap``), one query per lane.
+
+Torch twin: ``gputok.hashing.hash_lookup`` (same arguments, same result). BPE ranks every adjacent
+pair of a batch through it each merge round.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+FIBONACCI = 0x9E3779B97F4A7C15 - (1 << 64)  # gputok.hashing.home_slot
+
+
+@triton.jit
+def _hash_lookup_kernel(query_ptr, out_ptr, slot_keys_ptr, slot_values_ptr, n, hash_mask, hash_shift,
+                        max_probes, default, BLOCK: tl.constexpr):
+    index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = index < n
+    key = tl.load(query_ptr + index, mask=inside, other=0)
+    slot = ((key * FIBONACCI) >> hash_shift) & hash_mask  # & mask makes the shift logical
+    result = tl.full([BLOCK], default, dtype=tl.int64)
+    searching = inside
+    for _ in range(max_probes):
+        found = tl.load(slot_keys_ptr + slot, mask=searching, other=-1)
+        hit = searching & (found == key)
+        result = tl.where(hit, tl.load(slot_values_ptr + slot, mask=hit, other=default), result)
+        searching = searching & ~hit & (found != -1)
+        slot = (slot + 1) & hash_mask
+    tl.store(out_ptr + index, result, mask=inside)
+
+
+def hash_lookup_triton(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, max_probes: int,
+                       query: torch.Tensor, default: int = -1) -> torch.Tensor:
+    query = query.long().contiguous()
+    out = torch.empty_like(query)
+    if query.numel() == 0:
+        return out
+    # 1024 lanes: the loop is a handful of gathers per lane, so wide blocks keep the GPU busy.
+    block = 1024
+    _hash_lookup_kernel[(triton.cdiv(query.numel(), block),)](
+        query, out, slot_keys, slot_values, query.numel(), mask, 64 - mask.bit_length(), max_probes, default,
+        BLOCK=block)
+    return out

@@ -1,0 +1,125 @@
+"""Byte-level BPE from .tiktoken files: ids identical to tiktoken on real text and random Unicode."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gputok import Tokenizer, assets
+from gputok.hashing import HashMap
+from gputok.models.bpe import BPE, bpe_merge_torch, utf8_bytes
+from gputok.ragged import Ragged
+
+tiktoken = pytest.importorskip("tiktoken")
+from tiktoken.load import load_tiktoken_bpe  # noqa: E402
+
+CHUNK = 65536
+
+
+@pytest.fixture(scope="module", params=["gpt2", "cl100k"])
+def pair(request):
+    from gputok.regex_split import PATTERNS
+
+    name = request.param
+    path = assets.fetch(f"{name}-tiktoken")
+    reference = tiktoken.Encoding(name, pat_str=PATTERNS[name], mergeable_ranks=load_tiktoken_bpe(str(path)),
+                                  special_tokens={})
+    return name, Tokenizer.from_tiktoken(path, pattern=name), reference
+
+
+def test_real_text_parity(pair, parity_lines):
+    name, ours, reference = pair
+    mismatches, compared, examples = 0, 0, []
+    for i in range(0, len(parity_lines), CHUNK):
+        chunk = parity_lines[i:i + CHUNK]
+        got = ours.encode_batch(chunk)
+        expected = reference.encode_ordinary_batch(chunk, num_threads=2)
+        for line, g, e in zip(chunk, got, expected):
+            if g != e:
+                mismatches += 1
+                examples.append((line[:80], g[:12], e[:12]))
+        compared += len(chunk)
+    print(f"\n{name}: {compared} lines compared, {mismatches} mismatches")
+    assert compared > 400_000
+    assert mismatches == 0, examples[:5]
+
+
+def test_whole_corpus_as_one_text(pair, parity_lines):
+    """Newlines and runs of whitespace between lines matter to the split: one long string too."""
+    name, ours, reference = pair
+    text = "\n".join(parity_lines[:20000])
+    assert ours.encode(text) == reference.encode_ordinary(text)
+
+
+TEXT = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(list(" \t\n\r\x0b\x0c\u00a0\u3000\u2028\u0085'sdtmlvreSDTMLVRE0123456789٣")),
+        st.characters(min_codepoint=0x20, max_codepoint=0x7E),
+        st.characters(min_codepoint=0x4E00, max_codepoint=0x4FFF),
+        st.characters(min_codepoint=0x0300, max_codepoint=0x036F),
+        st.characters(min_codepoint=0x1F600, max_codepoint=0x1F64F),
+        st.characters(blacklist_categories=("Cs",)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=8))
+def test_random_unicode(pair, texts):
+    name, ours, reference = pair
+    assert ours.encode_batch(texts) == reference.encode_ordinary_batch(texts, num_threads=1)
+
+
+@pytest.mark.parametrize("text", ["", " ", "a", "   \n\n  x  ", "1" * 5000, " " * 5000, "ab" * 3000,
+                                  "\U0001F600" * 50, "don't DON'T It'S we'LL", "x\r\n\r\ny"])
+def test_edge_cases(pair, text):
+    name, ours, reference = pair
+    assert ours.encode(text) == reference.encode_ordinary(text)
+
+
+def test_decode_round_trip(pair, parity_lines):
+    name, ours, reference = pair
+    lines = parity_lines[::997][:300]
+    for line, ids in zip(lines, ours.encode_batch(lines)):
+        assert ours.decode(ids) == reference.decode(ids) == line
+    assert ours.decode([ours.encode("é")[0]]) == reference.decode([reference.encode_ordinary("é")[0]])
+
+
+def test_merge_rounds_match_one_at_a_time():
+    """A pair ranked below the one being merged, created by a merge, goes first (tiktoken's rule)."""
+    # tokens: x=0, y=1, xy=2 (rank 1), yx=3 (rank 3), xyx=4 (rank 0), made of (xy, x) or (x, yx)
+    pairs = {(0, 1): (1, 2), (1, 0): (3, 3), (2, 0): (0, 4), (0, 3): (0, 4)}
+    m = HashMap(torch.tensor([a * 5 + b for a, b in pairs]), torch.tensor([(r << 32) | t for r, t in pairs.values()]))
+    keys, values = m.tensors("cpu")
+    # "x y x y": one at a time, [xy] x y, then (xy, x) ranks 0 < 1 -> [xyx] y. Merging both (x, y)
+    # pairs in one round would give [xy] [xy].
+    tokens, offsets = bpe_merge_torch(torch.tensor([0, 1, 0, 1]), torch.tensor([0, 4]), slot_keys=keys,
+                                      slot_values=values, hash_mask=m.mask, max_probes=m.max_probes, vocab_size=5)
+    assert tokens.tolist() == [4, 1]
+
+
+def test_utf8_bytes_matches_python():
+    text = "a\u00e9\u20ac\U0001F600z"
+    data, _ = utf8_bytes(Ragged.from_lengths(torch.tensor([ord(c) for c in text]), torch.tensor([len(text)])))
+    assert bytes(data.values.tolist()) == text.encode()
+
+
+def test_bad_tiktoken_files(tmp_path):
+    truncated = tmp_path / "bad.tiktoken"
+    truncated.write_bytes(b"IQ== 0\nIg==\n")
+    with pytest.raises(ValueError, match=r"bad.tiktoken:2: not a 'base64-token rank' line"):
+        BPE.from_tiktoken(truncated)
+    not_base64 = tmp_path / "bad2.tiktoken"
+    not_base64.write_bytes(b"@@@ 0\n")
+    with pytest.raises(ValueError, match=r"bad2.tiktoken:1"):
+        BPE.from_tiktoken(not_base64)
+    few_bytes = tmp_path / "few.tiktoken"
+    few_bytes.write_bytes(b"IQ== 0\n")
+    with pytest.raises(ValueError, match="single-byte tokens"):
+        BPE.from_tiktoken(few_bytes)
+
+
+def test_unknown_pattern_name():
+    with pytest.raises(ValueError, match="neither a known name"):
+        Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern="cl100k_typo(")
