@@ -104,7 +104,7 @@ import torch
 
 from . import unicode
 from .pre_tokenizers import Words
-from .ragged import Ragged
+from .ragged import Ragged, offsets_from_lengths, positions_in_rows
 
 _R50K = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 _CL100K = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
@@ -212,254 +212,315 @@ def _letter_table(case_sensitive: bool) -> torch.Tensor:
     return exact
 
 
+def _lut(kinds, size: int = 16) -> torch.Tensor:
+    table = torch.zeros(size, dtype=torch.bool)
+    table[list(kinds)] = True
+    return table
+
+
+def _next_true(brk: torch.Tensor, it: torch.dtype) -> torch.Tensor:
+    """For each j < len(brk) - 1: the smallest j' > j with ``brk[j']`` (``brk[-1]`` must be True)."""
+    counts = torch.cumsum(brk[:-1], 0, dtype=it)
+    return torch.nonzero(brk).flatten().to(it).index_select(0, counts)
+
+
+def _last_true(mask: torch.Tensor, it: torch.dtype) -> torch.Tensor:
+    """For each j: the largest j' <= j with ``mask[j']``, or -1."""
+    counts = torch.cumsum(mask, 0, dtype=it)
+    where = torch.nonzero(mask).flatten().to(it)
+    return torch.cat([where.new_full((1,), -1), where]).index_select(0, counts)
+
+
 class _Batch:
-    """Per-position context of one call: kinds, row ends, neighbour kinds, run ends."""
+    """One call's text cut into *segments*: maximal runs of one kind inside one text.
+
+    Everything the alternatives need is a lookup into per-segment arrays (``m`` entries, about a
+    third of the codepoints on real text): run ends of a set of kinds are segment indices, the
+    last segment of a kind is a cumsum lookup. Per-codepoint work is only the kind gather, the
+    segment ids and the start mask.
+    """
 
     def __init__(self, text: Ragged, kind_table: torch.Tensor, none: int):
         values = text.values
+        device = values.device
         self.n = n = values.numel()
         self.it = it = torch.int32 if n < 2**31 - 8 else torch.int64
-        self.values = values
         self.none = none
-        offsets = text.offsets.to(values.device)
-        lengths = offsets[1:] - offsets[:-1]
-        self.pos = torch.arange(n + 1, dtype=it, device=values.device)
-        self.row_end = torch.repeat_interleave(offsets[1:].to(it), lengths, output_size=n)
-        self.first = torch.zeros(n + 1, dtype=torch.bool, device=values.device)
-        self.first[offsets[:-1]] = True
-        self.first[n] = True
-        last = offsets[1:][lengths > 0] - 1
-        kind = kind_table.to(values.device).index_select(0, values.to(it) if values.dtype != it else values)
-        self.kind = torch.cat([kind, kind.new_full((1,), none)])  # [n + 1], NONE at n
-        nk = self.kind[1:].clone()
-        nk[last] = none
-        self.nk = torch.cat([nk, nk.new_full((1,), none)])  # kind of the next char in the same text
-        pk = torch.cat([kind.new_full((1,), none), kind[:-1]]) if n else kind.clone()
-        pk[self.first[:n]] = none
-        self.pk = pk  # [n], kind of the previous char in the same text
+        self.values = values if values.dtype == it else values.to(it)
+        self.offsets = offsets = text.offsets.to(device)
+        kind = kind_table.to(device).index_select(0, self.values)
+        first = torch.zeros(n + 1, dtype=torch.bool, device=device)
+        first[offsets] = True
+        brk = first.clone()
+        brk[1:n] |= kind[1:] != kind[:-1]
+        self.seg_start = torch.nonzero(brk).flatten().to(it)  # m + 1 entries, the last is n
+        self.m = m = self.seg_start.numel() - 1
+        self.segid = torch.cumsum(brk, 0, dtype=it) - 1  # n + 1 entries, segid[n] = m
+        seg_kind = kind.index_select(0, self.seg_start[:m]).to(it)
+        self.seg_kind = torch.cat([seg_kind, seg_kind.new_full((1,), none)])  # m + 1
+        self.seg_first = first.index_select(0, self.seg_start)  # m + 1: does the segment start a text
+        self.seg_nk = torch.where(self.seg_first[1:], none, self.seg_kind[1:])
+        prev = torch.cat([seg_kind.new_full((1,), none), seg_kind[:-1]])
+        self.seg_pk = torch.where(self.seg_first[:m], none, prev)
+        self.seg_row_end = self.seg_start.index_select(0, _next_true(self.seg_first, it))
+        self.arange_m = torch.arange(m + 1, dtype=it, device=device)
 
-    def is_(self, kinds, which=None) -> torch.Tensor:
-        k = self.kind[: self.n] if which is None else which
-        out = k == kinds[0]
-        for kd in kinds[1:]:
-            out |= k == kd
-        return out
+    def kinds_in(self, kinds, of: torch.Tensor) -> torch.Tensor:
+        return _lut(kinds).to(of.device).index_select(0, of)
 
-    def next_break(self, brk: torch.Tensor) -> torch.Tensor:
-        """For each i < n: the smallest j > i with ``brk[j]`` (``brk`` has n + 1 entries, True at n)."""
-        counts = torch.cumsum(brk[: self.n], 0, dtype=self.it)
-        where = torch.nonzero(brk).flatten().to(self.it)
-        return where.index_select(0, counts)
+    def run(self, kinds) -> torch.Tensor:
+        """[m + 1]: the segment where the run of ``kinds`` from segment j ends (j if not of kinds)."""
+        inside = self.kinds_in(kinds, self.seg_kind[: self.m])
+        brk = self.seg_first.clone()
+        brk[: self.m] |= ~inside
+        ends = torch.where(inside, _next_true(brk, self.it), self.arange_m[: self.m])
+        return torch.cat([ends, ends.new_full((1,), self.m)])
 
-    def run_end(self, mask: torch.Tensor) -> torch.Tensor:
-        """[n + 1]: end of the run of ``mask`` starting at i (i itself where ``mask[i]`` is False)."""
-        brk = self.first.clone()
-        brk[: self.n] |= ~mask
-        out = torch.where(mask, self.next_break(brk), self.pos[: self.n])
-        return torch.cat([out, out.new_full((1,), self.n)])
+    def class_run(self, classes: torch.Tensor) -> torch.Tensor:
+        """[m + 1]: the segment where the run of segments of the same class as j ends."""
+        cls = classes.to(self.seg_kind.device).index_select(0, self.seg_kind[: self.m])
+        brk = self.seg_first.clone()
+        brk[1 : self.m] |= cls[1:] != cls[:-1]
+        ends = _next_true(brk, self.it)
+        return torch.cat([ends, ends.new_full((1,), self.m)])
 
-    def class_run_end(self, cls: torch.Tensor) -> torch.Tensor:
-        """[n + 1]: end of the run of chars with the same ``cls`` value as char i."""
-        brk = self.first.clone()
-        brk[1 : self.n] |= cls[1:] != cls[:-1]
-        out = self.next_break(brk)
-        return torch.cat([out, out.new_full((1,), self.n)])
+    def last(self, kinds) -> torch.Tensor:
+        """[m]: the last segment <= j of ``kinds`` (-1 if none), ignoring text boundaries."""
+        return _last_true(self.kinds_in(kinds, self.seg_kind[: self.m]), self.it)
 
-    def last_of(self, mask: torch.Tensor) -> torch.Tensor:
-        """[n]: the last j <= i with ``mask[j]`` (-1 if none), ignoring text boundaries."""
-        minus = torch.full_like(self.pos[: self.n], -1)
-        return torch.cummax(torch.where(mask, self.pos[: self.n], minus), 0).values
+    def last_char_of(self, seg: torch.Tensor) -> torch.Tensor:
+        """Position of the last char of segment ``seg`` (-1 for segment -1)."""
+        return self.seg_start.index_select(0, seg + 1) - 1
 
-    def gather(self, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        return table.index_select(0, index)
+    def after_run(self, seg: torch.Tensor, run: torch.Tensor) -> torch.Tensor:
+        """End of the ``run`` starting at segment ``seg`` (a segment start), not crossing a text end."""
+        return self.seg_start.index_select(0, torch.where(self.seg_first.index_select(0, seg), seg, run.index_select(0, seg)))
 
-    def digit_groups(self, digit_kind: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(length of ``\\p{N}{1,3}`` at i, forced starts: every 3rd digit of a run from its start)."""
-        kind = self.kind[: self.n]
-        is_n = kind == digit_kind
-        n1 = self.nk[: self.n] == digit_kind
-        n2 = torch.zeros_like(n1)
-        n2[:-1] = n1[1:] & n1[:-1]
-        length = 1 + n1.to(self.it) + n2.to(self.it)
-        run_start = is_n & (self.pk != digit_kind)
-        zero = torch.zeros_like(self.pos[: self.n])
-        start_pos = torch.cummax(torch.where(run_start, self.pos[: self.n], zero), 0).values
-        forced = is_n & ((self.pos[: self.n] - start_pos) % 3 == 0)
-        return length, forced
+    def digit_starts(self, digit: int) -> torch.Tensor:
+        """Every 3rd digit of each digit run from its start: ``\\p{N}{1,3}`` starts, always forced."""
+        seg = torch.nonzero(self.seg_kind[: self.m] == digit).flatten()
+        starts = self.seg_start.index_select(0, seg)
+        counts = (self.seg_start.index_select(0, seg + 1) - starts + 2) // 3
+        total = int(counts.sum())
+        base = torch.repeat_interleave(starts, counts, output_size=total)
+        return base + 3 * positions_in_rows(offsets_from_lengths(counts.long()), total).to(self.it)
 
-    def contraction_len(self, case_sensitive: bool, apos_kind: int) -> torch.Tensor:
-        """[n + 1]: length of ``'(?i:[sdmt]|ll|ve|re)`` at i (0 where there is none)."""
-        out = torch.zeros_like(self.pos)
-        at = torch.nonzero(self.kind[: self.n] == apos_kind).flatten()
-        if at.numel() == 0:
+    def forced(self, mask: torch.Tensor, digit: int | None = None) -> torch.Tensor:
+        """Positions of the segments in ``mask``, plus the digit group starts if ``digit`` is given."""
+        starts = self.seg_start[: self.m][mask]
+        return starts if digit is None else torch.cat([starts, self.digit_starts(digit)])
+
+    def contraction(self, p: torch.Tensor, row_end: torch.Tensor, apos: torch.Tensor, case_sensitive: bool) -> torch.Tensor:
+        """Length of ``'(?i:[sdmt]|ll|ve|re)`` at ``p`` where ``apos`` (p holds an apostrophe), else 0."""
+        out = torch.zeros_like(p)
+        sel = torch.nonzero(apos).flatten()
+        if sel.numel() == 0:
             return out
-        letters = _letter_table(case_sensitive).to(self.values.device)
-        end = self.row_end.index_select(0, at).long()
+        p, row_end = p[sel], row_end[sel]
+        letters = _letter_table(case_sensitive).to(p.device)
         last = self.n - 1
 
         def code(offset):
-            where = at + offset
-            c = letters.index_select(0, self.values.index_select(0, where.clamp(max=last)).long())
-            return torch.where(where < end, c, torch.zeros_like(c)).long()
+            at = p + offset
+            c = letters.index_select(0, self.values.index_select(0, at.clamp(max=last)))
+            return torch.where(at < row_end, c, torch.zeros_like(c))
 
         c1, c2 = code(1), code(2)
         s, d, m, t, l, v, r, e = range(1, 9)
         two = (c1 == s) | (c1 == d) | (c1 == m) | (c1 == t)
         three = ((c1 == l) & (c2 == l)) | ((c1 == v) & (c2 == e)) | ((c1 == r) & (c2 == e))
-        length = torch.where(two, 2, torch.where(three, 3, 0)).to(self.it)
-        out[at] = length
+        out[sel] = torch.where(two, 2, torch.where(three, 3, 0)).to(out.dtype)
         return out
 
 
-def _ws_end(b: _Batch, ws_end: torch.Tensor, last_nl: torch.Tensor | None, *, end_first: bool) -> torch.Tensor:
-    """NX for a whitespace char: ``\\s++$`` / ``\\s*[\\r\\n]`` / ``\\s+(?!\\S)`` / ``\\s`` in order."""
-    i = b.pos[: b.n]
-    end = ws_end[: b.n]
-    nx = torch.where(end - 1 > i, end - 1, i + 1)  # \s+(?!\S) backtracks one char, else \s
-    at_end = end == b.row_end
-    if end_first:  # \s++$ before the newline rule (cl100k)
-        if last_nl is not None:
-            nl = last_nl.index_select(0, end - 1)
-            nx = torch.where(nl >= i, nl + 1, nx)
-        return torch.where(at_end, end, nx)
-    nx = torch.where(at_end, end, nx)  # \s+(?!\S) takes the whole run at the end (o200k)
-    nl = last_nl.index_select(0, (end - 1).clamp(min=0))
-    return torch.where(nl >= i, nl + 1, nx)  # \s*[\r\n]+ comes first
+class _At:
+    """Query positions ``q`` (match start candidates) with their segment, kind and neighbours."""
+
+    def __init__(self, b: _Batch, q: torch.Tensor):
+        self.q = q
+        self.s = s = b.segid.index_select(0, q)
+        self.k = b.seg_kind.index_select(0, s)
+        self.se = b.seg_start.index_select(0, s + 1)  # end of q's segment
+        self.re = b.seg_row_end.index_select(0, s)  # end of q's text
+        self.nk = torch.where(q + 1 < self.se, self.k, b.seg_nk.index_select(0, s))  # kind of q + 1
 
 
-def _gpt2(b: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    kind, nk, pk, i = b.kind[: b.n], b.nk[: b.n], b.pk, b.pos[: b.n]
-    ws = kind >= K_SP
-    cls = torch.where(ws, K_SP, torch.where(kind == K_APOS, K_O, kind))
-    run = b.class_run_end(cls)
-    nx = torch.where(ws, _ws_end(b, run, None, end_first=True), run[: b.n])
-    glue = (kind == K_SP) & (nk < K_SP)  # ' ?X++': space + the run of the next char
-    nx = torch.where(glue, run[1:], nx)
-    clen = b.contraction_len(True, K_APOS)[: b.n]
-    nx = torch.where(clen > 0, i + clen, nx)
-    pcls = torch.where(pk >= K_SP, K_SP, torch.where(pk == K_APOS, K_O, pk))
-    pws = (pk >= K_SP) & (pk != K_NONE)
-    forced = b.first[: b.n].clone()
+def _whitespace(b: _Batch, a: _At, run_end: torch.Tensor, last_nl: torch.Tensor, *, end_first: bool) -> torch.Tensor:
+    """End of the whitespace match at ``a.q``; ``run_end``: the segment where q's ws run ends."""
+    q, end = a.q, b.seg_start.index_select(0, run_end)
+    nl = b.last_char_of(last_nl.index_select(0, (run_end - 1).clamp(min=0)))  # last \r or \n before end
+    nx = torch.where(end - 1 > q, end - 1, q + 1)  # \s+(?!\S) gives back one char, else \s
+    if end_first:  # cl100k: \s++$, then \s*[\r\n]
+        nx = torch.where(nl >= q, nl + 1, nx)
+        return torch.where(end == a.re, end, nx)
+    nx = torch.where(end == a.re, end, nx)  # o200k: \s*[\r\n]+ first, \s+(?!\S) takes all at the end
+    return torch.where(nl >= q, nl + 1, nx)
+
+
+_CLASS4 = torch.tensor([0, 1, 2, 2, 3, 3, 3, 4])  # L, N, O (apostrophe included), ws, none
+
+
+def _gpt2(b: _Batch):
+    cls_run = b.class_run(_CLASS4)
+
+    def nx_at(q: torch.Tensor) -> torch.Tensor:
+        a = _At(b, q)
+        k, nk = a.k, a.nk
+        ws = k >= K_SP
+        run = cls_run.index_select(0, a.s)
+        end = b.seg_start.index_select(0, run)
+        nx = torch.where(ws, _whitespace(b, a, run, _NO_NL(b), end_first=True), end)
+        glue = (k == K_SP) & (nk < K_SP)  # ' ?X++': a space takes the run of the next char
+        nx = torch.where(glue, b.seg_start.index_select(0, cls_run.index_select(0, a.s + 1)), nx)
+        clen = b.contraction(q, a.re, k == K_APOS, True)
+        return torch.where(clen > 0, q + clen, nx)
+
+    sk, pk = b.seg_kind[: b.m], b.seg_pk
+    ws, pws = sk >= K_SP, (pk >= K_SP) & (pk != K_NONE)
+    cls, pcls = _CLASS4.index_select(0, sk), _CLASS4.index_select(0, pk)
+    forced = b.seg_first[: b.m].clone()
     forced |= ~ws & (pk < K_SP) & (cls != pcls) & (pk != K_APOS)
     forced |= ~ws & ((pk == K_OWS) | (pk == K_NL))
     forced |= ws & ~pws & (pk != K_NONE)
-    return nx, forced
+    return nx_at, b.forced(forced)
 
 
-def _cl100k(b: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    kind, nk, pk, i = b.kind[: b.n], b.nk[: b.n], b.pk, b.pos[: b.n]
-    ws = kind >= K_SP
-    other = (kind == K_O) | (kind == K_APOS)
-    cls = torch.where(ws, K_SP, torch.where(kind == K_APOS, K_O, kind))
-    run = b.class_run_end(cls)
-    nl_run = b.run_end(kind == K_NL)
-    last_nl = b.last_of(kind == K_NL)
+def _NO_NL(b: _Batch) -> torch.Tensor:
+    return torch.full((max(b.m, 1),), -1, dtype=b.it, device=b.seg_kind.device)
 
-    def trail(e):  # [\r\n]*+ after an O run
-        return torch.where(e < b.row_end, nl_run.index_select(0, e), e)
 
-    nx = torch.where(ws, _ws_end(b, run, last_nl, end_first=True), run[: b.n])
-    next_other = (nk == K_O) | (nk == K_APOS)
-    nx = torch.where(other, trail(run[: b.n]), nx)
-    nx = torch.where((kind == K_SP) & next_other, trail(run[1:]), nx)
-    digits, forced_digits = b.digit_groups(K_N)
-    nx = torch.where(kind == K_N, i + digits, nx)
-    prefix = (other | (kind == K_SP) | (kind == K_OWS)) & (nk == K_L)
-    nx = torch.where(prefix, run[1:], nx)
-    clen = b.contraction_len(False, K_APOS)[: b.n]
-    nx = torch.where(clen > 0, i + clen, nx)
+def _cl100k(b: _Batch):
+    cls_run = b.class_run(_CLASS4)
+    nl_run = b.run((K_NL,))
+    last_nl = b.last((K_NL,))
 
-    p_other = (pk == K_O) | (pk == K_APOS)
-    forced = b.first[: b.n] | forced_digits
-    forced |= (kind == K_N) & (pk != K_N)
-    forced |= (kind != K_N) & (pk == K_N)
+    def nx_at(q: torch.Tensor) -> torch.Tensor:
+        a = _At(b, q)
+        k, nk = a.k, a.nk
+        ws = k >= K_SP
+        other = (k == K_O) | (k == K_APOS)
+        run = cls_run.index_select(0, a.s)
+        nx = torch.where(ws, _whitespace(b, a, run, last_nl, end_first=True), b.seg_start.index_select(0, run))
+        nx = torch.where(other, b.after_run(run, nl_run), nx)  # O run + [\r\n]*+
+        next_run = cls_run.index_select(0, a.s + 1)
+        nx = torch.where((k == K_SP) & ((nk == K_O) | (nk == K_APOS)), b.after_run(next_run, nl_run), nx)
+        nx = torch.where(k == K_N, q + torch.clamp(a.se - q, max=3), nx)
+        prefix = (other | (k == K_SP) | (k == K_OWS)) & (nk == K_L)
+        nx = torch.where(prefix, b.seg_start.index_select(0, next_run), nx)  # [^\r\n\p{L}\p{N}]?+\p{L}++
+        clen = b.contraction(q, a.re, k == K_APOS, False)
+        return torch.where(clen > 0, q + clen, nx)
+
+    sk, pk = b.seg_kind[: b.m], b.seg_pk
+    ws = sk >= K_SP
+    other = (sk == K_O) | (sk == K_APOS)
+    forced = b.seg_first[: b.m].clone()
+    forced |= (sk == K_N) & (pk != K_N)
+    forced |= (sk != K_N) & (pk == K_N)
     forced |= other & (pk == K_L)
     forced |= ws & ((pk == K_L) | (pk == K_N))
-    forced |= ((kind == K_SP) | (kind == K_OWS)) & p_other
+    forced |= ((sk == K_SP) | (sk == K_OWS)) & ((pk == K_O) | (pk == K_APOS))
     forced |= ~ws & (pk == K_NL)
     forced |= other & (pk == K_OWS)
-    return nx, forced
+    return nx_at, b.forced(forced, K_N)
 
 
-def _o200k(b: _Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    kind, nk, pk, i, n = b.kind[: b.n], b.nk[: b.n], b.pk, b.pos[: b.n], b.n
-    letterish = kind <= O_M  # U or W
-    next_letterish = nk <= O_M
-    upper = b.is_((O_UP, O_BL, O_M))
-    lower = b.is_((O_LO, O_BL, O_M))
-    both = b.is_((O_BL, O_M))
-    o_prime = b.is_((O_O, O_APOS, O_SLASH))
-    ws = b.is_((O_SP, O_OWS, O_NL))
-    nl = kind == O_NL
+_O_LETTERISH = (O_UP, O_LO, O_BL, O_M)
+_O_UPPER = (O_UP, O_BL, O_M)
+_O_LOWER = (O_LO, O_BL, O_M)
+_O_BOTH = (O_BL, O_M)
+_O_PRIME = (O_O, O_APOS, O_SLASH)
+_O_OTHER = (O_M, O_O, O_APOS, O_SLASH)
+_O_WS = (O_SP, O_OWS, O_NL)
+_O_PREFIX = (O_M, O_O, O_APOS, O_SLASH, O_SP, O_OWS)
 
-    # Letter alternatives from i' (i, or i + 1 after a P prefix char).
-    up_run = b.run_end(upper)
-    low_run = b.run_end(lower)
-    last_both = b.last_of(both)
-    clen = b.contraction_len(False, O_APOS)
-    ip = torch.where(letterish, i, i + 1).clamp(max=n)
-    k = up_run.index_select(0, ip)
-    k_lower = (k < b.row_end) & (b.kind.index_select(0, k) == O_LO)
-    lb = last_both.index_select(0, (k - 1).clamp(min=0))
-    e = torch.where(k_lower, low_run.index_select(0, k), torch.where(lb >= ip, lb + 1, k))
-    e = e + torch.where(e < b.row_end, clen.index_select(0, e), torch.zeros_like(e))
 
-    # ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
-    o_run = b.run_end(o_prime | (kind == O_M))
-    trail_run = b.run_end(nl | (kind == O_SLASH))
+def _o200k(b: _Batch):
+    up_run, low_run = b.run(_O_UPPER), b.run(_O_LOWER)
+    other_run, trail_run, ws_run = b.run(_O_OTHER), b.run((O_NL, O_SLASH)), b.run(_O_WS)
+    last_both, last_nl = b.last(_O_BOTH), b.last((O_NL,))
 
-    def trail(end):
-        return torch.where(end < b.row_end, trail_run.index_select(0, end), end)
+    def nx_at(q: torch.Tensor) -> torch.Tensor:
+        a = _At(b, q)
+        s, k, nk = a.s, a.k, a.nk
+        letterish = b.kinds_in(_O_LETTERISH, k)
+        # [^\r\n\p{L}\p{N}]? U* W+ (contraction)? | ... U+ W* ...: from i' (after the prefix char)
+        prefixed = ~letterish
+        ip = q + prefixed.to(q.dtype)
+        sip = torch.where(prefixed & (ip >= a.se), s + 1, s)
+        in_up = b.kinds_in(_O_UPPER, b.seg_kind.index_select(0, sip))
+        up_end = up_run.index_select(0, sip)
+        kpos = torch.where(in_up, b.seg_start.index_select(0, up_end), ip)  # end of the U run
+        kseg = torch.where(in_up, up_end, sip)
+        k_lower = (kpos < a.re) & (b.seg_kind.index_select(0, kseg) == O_LO)
+        lb = b.last_char_of(last_both.index_select(0, (kseg - 1).clamp(min=0)))  # last Lm/Lo/M before k
+        e = torch.where(k_lower, b.seg_start.index_select(0, low_run.index_select(0, kseg)),
+                        torch.where(lb >= ip, lb + 1, kpos))
+        e_apos = (e < a.re) & (b.values.index_select(0, e.clamp(max=b.n - 1)) == _APOS)
+        e = e + b.contraction(e, a.re, e_apos, False)
+        # whitespace, then ' ?O+[\r\n/]*', digits, letters, in reverse order of precedence
+        nx = _whitespace(b, a, ws_run.index_select(0, s), last_nl, end_first=False)
+        nx = torch.where(b.kinds_in(_O_PRIME, k), b.after_run(other_run.index_select(0, s), trail_run), nx)
+        space_other = (k == O_SP) & b.kinds_in(_O_PRIME, nk)
+        nx = torch.where(space_other, b.after_run(other_run.index_select(0, s + 1), trail_run), nx)
+        nx = torch.where(k == O_N, q + torch.clamp(a.se - q, max=3), nx)
+        letter = letterish | (b.kinds_in(_O_PREFIX, k) & b.kinds_in(_O_LETTERISH, nk))
+        return torch.where(letter, e, nx)
 
-    ws_run = b.run_end(ws)
-    nx = torch.where(ws, _ws_end(b, ws_run, b.last_of(nl), end_first=False), i + 1)
-    nx = torch.where(o_prime, trail(o_run[:n]), nx)
-    next_o_prime = b.is_((O_O, O_APOS, O_SLASH), nk)
-    nx = torch.where((kind == O_SP) & next_o_prime, trail(o_run[1:]), nx)
-    digits, forced_digits = b.digit_groups(O_N)
-    nx = torch.where(kind == O_N, i + digits, nx)
-    p_char = b.is_((O_M, O_O, O_APOS, O_SLASH, O_SP, O_OWS))
-    nx = torch.where(letterish | (p_char & next_letterish), e, nx)
-
-    p_letter = b.is_((O_UP, O_LO, O_BL), pk)
-    forced = b.first[:n] | forced_digits
-    forced |= (kind == O_N) & (pk != O_N)
-    forced |= (kind != O_N) & (pk == O_N)
-    forced |= (kind == O_UP) & (pk == O_LO)
-    forced |= p_letter & ~letterish & (kind != O_APOS)
-    forced |= (pk == O_NL) & ~ws & (kind != O_SLASH)
-    forced |= ((kind == O_SP) | (kind == O_OWS)) & b.is_((O_M, O_O, O_APOS, O_SLASH), pk)
-    return nx, forced
+    sk, pk = b.seg_kind[: b.m], b.seg_pk
+    letterish = b.kinds_in(_O_LETTERISH, sk)
+    forced = b.seg_first[: b.m].clone()
+    forced |= (sk == O_N) & (pk != O_N)
+    forced |= (sk != O_N) & (pk == O_N)
+    forced |= (sk == O_UP) & (pk == O_LO)
+    forced |= b.kinds_in((O_UP, O_LO, O_BL), pk) & ~letterish & (sk != O_APOS)
+    forced |= (pk == O_NL) & ~b.kinds_in(_O_WS, sk) & (sk != O_SLASH)
+    forced |= ((sk == O_SP) | (sk == O_OWS)) & b.kinds_in(_O_OTHER, pk)
+    return nx_at, b.forced(forced, O_N)
 
 
 _HOPS = 12
 
 
-def _chain(nx: torch.Tensor, forced: torch.Tensor) -> torch.Tensor:
-    """Match starts: everything reachable from the forced starts by following ``nx``.
+def _chain(b: _Batch, nx_at, forced: torch.Tensor) -> torch.Tensor:
+    """Match starts (bool, n + 1 entries): everything reachable from the forced starts via NX.
 
-    ``nx`` (values in (i, n]) and ``forced`` (a subset of the true starts, row starts included)
-    have n entries. Returns a bool mask of n + 1 entries (the last one True).
+    ``forced`` must be true match starts (text starts included); ``nx_at(q)`` gives the end of
+    the match that would start at each ``q``.
     """
-    n = nx.numel()
-    nx = torch.cat([nx, nx.new_full((1,), n)])
-    marked = torch.cat([forced, forced.new_ones(1)])
-    frontier = torch.nonzero(forced).flatten().to(nx.dtype)
+    n = b.n
+    marked = torch.zeros(n + 1, dtype=torch.bool, device=forced.device)
+    marked[forced] = True
+    marked[n] = True
+    frontier = forced
     for _ in range(_HOPS):
-        step = nx.index_select(0, frontier)
+        step = nx_at(frontier)
         frontier = step[~marked.index_select(0, step)]
         if frontier.numel() == 0:
             return marked
-        marked[frontier.long()] = True
-    # Long chains: pointer doubling. R_{k+1} = R_k | J_k(R_k) with J_k = nx^(2^k) reaches every
-    # nx^m(r), m < 2^k, and stops once R is closed under nx.
-    jump = nx
+        marked[frontier] = True
+    # Long chains: pointer doubling over the texts that still have one. R_{k+1} = R_k | J_k(R_k)
+    # with J_k = NX^(2^k) reaches every NX^m(r), m < 2^k; stop once R is closed under NX.
+    bounds = b.offsets.to(b.it)
+    rows = torch.unique(torch.searchsorted(bounds, frontier, right=True) - 1)
+    starts, lengths = b.offsets[rows], b.offsets[rows + 1] - b.offsets[rows]
+    lengths_offsets = offsets_from_lengths(lengths)
+    total = int(lengths_offsets[-1])
+    where = (torch.repeat_interleave(starts, lengths, output_size=total)
+             + positions_in_rows(lengths_offsets, total)).to(b.it)
+    target = nx_at(where)
+    index = torch.searchsorted(where, target).to(b.it)
+    found = (index < total) & (where.index_select(0, index.clamp(max=total - 1)) == target)
+    step = torch.cat([torch.where(found, index, total), index.new_full((1,), total)])
+    local = torch.cat([marked.index_select(0, where), marked.new_ones(1)])
+    jump = step
     while True:
-        at = torch.nonzero(marked).flatten().to(nx.dtype)
-        if bool(marked.index_select(0, nx.index_select(0, at)).all()):
-            return marked
-        marked[jump.index_select(0, at).long()] = True
+        at = torch.nonzero(local).flatten().to(b.it)
+        if bool(local.index_select(0, step.index_select(0, at)).all()):
+            break
+        local[jump.index_select(0, at)] = True
         jump = jump.index_select(0, jump)
+    marked[where] = local[:total]
+    return marked
 
 
 _SPLITTERS = {"gpt2": (_gpt2, "gpt2", K_NONE), "cl100k": (_cl100k, "cl100k", K_NONE), "o200k": (_o200k, "o200k", O_NONE)}
@@ -480,7 +541,7 @@ def split(text: Ragged, rule: str) -> Words:
     """
     if rule not in _RULE:
         raise ValueError(f"unknown split rule {rule!r}; known: {sorted(_RULE)} (or use split_with_regex)")
-    fn, family, none = _SPLITTERS[_RULE[rule]]
+    build, family, none = _SPLITTERS[_RULE[rule]]
     device = text.values.device
     offsets = text.offsets.to(device)
     n = text.values.numel()
@@ -488,15 +549,12 @@ def split(text: Ragged, rule: str) -> Words:
         empty = torch.zeros(0, dtype=torch.int64, device=device)
         return Words(empty, empty.clone(), torch.zeros_like(offsets))
     b = _Batch(Ragged(text.values, offsets), _kind_table(family), none)
-    nx, forced = fn(b)
-    marked = _chain(nx, forced)[:n]
-    starts = torch.nonzero(marked).flatten()
-    row_end = b.row_end.index_select(0, starts).long()
+    nx_at, forced = build(b)
+    marked = _chain(b, nx_at, forced)
+    starts = torch.nonzero(marked[:n]).flatten()
+    row_end = b.seg_row_end.index_select(0, b.segid.index_select(0, starts.to(b.it))).long()
     following = torch.cat([starts[1:], starts.new_full((1,), n)])
-    ends = torch.minimum(following, row_end)
-    counts = torch.zeros(n + 1, dtype=torch.int64, device=device)
-    torch.cumsum(marked, 0, out=counts[1:])
-    return Words(starts, ends, counts[offsets])
+    return Words(starts, torch.minimum(following, row_end), torch.searchsorted(starts, offsets))
 
 
 def split_with_regex(texts: list[str], pattern: str) -> Words:

@@ -12,6 +12,7 @@ text, longest first, and become their own tokens, as in huggingface ``tokenizers
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -345,7 +346,7 @@ class Tokenizer:
             if pad_to_multiple_of:
                 width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
             left = padding_side == "left"
-            pad_id = self._pad_id()
+            pad_id = self._pad_id
             out["input_ids"] = pad(input_ids, row_offsets, width=width, pad_value=pad_id, left=left)
             out["attention_mask"] = pad(torch.ones_like(input_ids), row_offsets, width=width, pad_value=0, left=left)
             out["token_type_ids"] = pad(type_ids, row_offsets, width=width, pad_value=0, left=left)
@@ -356,6 +357,7 @@ class Tokenizer:
             out["overflow_to_sample_mapping"] = rows.sample
         return out
 
+    @functools.cached_property
     def _pad_id(self) -> int:
         padding = self._extra.get("padding") or {}
         if "pad_id" in padding:

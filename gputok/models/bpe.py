@@ -20,6 +20,7 @@ the unique words' bytes; the pair map is ~4 slots of 16 bytes per mergeable pair
 from __future__ import annotations
 
 import base64
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -248,7 +249,7 @@ class BPE:
         """Token strings for display (bytes that are not valid UTF-8 show U+FFFD)."""
         return [(b or b"").decode("utf-8", errors="replace") for b in self.token_bytes]
 
-    @property
+    @functools.cached_property
     def vocab(self) -> dict[str, int]:
         """``{token: id}`` for the tokens whose bytes are valid UTF-8."""
         vocab = {}
