@@ -45,7 +45,29 @@ class WordPieceDecoder:
         return cls(prefix=spec.get("prefix", "##"), cleanup=spec.get("cleanup", True))
 
 
-DECODERS = {cls.type: cls for cls in (WordPieceDecoder,)}
+class ByteLevelDecoder:
+    """huggingface's ByteLevel decoder: byte-level characters back to bytes, then UTF-8 (with U+FFFD)."""
+
+    type = "ByteLevel"
+
+    def __init__(self, spec: dict[str, Any] | None = None) -> None:
+        self._spec = spec or {"type": self.type, "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+
+    def __call__(self, tokens: list[str]) -> str:
+        from .models.bpe import byte_decoder
+
+        table = byte_decoder()
+        return bytes(table[ch] for ch in "".join(tokens)).decode("utf-8", errors="replace")
+
+    def to_json(self) -> dict[str, Any]:
+        return self._spec
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> ByteLevelDecoder:
+        return cls(spec)
+
+
+DECODERS = {cls.type: cls for cls in (WordPieceDecoder, ByteLevelDecoder)}
 
 
 def from_json(spec: dict[str, Any] | None):

@@ -94,9 +94,12 @@ class Split:
 
     type = "Split"
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, *, byte_level: bool = False) -> None:
+        """``byte_level``: the words feed a byte-level BPE; saved as huggingface writes that,
+        ``Sequence[Split(regex), ByteLevel(use_regex=false)]``."""
         from . import regex_split
 
+        self.byte_level = byte_level
         self.rule = pattern if pattern in regex_split.PATTERNS else None
         self.pattern = regex_split.PATTERNS.get(pattern, pattern)
         if self.rule is None:
@@ -115,7 +118,68 @@ class Split:
         return Words(words.starts.to(text.device), words.ends.to(text.device), words.text_offsets.to(text.device))
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "pattern": {"Regex": self.pattern}, "behavior": "Isolated", "invert": False}
+        split = {"type": "Split", "pattern": {"Regex": self.pattern}, "behavior": "Isolated", "invert": False}
+        if not self.byte_level:
+            return split
+        return {"type": "Sequence", "pretokenizers": [
+            split, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Split:
+        pattern = spec.get("pattern") or {}
+        if "Regex" not in pattern or spec.get("behavior", "Isolated") != "Isolated" or spec.get("invert"):
+            raise ValueError(f"Split pre-tokenizer {spec} is not supported; gputok reads "
+                             "Split(pattern=Regex, behavior=Isolated, invert=false)")
+        from . import regex_split
+
+        named = {p: name for name, p in regex_split.PATTERNS.items()}
+        return cls(named.get(pattern["Regex"], pattern["Regex"]))
+
+
+class ByteLevel(Split):
+    """huggingface's ByteLevel pre-tokenizer: the GPT-2 split (``use_regex``), bytes as BPE input.
+
+    The byte-to-character mapping of its vocabulary lives in the BPE model; ``add_prefix_space``
+    is not supported yet (GPT-2's own files have it off).
+    """
+
+    type = "ByteLevel"
+
+    def __init__(self, *, use_regex: bool = True, add_prefix_space: bool = False, trim_offsets: bool = True):
+        if add_prefix_space:
+            raise ValueError("ByteLevel(add_prefix_space=True) is not supported yet")
+        super().__init__("gpt2")
+        self.use_regex, self.trim_offsets = use_regex, trim_offsets
+
+    def __call__(self, text: Ragged) -> Words:
+        if self.use_regex:
+            return super().__call__(text)
+        starts = text.offsets[:-1][text.lengths() > 0]
+        counts = (text.lengths() > 0).long()
+        return Words(starts, starts + text.lengths()[text.lengths() > 0], torch.cat([counts.new_zeros(1), counts.cumsum(0)]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "add_prefix_space": False, "trim_offsets": self.trim_offsets,
+                "use_regex": self.use_regex}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> ByteLevel:
+        return cls(use_regex=spec.get("use_regex", True), add_prefix_space=spec.get("add_prefix_space", False),
+                   trim_offsets=spec.get("trim_offsets", True))
+
+
+class Sequence:
+    """Only the form byte-level tokenizers use: ``[Split(regex), ByteLevel(use_regex=False)]``."""
+
+    type = "Sequence"
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]):
+        steps = [from_json(s) for s in spec.get("pretokenizers", [])]
+        if len(steps) == 2 and type(steps[0]) is Split and isinstance(steps[1], ByteLevel) and not steps[1].use_regex:
+            steps[0].byte_level = True
+            return steps[0]
+        raise ValueError("a Sequence pre-tokenizer is supported only as [Split(regex), ByteLevel(use_regex=false)]")
 
 
 def _strings(text: Ragged) -> list[str]:
@@ -125,7 +189,7 @@ def _strings(text: Ragged) -> list[str]:
     return [joined[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
-PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer,)}
+PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, Sequence)}
 
 
 def from_json(spec: dict[str, Any] | None):

@@ -305,10 +305,30 @@ class _Batch:
         base = torch.repeat_interleave(starts, counts, output_size=total)
         return base + 3 * positions_in_rows(offsets_from_lengths(counts.long()), total).to(self.it)
 
-    def forced(self, mask: torch.Tensor, digit: int | None = None) -> torch.Tensor:
-        """Positions of the segments in ``mask``, plus the digit group starts if ``digit`` is given."""
-        starts = self.seg_start[: self.m][mask]
-        return starts if digit is None else torch.cat([starts, self.digit_starts(digit)])
+    def forced(self, mask: torch.Tensor, ws: torch.Tensor, glue: torch.Tensor, digit: int | None = None):
+        """(forced starts, the forced starts whose NX must be computed) from per-segment masks.
+
+        ``mask``: segments whose start is a forced start. Forced starts are their starts, plus the
+        digit group starts (``\\p{N}{1,3}``) if ``digit`` is given. NX is skipped where a lower
+        bound already reaches a forced start (a match never covers a start, so it ends there):
+        a match from a non-whitespace segment start never ends inside that segment, and one from
+        a ``glue`` segment (one char that, as a match start, takes the whole next segment: a
+        space before a word) ends at or after the end of the next segment. Digit groups end at
+        the next group or at the end of the run, both forced.
+        """
+        m = self.m
+        starts = self.seg_start[:m][mask]
+        ahead = torch.cat([mask, mask.new_ones(2)])
+        known = torch.where(glue, ahead[2:], ~ws & ahead[1 : m + 1])
+        look = mask & ~known
+        if digit is None:
+            return starts, self.seg_start[:m][look]
+        look &= self.seg_kind[:m] != digit
+        return torch.cat([starts, self.digit_starts(digit)]), self.seg_start[:m][look]
+
+    def single(self) -> torch.Tensor:
+        """[m]: segments of one char."""
+        return self.seg_start[1:] - self.seg_start[:-1] == 1
 
     def contraction(self, p: torch.Tensor, row_end: torch.Tensor, apos: torch.Tensor, case_sensitive: bool) -> torch.Tensor:
         """Length of ``'(?i:[sdmt]|ll|ve|re)`` at ``p`` where ``apos`` (p holds an apostrophe), else 0."""
@@ -382,7 +402,9 @@ def _gpt2(b: _Batch):
     forced |= ~ws & (pk < K_SP) & (cls != pcls) & (pk != K_APOS)
     forced |= ~ws & ((pk == K_OWS) | (pk == K_NL))
     forced |= ws & ~pws & (pk != K_NONE)
-    return nx_at, b.forced(forced)
+    nk = b.seg_nk
+    glue = b.single() & (sk == K_SP) & (nk < K_SP)
+    return nx_at, b.forced(forced, ws, glue)
 
 
 def _NO_NL(b: _Batch) -> torch.Tensor:
@@ -421,7 +443,10 @@ def _cl100k(b: _Batch):
     forced |= ((sk == K_SP) | (sk == K_OWS)) & ((pk == K_O) | (pk == K_APOS))
     forced |= ~ws & (pk == K_NL)
     forced |= other & (pk == K_OWS)
-    return nx_at, b.forced(forced, K_N)
+    nk = b.seg_nk
+    # (an apostrophe is not: "'s" may be a contraction)
+    glue = (((sk == K_O) | (sk == K_SP) | (sk == K_OWS)) & (nk == K_L)) | ((sk == K_SP) & ((nk == K_O) | (nk == K_APOS)))
+    return nx_at, b.forced(forced, ws, b.single() & glue, K_N)
 
 
 _O_LETTERISH = (O_UP, O_LO, O_BL, O_M)
@@ -471,27 +496,32 @@ def _o200k(b: _Batch):
     forced = b.seg_first[: b.m].clone()
     forced |= (sk == O_N) & (pk != O_N)
     forced |= (sk != O_N) & (pk == O_N)
-    forced |= (sk == O_UP) & (pk == O_LO)
+    # An uppercase letter after a lowercase one, unless both end a contraction ("'rE", "'lL").
+    single = b.single()
+    after_apos = torch.cat([single.new_zeros(1), single[:-1] & (b.seg_pk[:-1] == O_APOS)])
+    forced |= (sk == O_UP) & (pk == O_LO) & ~after_apos
     forced |= b.kinds_in((O_UP, O_LO, O_BL), pk) & ~letterish & (sk != O_APOS)
     forced |= (pk == O_NL) & ~b.kinds_in(_O_WS, sk) & (sk != O_SLASH)
     forced |= ((sk == O_SP) | (sk == O_OWS)) & b.kinds_in(_O_OTHER, pk)
-    return nx_at, b.forced(forced, O_N)
+    nk = b.seg_nk
+    glue = (b.kinds_in(_O_PREFIX, sk) & ~letterish & b.kinds_in(_O_LETTERISH, nk)) | ((sk == O_SP) & b.kinds_in(_O_PRIME, nk))
+    return nx_at, b.forced(forced, b.kinds_in(_O_WS, sk), single & glue, O_N)
 
 
 _HOPS = 12
 
 
-def _chain(b: _Batch, nx_at, forced: torch.Tensor) -> torch.Tensor:
+def _chain(b: _Batch, nx_at, forced: torch.Tensor, frontier: torch.Tensor) -> torch.Tensor:
     """Match starts (bool, n + 1 entries): everything reachable from the forced starts via NX.
 
     ``forced`` must be true match starts (text starts included); ``nx_at(q)`` gives the end of
-    the match that would start at each ``q``.
+    the match that would start at each ``q``; ``frontier``: the forced starts whose NX is not
+    known to be forced already.
     """
     n = b.n
     marked = torch.zeros(n + 1, dtype=torch.bool, device=forced.device)
     marked[forced] = True
     marked[n] = True
-    frontier = forced
     for _ in range(_HOPS):
         step = nx_at(frontier)
         frontier = step[~marked.index_select(0, step)]
@@ -549,8 +579,8 @@ def split(text: Ragged, rule: str) -> Words:
         empty = torch.zeros(0, dtype=torch.int64, device=device)
         return Words(empty, empty.clone(), torch.zeros_like(offsets))
     b = _Batch(Ragged(text.values, offsets), _kind_table(family), none)
-    nx_at, forced = build(b)
-    marked = _chain(b, nx_at, forced)
+    nx_at, (forced, frontier) = build(b)
+    marked = _chain(b, nx_at, forced, frontier)
     starts = torch.nonzero(marked[:n]).flatten()
     row_end = b.seg_row_end.index_select(0, b.segid.index_select(0, starts.to(b.it))).long()
     following = torch.cat([starts[1:], starts.new_full((1,), n)])

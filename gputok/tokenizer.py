@@ -32,7 +32,7 @@ from .models.wordpiece import WordPiece, piece_starts
 from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, pad, truncate
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 
-MODELS = {cls.type: cls for cls in (WordPiece,)}
+MODELS = {cls.type: cls for cls in (WordPiece, BPE)}
 PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
 
 
@@ -123,7 +123,23 @@ class Tokenizer:
         """
         model = BPE.from_tiktoken(path)
         specials = [AddedToken(i, t) for t, i in sorted((special_tokens or {}).items(), key=lambda kv: kv[1])]
-        return cls(model, pre_tokenizer=pre_tokenizers.Split(pattern), added_tokens=specials)
+        return cls(model, pre_tokenizer=pre_tokenizers.Split(pattern, byte_level=True),
+                   decoder=decoders.ByteLevelDecoder(), added_tokens=specials)
+
+    @classmethod
+    def from_gpt2_files(cls, vocab_json: str | os.PathLike, merges_txt: str | os.PathLike) -> Tokenizer:
+        """GPT-2 style ``vocab.json`` + ``merges.txt``, as huggingface's ``ByteLevelBPETokenizer``."""
+        try:
+            vocab = json.loads(Path(vocab_json).read_text(encoding="utf-8"))
+            lines = Path(merges_txt).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"cannot read GPT-2 files {vocab_json}, {merges_txt}: {e}") from e
+        merges = [line for line in lines if line and not line.startswith("#version")]
+        for number, line in enumerate(merges, 1):
+            if len(line.split(" ")) != 2:
+                raise ValueError(f"{merges_txt}: merge {number} is not 'left right': {line[:60]!r}")
+        model = BPE.from_json({"vocab": vocab, "merges": merges, "ignore_merges": False})
+        return cls(model, pre_tokenizer=pre_tokenizers.ByteLevel(), decoder=decoders.ByteLevelDecoder())
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Tokenizer:
@@ -150,15 +166,21 @@ class Tokenizer:
                                                       "rstrip", "normalized") if k in t})
                      for t in spec.get("added_tokens") or []]
             post = spec.get("post_processor")
+            if post is not None and post.get("type") == "ByteLevel":
+                extra_post = post  # only trims offsets; the ids are those of the model
+                post = None
+            else:
+                extra_post = None
             if post is not None and post.get("type") not in ("BertProcessing", "TemplateProcessing"):
                 raise ValueError(f"post_processor type {post.get('type')!r} is not supported; "
-                                 "supported: ['BertProcessing', 'TemplateProcessing']")
+                                 "supported: ['BertProcessing', 'TemplateProcessing', 'ByteLevel']")
             return cls(MODELS[model_type].from_json(spec["model"]),
                        normalizer=normalizers.from_json(spec.get("normalizer")),
                        pre_tokenizer=pre_tokenizers.from_json(spec.get("pre_tokenizer")),
                        post_processor=TemplateProcessing.from_json(post) if post else None,
                        decoder=decoders.from_json(spec.get("decoder")), added_tokens=added,
-                       extra={k: spec.get(k) for k in ("truncation", "padding")})
+                       extra={"truncation": spec.get("truncation"), "padding": spec.get("padding"),
+                              "post_processor": extra_post})
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{source}: malformed tokenizer.json ({type(e).__name__}: {e})") from e
 
@@ -168,7 +190,8 @@ class Tokenizer:
                 "padding": self._extra.get("padding"),
                 "added_tokens": [t.to_json() for t in self.added_tokens],
                 "normalizer": part(self.normalizer), "pre_tokenizer": part(self.pre_tokenizer),
-                "post_processor": part(self.post_processor), "decoder": part(self.decoder),
+                "post_processor": part(self.post_processor) or self._extra.get("post_processor"),
+                "decoder": part(self.decoder),
                 "model": self.model.to_json()}
 
     def save(self, path: str | os.PathLike) -> None:

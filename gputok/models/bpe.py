@@ -157,6 +157,7 @@ class BPE:
             raise ValueError(f"the BPE vocabulary lacks single-byte tokens for bytes {missing[:8]}..."
                              " so some text cannot be encoded; byte-level BPE needs all 256")
         self.byte_to_id = torch.tensor([ids[bytes([b])] for b in range(256)], dtype=torch.int64)
+        self._merge_list = lambda: merges
         keys = torch.tensor([a * self.vocab_size + b for a, b in merges], dtype=torch.int64)
         values = torch.tensor([(rank << 32) | merged for rank, merged in merges.values()], dtype=torch.int64)
         self.pairs = HashMap(keys, values)
@@ -190,7 +191,11 @@ class BPE:
                 left, right = ranks.get(token[:cut]), ranks.get(token[cut:])
                 if left is not None and right is not None:
                     merges[(left, right)] = (rank, rank)
-        return cls(token_bytes, merges, ignore_merges=True)
+        model = cls(token_bytes, merges, ignore_merges=True)
+        # A tiktoken pair map holds every split of every token; a saved file needs one merge per
+        # token, which takes seconds of Python to derive, so only on save.
+        model._merge_list = lambda: merges_from_ranks(ranks)
+        return model
 
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints), and each token's end in characters.
@@ -245,6 +250,49 @@ class BPE:
         ends = byte_char[last_byte] - char_first + 1 if out.numel() else out.clone()
         return ids, Ragged(ends, out_offsets)
 
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> BPE:
+        """The ``model`` of a huggingface tokenizer.json with byte-level BPE (GPT-2 style)."""
+        unsupported = {k: spec.get(k) for k in ("continuing_subword_prefix", "end_of_word_suffix", "dropout")
+                       if spec.get(k)}
+        if spec.get("byte_fallback"):
+            unsupported["byte_fallback"] = True
+        if unsupported:
+            raise ValueError(f"BPE options {unsupported} are not supported yet; gputok reads byte-level BPE "
+                             "(GPT-2 style) tokenizer.json files")
+        vocab, merges = spec.get("vocab"), spec.get("merges")
+        if not isinstance(vocab, dict) or not isinstance(merges, list):
+            raise ValueError("BPE model in tokenizer.json needs 'vocab': {token: id} and 'merges': [...]")
+        decode = byte_decoder()
+        token_bytes: list[bytes | None] = [None] * (max(vocab.values()) + 1)
+        for token, i in vocab.items():
+            try:
+                token_bytes[i] = bytes(decode[ch] for ch in token)
+            except KeyError:
+                raise ValueError(f"BPE token {token!r} is not in the byte-level alphabet; only byte-level "
+                                 "BPE tokenizer.json files are supported") from None
+        pairs = {}
+        for rank, merge in enumerate(merges):
+            left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
+            ids = (vocab.get(left), vocab.get(right), vocab.get(left + right))
+            if None in ids:
+                missing = [t for t, i in zip((left, right, left + right), ids) if i is None]
+                raise ValueError(f"merge {rank} ({left!r}, {right!r}) names tokens that are not in the "
+                                 f"vocabulary: {missing}")
+            pairs.setdefault((ids[0], ids[1]), (rank, ids[2]))
+        return cls(token_bytes, pairs, ignore_merges=bool(spec.get("ignore_merges", False)))
+
+    def to_json(self) -> dict[str, Any]:
+        """A huggingface BPE model: byte-level token strings, merges in rank order."""
+        encode = {b: ch for ch, b in byte_decoder().items()}
+        names = ["".join(encode[b] for b in t) if t is not None else "" for t in self.token_bytes]
+        by_rank = sorted((rank, a, b) for (a, b), (rank, _) in self._merge_list().items())
+        return {"type": self.type, "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                "ignore_merges": self.ignore_merges,
+                "vocab": {name: i for i, name in enumerate(names) if self.token_bytes[i] is not None},
+                "merges": [[names[a], names[b]] for _, a, b in by_rank]}
+
     def id_to_token(self) -> list[str]:
         """Token strings for display (bytes that are not valid UTF-8 show U+FFFD)."""
         return [(b or b"").decode("utf-8", errors="replace") for b in self.token_bytes]
@@ -266,8 +314,39 @@ class BPE:
         except (IndexError, TypeError) as e:
             raise ValueError(f"token id outside the vocabulary (size {self.vocab_size}): {e}") from e
 
-    def to_json(self) -> dict[str, Any]:
-        raise NotImplementedError("saving byte-level BPE to tokenizer.json is not written yet")
+
+
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet: the printable character that stands for each byte.
+
+    Printable Latin-1 bytes stand for themselves; the others map to U+0100 onwards, in order.
+    """
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    others = [b for b in range(256) if b not in printable]
+    table = {chr(b): b for b in printable}
+    table.update({chr(256 + i): b for i, b in enumerate(others)})
+    return table
+
+
+def merges_from_ranks(ranks: dict[bytes, int]) -> dict[tuple[int, int], tuple[int, int]]:
+    """The merge list equivalent to tiktoken ranks: for each token, the two parts BPE joins last.
+
+    Running BPE on a token's bytes with only the ranks below its own leaves exactly two parts;
+    that pair is its merge, ranked by the token's rank. Pure Python, run once per file.
+    """
+    merges = {}
+    for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+        if len(token) < 2:
+            continue
+        parts = [token[i:i + 1] for i in range(len(token))]
+        while len(parts) > 2:
+            best = min(range(len(parts) - 1), key=lambda i: ranks.get(parts[i] + parts[i + 1], 1 << 62))
+            if ranks.get(parts[best] + parts[best + 1], 1 << 62) >= rank:
+                break
+            parts[best:best + 2] = [parts[best] + parts[best + 1]]
+        if len(parts) == 2 and parts[0] in ranks and parts[1] in ranks:
+            merges[(ranks[parts[0]], ranks[parts[1]])] = (rank, rank)
+    return merges
 
 
 def _gather_rows(offsets: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

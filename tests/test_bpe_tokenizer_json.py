@@ -1,0 +1,62 @@
+"""Byte-level BPE through huggingface files: tokenizer.json written by gputok, read by both, and
+GPT-2 vocab.json + merges.txt; ids identical to huggingface tokenizers on real text."""
+
+import json
+
+import pytest
+from tokenizers import ByteLevelBPETokenizer
+from tokenizers import Tokenizer as HFTokenizer
+
+from gputok import Tokenizer, assets
+
+CHUNK = 65536
+
+
+@pytest.fixture(scope="module")
+def gpt2_json(tmp_path_factory):
+    """GPT-2's ranks saved by gputok as a huggingface tokenizer.json (merges derived from ranks)."""
+    path = tmp_path_factory.mktemp("gpt2") / "tokenizer.json"
+    Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern="gpt2").save(path)
+    return path
+
+
+def test_saved_file_matches_huggingface_on_real_text(gpt2_json, parity_lines):
+    hf = HFTokenizer.from_file(str(gpt2_json))
+    ours = Tokenizer.from_file(gpt2_json)
+    mismatches = 0
+    for i in range(0, len(parity_lines), CHUNK):
+        chunk = parity_lines[i:i + CHUNK]
+        mismatches += sum(a != [*b] for a, b in zip(ours.encode_batch(chunk), (e.ids for e in hf.encode_batch(chunk))))
+    print(f"\ngpt2 tokenizer.json: {len(parity_lines)} lines compared, {mismatches} mismatches")
+    assert mismatches == 0
+
+
+def test_gpt2_vocab_and_merges_files(gpt2_json, tmp_path, parity_lines):
+    spec = json.loads(gpt2_json.read_text())["model"]
+    (tmp_path / "vocab.json").write_text(json.dumps(spec["vocab"]))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "\n".join(" ".join(m) for m in spec["merges"]) + "\n")
+    ours = Tokenizer.from_gpt2_files(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    hf = ByteLevelBPETokenizer(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    lines = parity_lines[::41]
+    assert ours.encode_batch(lines) == [e.ids for e in hf.encode_batch(lines)]
+    for line, ids in zip(lines[:300], ours.encode_batch(lines[:300])):
+        assert ours.decode(ids) == hf.decode(ids) == line
+
+
+def test_merges_with_unknown_tokens(tmp_path):
+    (tmp_path / "vocab.json").write_text(json.dumps({chr(c): i for i, c in enumerate(range(0x21, 0x7F))}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\nzz q\n")
+    with pytest.raises(ValueError, match=r"merge 0 \('a', 'b'\) names tokens that are not in the vocabulary: \['ab'\]"):
+        Tokenizer.from_gpt2_files(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    (tmp_path / "merges.txt").write_text("#version: 0.2\nabc\n")
+    with pytest.raises(ValueError, match="merge 1 is not 'left right'"):
+        Tokenizer.from_gpt2_files(tmp_path / "vocab.json", tmp_path / "merges.txt")
+
+
+def test_unsupported_bpe_options_fail_clearly(gpt2_json, tmp_path):
+    spec = json.loads(gpt2_json.read_text())
+    spec["model"]["byte_fallback"] = True
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="byte_fallback"):
+        Tokenizer.from_file(path)
