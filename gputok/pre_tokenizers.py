@@ -132,7 +132,7 @@ class Split:
                              "Split(pattern=Regex, behavior=Isolated, invert=false)")
         from . import regex_split
 
-        named = {p: name for name, p in regex_split.PATTERNS.items()}
+        named = {p: name for name, p in reversed(regex_split.PATTERNS.items())}  # first name wins: gpt2
         return cls(named.get(pattern["Regex"], pattern["Regex"]))
 
 

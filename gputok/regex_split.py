@@ -16,21 +16,31 @@ Algorithm
    ``\\p{Lm}|\\p{Lo}``, ``\\p{M}``, plus which of ``s d m t l v r e`` a codepoint matches under
    ``(?i)`` (``ſ`` U+017F matches ``s``). Space, apostrophe, ``\\r``, ``\\n`` and ``/`` are
    compared by codepoint. A per-rule table maps every codepoint to one small *kind* (one gather).
-2. ``NX[i]``: the end of the match the pattern would make if a match started at ``i``. It is a
-   direct transcription of the alternatives in order (leftmost-first): each is a lookup into
-   *run ends* (end of the maximal run of a class from ``i``, cut at text ends: one cumsum + one
-   nonzero + one gather), *last occurrence* arrays (``cummax``), contraction lengths (looked up at
-   apostrophes only) and "next char" shifts. Every character is matched by some alternative of
-   these three patterns (checked by the tests), so matches tile each text and ``NX[i] > i``.
-3. Match starts are the chain ``row start, NX[row start], ...``. Most starts are *forced*: a local
-   rule shows the position starts a match whatever came before (e.g. a digit after a non-digit,
-   an uppercase letter after a lowercase one, the first whitespace after a letter); the rules are
-   only required to be sound. From the forced starts the chain is followed with whole-frontier
-   gathers (``frontier = NX[frontier]``) until every chain reaches an already known start; on real
-   text this takes a handful of passes. Inputs that keep a chain alive for long (o200k's
-   ``'s's's...``, where the contraction suffix re-pairs the apostrophes depending on where the
-   chain entered) switch to pointer doubling (``R |= J[R]; J = J[J]``), O(log chain) passes.
-   Words are ``nonzero(starts)``; a word ends where the next one starts (or at its text's end).
+2. Segments. The batch is cut into *segments*, maximal runs of one kind inside one text (about
+   a third as many as codepoints on real text). Run ends of any set of kinds ("end of the U run",
+   "end of the whitespace run") and "last segment of a kind before here" are per-segment arrays
+   (one cumsum + one nonzero + one gather each); text ends are segment boundaries.
+3. ``NX(i)``: the end of the match the pattern makes if a match starts at ``i``, a direct
+   transcription of the alternatives in order (leftmost-first, possessive or backtracking as
+   written), computed for a whole tensor of positions at once from those lookups, the "next
+   char" kind and contraction lengths (read at apostrophes only). Every character is matched by
+   some alternative of these three patterns (checked by the tests), so matches tile each text
+   and ``NX(i) > i``.
+4. Match starts are the chain ``text start, NX(text start), ...``. Most starts are *forced*: a
+   local rule shows the position starts a match whatever came before (a digit after a
+   non-digit, every 3rd digit of a run for cl100k/o200k, the first whitespace after a letter, an
+   uppercase letter after a lowercase one unless both end a contraction like ``'rE``, ...); the
+   rules only need to be sound. A match never covers a start, and a match from a non-whitespace
+   segment start never ends inside its segment, so NX is only evaluated where that bound does
+   not already land on a forced start (mostly spaces before words and multi-char whitespace
+   runs; on the 20 MB corpus 141k (gpt2) to 521k (o200k) of ~3.9M starts, of 18.9M
+   codepoints). From there the chain is followed with whole-frontier gathers
+   (``frontier = NX(frontier)``, new starts only) until every chain meets a known start: 3 (gpt2)
+   to 7 (o200k) passes on that corpus. Texts where a chain stays alive for long (o200k on
+   ``'s's's...``, where the contraction suffix pairs the apostrophes up from wherever the chain
+   entered) switch to pointer doubling over those texts only (``R |= J[R]; J = J[J]``, stopping
+   once R is closed under NX): O(log chain) passes.
+5. Words are ``nonzero(starts)``; a word ends where the next one starts, or at its text's end.
 
 Semantics per pattern (derived from the regex; the implementation follows them literally)
 ------------------------------------------------------------------------------------------
@@ -83,16 +93,19 @@ What it leaves out
 ------------------
 Only the named patterns are compiled to tensor ops; any other regex goes through
 :func:`split_with_regex` (one ``regex.finditer`` per text). The tables follow the ``regex``
-module's Unicode data, which may differ from tiktoken's Rust ``fancy-regex`` for characters
-assigned in newer Unicode versions. Matching is done on codepoints; lone surrogates were already
+module's Unicode data, NOT :mod:`unicodedata` (Python 3.11 has Unicode 14.0: ~14k codepoints get
+a different L/N/M class). tiktoken uses Rust ``fancy-regex``; the two agreed on every line of the
+parity corpus and on every codepoint whose class changed since Unicode 14, but a future Unicode
+release could make them differ. Matching is done on codepoints; lone surrogates were already
 replaced by U+FFFD at ingestion.
 
 Memory
 ------
-The class tables: 2 x 1.1 MB (uint8), built in ~1 s and cached on disk. Per call, for ``n``
-codepoints: about a dozen int32 arrays of ``n + 1`` entries live at the peak (run ends,
-last-occurrence arrays, ``NX``, row ends), i.e. ~50 bytes per codepoint (int64 above 2**31
-codepoints), plus 8 bytes per word for the result.
+The class tables: 2 x 1.1 MB (uint8), built in ~0.3 s and cached on disk, plus one 1.1 MB kind
+table per pattern family. Per call, for ``n`` codepoints in ``m`` segments: 8 bytes per
+codepoint (kinds, segment ids, masks) and ~60 bytes per segment (run-end and kind arrays, int32;
+int64 above 2**31 codepoints); measured peak growth on the 20 MB corpus: 25 (gpt2) to 35 (o200k)
+bytes per codepoint, the 16 bytes per word of the result included.
 """
 
 from __future__ import annotations
@@ -212,10 +225,12 @@ def _letter_table(case_sensitive: bool) -> torch.Tensor:
     return exact
 
 
-def _lut(kinds, size: int = 16) -> torch.Tensor:
-    table = torch.zeros(size, dtype=torch.bool)
+@functools.lru_cache(maxsize=64)
+def _lut(kinds: tuple[int, ...], device: torch.device) -> torch.Tensor:
+    """Boolean table over the kind codes: is the kind one of ``kinds``."""
+    table = torch.zeros(16, dtype=torch.bool)
     table[list(kinds)] = True
-    return table
+    return table.to(device)
 
 
 def _next_true(brk: torch.Tensor, it: torch.dtype) -> torch.Tensor:
@@ -231,6 +246,9 @@ def _last_true(mask: torch.Tensor, it: torch.dtype) -> torch.Tensor:
     return torch.cat([where.new_full((1,), -1), where]).index_select(0, counts)
 
 
+_INT32_LIMIT = 2**31 - 8  # positions up to n + 1 and sentinels must fit
+
+
 class _Batch:
     """One call's text cut into *segments*: maximal runs of one kind inside one text.
 
@@ -244,7 +262,7 @@ class _Batch:
         values = text.values
         device = values.device
         self.n = n = values.numel()
-        self.it = it = torch.int32 if n < 2**31 - 8 else torch.int64
+        self.it = it = torch.int32 if n < _INT32_LIMIT else torch.int64
         self.none = none
         self.values = values if values.dtype == it else values.to(it)
         self.offsets = offsets = text.offsets.to(device)
@@ -266,7 +284,7 @@ class _Batch:
         self.arange_m = torch.arange(m + 1, dtype=it, device=device)
 
     def kinds_in(self, kinds, of: torch.Tensor) -> torch.Tensor:
-        return _lut(kinds).to(of.device).index_select(0, of)
+        return _lut(tuple(kinds), of.device).index_select(0, of)
 
     def run(self, kinds) -> torch.Tensor:
         """[m + 1]: the segment where the run of ``kinds`` from segment j ends (j if not of kinds)."""
@@ -365,15 +383,22 @@ class _At:
         self.nk = torch.where(q + 1 < self.se, self.k, b.seg_nk.index_select(0, s))  # kind of q + 1
 
 
-def _whitespace(b: _Batch, a: _At, run_end: torch.Tensor, last_nl: torch.Tensor, *, end_first: bool) -> torch.Tensor:
-    """End of the whitespace match at ``a.q``; ``run_end``: the segment where q's ws run ends."""
+def _whitespace(b: _Batch, a: _At, run_end: torch.Tensor, last_nl: torch.Tensor | None, *, end_first: bool) -> torch.Tensor:
+    """End of the whitespace match at ``a.q``; ``run_end``: the segment where q's ws run ends.
+
+    ``end_first``: ``\\s++$`` comes before the newline rule (gpt2, cl100k; gpt2 has no newline
+    rule: ``last_nl`` None); otherwise ``\\s*[\\r\\n]+`` comes first and ``\\s+(?!\\S)``
+    takes the rest of a run that reaches the end of the text (o200k).
+    """
     q, end = a.q, b.seg_start.index_select(0, run_end)
-    nl = b.last_char_of(last_nl.index_select(0, (run_end - 1).clamp(min=0)))  # last \r or \n before end
     nx = torch.where(end - 1 > q, end - 1, q + 1)  # \s+(?!\S) gives back one char, else \s
-    if end_first:  # cl100k: \s++$, then \s*[\r\n]
+    if last_nl is None:
+        return torch.where(end == a.re, end, nx)
+    nl = b.last_char_of(last_nl.index_select(0, (run_end - 1).clamp(min=0)))  # last \r or \n
+    if end_first:
         nx = torch.where(nl >= q, nl + 1, nx)
         return torch.where(end == a.re, end, nx)
-    nx = torch.where(end == a.re, end, nx)  # o200k: \s*[\r\n]+ first, \s+(?!\S) takes all at the end
+    nx = torch.where(end == a.re, end, nx)
     return torch.where(nl >= q, nl + 1, nx)
 
 
@@ -389,7 +414,7 @@ def _gpt2(b: _Batch):
         ws = k >= K_SP
         run = cls_run.index_select(0, a.s)
         end = b.seg_start.index_select(0, run)
-        nx = torch.where(ws, _whitespace(b, a, run, _NO_NL(b), end_first=True), end)
+        nx = torch.where(ws, _whitespace(b, a, run, None, end_first=True), end)
         glue = (k == K_SP) & (nk < K_SP)  # ' ?X++': a space takes the run of the next char
         nx = torch.where(glue, b.seg_start.index_select(0, cls_run.index_select(0, a.s + 1)), nx)
         clen = b.contraction(q, a.re, k == K_APOS, True)
@@ -397,7 +422,8 @@ def _gpt2(b: _Batch):
 
     sk, pk = b.seg_kind[: b.m], b.seg_pk
     ws, pws = sk >= K_SP, (pk >= K_SP) & (pk != K_NONE)
-    cls, pcls = _CLASS4.index_select(0, sk), _CLASS4.index_select(0, pk)
+    classes = _CLASS4.to(sk.device)
+    cls, pcls = classes.index_select(0, sk), classes.index_select(0, pk)
     forced = b.seg_first[: b.m].clone()
     forced |= ~ws & (pk < K_SP) & (cls != pcls) & (pk != K_APOS)
     forced |= ~ws & ((pk == K_OWS) | (pk == K_NL))
@@ -405,10 +431,6 @@ def _gpt2(b: _Batch):
     nk = b.seg_nk
     glue = b.single() & (sk == K_SP) & (nk < K_SP)
     return nx_at, b.forced(forced, ws, glue)
-
-
-def _NO_NL(b: _Batch) -> torch.Tensor:
-    return torch.full((max(b.m, 1),), -1, dtype=b.it, device=b.seg_kind.device)
 
 
 def _cl100k(b: _Batch):

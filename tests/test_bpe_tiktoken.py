@@ -123,3 +123,30 @@ def test_bad_tiktoken_files(tmp_path):
 def test_unknown_pattern_name():
     with pytest.raises(ValueError, match="neither a known name"):
         Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern="cl100k_typo(")
+
+
+def test_long_words_take_the_heap_path(pair, monkeypatch):
+    """Words over LONG_WORD bytes merge one pair at a time with a heap; both paths equal tiktoken."""
+    import random
+
+    import gputok.models.bpe as bpe
+
+    name, ours, reference = pair
+    rng = random.Random(7)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZéüß中文"
+    words = ["".join(rng.choices(alphabet, k=rng.randint(200, 3000))) for _ in range(12)]
+    words += ["a" * 5000, "ab" * 2000, "x" + "é" * 700]
+    expected = [reference.encode_ordinary(w) for w in words]
+    assert ours.encode_batch(words) == expected
+    monkeypatch.setattr(bpe, "LONG_WORD", 1 << 30)  # the same words through merge rounds only
+    assert ours.encode_batch(words[:8]) == expected[:8]
+    monkeypatch.setattr(bpe, "LONG_WORD", 2)  # and nearly everything through the heap
+    lines = ["don't stop 12345 the quick brown fox", "naïve café 中文字符 🙂🙂"]
+    assert ours.encode_batch(lines) == reference.encode_ordinary_batch(lines)
+
+
+def test_adversarial_inputs(pair):
+    """A megabyte without spaces / of one letter / of digits (timings: see the issue note)."""
+    name, ours, reference = pair
+    for text in ("xq" * 250_000, "a" * 1_000_000, "7" * 1_000_000):
+        assert ours.encode(text) == reference.encode_ordinary(text)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import heapq
 import os
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ from ..hashing import HashMap, lookup
 from ..ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
 
 NO_RANK = torch.iinfo(torch.int64).max
+# Longer words merge one pair at a time with a heap (below): a merge round only merges one rank
+# per word, so a long word of varied text needs about as many rounds as it has bytes.
+LONG_WORD = 256
 
 
 def utf8_bytes(words: Ragged) -> tuple[Ragged, torch.Tensor]:
@@ -122,12 +126,11 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
         rank_right, _ = pair_info(merged[c], right_tok[c])
         early = (has_left[c] & (rank_left < r)) | (has_right[c] & (rank_right < r))
         if bool(early.any()):
-            # Those words take only their leftmost merge this round.
-            slow = torch.zeros(num_rows, dtype=torch.bool, device=device)
-            slow[row[c[early]]] = True
-            first = torch.full((num_rows,), n, dtype=torch.int64, device=device)
-            first.scatter_reduce_(0, row[c], c, reduce="amin")
-            chosen[c] = ~slow[row[c]] | (first[row[c]] == c)
+            # One at a time would merge this word's occurrences up to the first such merge, then
+            # the new pair: so this round stops there.
+            first_early = torch.full((num_rows,), n, dtype=torch.int64, device=device)
+            first_early.scatter_reduce_(0, row[c[early]], c[early], reduce="amin")
+            chosen[c] = c <= first_early[row[c]]
             c = torch.nonzero(chosen).flatten()
         tok[c] = merged[c]
         keep = torch.ones(n, dtype=torch.bool, device=device)
@@ -139,6 +142,40 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     order = torch.sort(row, stable=True).indices
     counts = torch.bincount(row, minlength=num_rows)
     return tok[order], offsets_from_lengths(counts)
+
+
+def bpe_merge_heap(tokens: list[int], pairs: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
+    """One word, one merge at a time (lowest rank, leftmost first): O(n log n) with a heap.
+
+    The reference rule itself, for words too long for merge rounds (adversarial input: a megabyte
+    without spaces). Stale heap entries are skipped when popped.
+
+    >>> bpe_merge_heap([0, 1, 0, 1], {(0, 1): (1, 2), (1, 0): (3, 3), (2, 0): (0, 4), (0, 3): (0, 4)})
+    [4, 1]
+    """
+    n = len(tokens)
+    tokens = list(tokens)
+    nxt = list(range(1, n + 1))
+    prv = list(range(-1, n - 1))
+    alive = [True] * n
+    heap = [(pairs[(tokens[i], tokens[i + 1])][0], i, tokens[i], tokens[i + 1])
+            for i in range(n - 1) if (tokens[i], tokens[i + 1]) in pairs]
+    heapq.heapify(heap)
+    while heap:
+        rank, i, left, right = heapq.heappop(heap)
+        j = nxt[i] if alive[i] else n
+        if j >= n or tokens[i] != left or tokens[j] != right:
+            continue
+        tokens[i] = pairs[(left, right)][1]
+        alive[j] = False
+        nxt[i] = nxt[j]
+        if nxt[i] < n:
+            prv[nxt[i]] = i
+        for a in (prv[i], i):
+            b = nxt[a] if a >= 0 else n
+            if a >= 0 and b < n and (tokens[a], tokens[b]) in pairs:
+                heapq.heappush(heap, (pairs[(tokens[a], tokens[b])][0], a, tokens[a], tokens[b]))
+    return [t for t, keep in zip(tokens, alive) if keep]
 
 
 class BPE:
@@ -158,6 +195,7 @@ class BPE:
                              " so some text cannot be encoded; byte-level BPE needs all 256")
         self.byte_to_id = torch.tensor([ids[bytes([b])] for b in range(256)], dtype=torch.int64)
         self._merge_list = lambda: merges
+        self._pairs_dict = merges
         keys = torch.tensor([a * self.vocab_size + b for a, b in merges], dtype=torch.int64)
         values = torch.tensor([(rank << 32) | merged for rank, merged in merges.values()], dtype=torch.int64)
         self.pairs = HashMap(keys, values)
@@ -220,6 +258,9 @@ class BPE:
             whole_ids = torch.full_like(lengths, -1)
             whole_ids[hit[same]] = ok_ids[same]
             done |= whole_ids >= 0
+        by_heap = ~done & (lengths > LONG_WORD)
+        long_words = torch.nonzero(by_heap).flatten()
+        done |= by_heap
         todo = torch.nonzero(~done).flatten()
         sub_lengths = lengths[todo]
         sub = byte_ids[_gather_rows(data.offsets, todo)]
@@ -229,9 +270,14 @@ class BPE:
                                        vocab_size=self.vocab_size)
         out_lengths = torch.where(done, torch.where(lengths == 0, 0, 1), 0)
         out_lengths[todo] = merged_offsets[1:] - merged_offsets[:-1]
+        long_ids = [torch.tensor(bpe_merge_heap(byte_ids[data.offsets[w]:data.offsets[w + 1]].tolist(), self._pairs_dict),
+                                 dtype=torch.int64, device=data.device) for w in long_words.tolist()]
+        out_lengths[long_words] = torch.tensor([len(t) for t in long_ids], dtype=torch.int64, device=data.device)
         out_offsets = offsets_from_lengths(out_lengths)
         out = torch.empty(int(out_offsets[-1]), dtype=torch.int64, device=data.device)
-        single = torch.nonzero(done & (lengths > 0)).flatten()
+        if long_ids:
+            out[_gather_rows(out_offsets, long_words)] = torch.cat(long_ids)
+        single = torch.nonzero(done & (lengths > 0) & ~by_heap).flatten()
         first_ids = byte_ids[data.offsets[:-1][single]]
         if self.ignore_merges:
             first_ids = torch.where(whole_ids[single] >= 0, whole_ids[single], first_ids)

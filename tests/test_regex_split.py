@@ -1,0 +1,306 @@
+"""The tensorized regex split (gputok.regex_split) against the ``regex`` module, span for span.
+
+``regex.finditer(PATTERNS[rule], text)`` is the reference. Checked: the whole ~20 MB parity
+corpus (English, Chinese kernel docs, accented text) for gpt2, cl100k and o200k; every codepoint
+(the class tables); random mixes with hypothesis; long runs and chains (time must stay linear);
+the slow general fallback; the pattern strings themselves against tiktoken's; and, on real lines,
+tiktoken itself (Rust fancy-regex), through token ids.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import time
+
+import pytest
+import regex
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gputok import assets
+from gputok.ingest import codepoints
+from gputok.pre_tokenizers import Words
+from gputok.regex_split import PATTERNS, class_tables, split, split_with_regex
+from gputok.unicode import MAX_CODEPOINT
+
+RULES = ["gpt2", "cl100k", "o200k"]
+
+
+def reference(texts: list[str], pattern: str) -> tuple[list[int], list[int], list[int]]:
+    """Flat (starts, ends, text_offsets) of regex.finditer over each text, in batch positions."""
+    finditer = regex.compile(pattern).finditer
+    starts: list[int] = []
+    ends: list[int] = []
+    counts = [0]
+    base = 0
+    for text in texts:
+        for m in finditer(text):
+            s, e = m.span()
+            starts.append(base + s)
+            ends.append(base + e)
+        base += len(text)
+        counts.append(len(starts))
+    return starts, ends, counts
+
+
+def mismatched_texts(words: Words, texts: list[str], ref) -> list[int]:
+    """Indices of the texts whose spans differ (the slow path, only run when something differs)."""
+    starts, ends, counts = ref
+    gs, ge, go = words.starts.tolist(), words.ends.tolist(), words.text_offsets.tolist()
+    if len(go) != len(counts):
+        return list(range(len(texts)))
+    return [i for i in range(len(texts))
+            if list(zip(gs[go[i]:go[i + 1]], ge[go[i]:go[i + 1]])) != list(zip(starts[counts[i]:counts[i + 1]], ends[counts[i]:counts[i + 1]]))]
+
+
+def assert_parity(texts: list[str], rule: str, *, label: str = "") -> Words:
+    words = split(codepoints(texts), rule)
+    ref = reference(texts, PATTERNS[rule])
+    same = (words.starts.tolist() == ref[0] and words.ends.tolist() == ref[1]
+            and words.text_offsets.tolist() == ref[2])
+    if not same:
+        bad = mismatched_texts(words, texts, ref)
+        examples = [texts[i][:200] for i in bad[:5]]
+        raise AssertionError(f"{rule}{label}: {len(bad)} of {len(texts)} texts differ from regex.finditer: {examples!r}")
+    return words
+
+
+def assert_tiles(texts: list[str], rule: str) -> None:
+    """The assumption of the module: these patterns match every character (matches tile a text)."""
+    for text in texts:
+        position = 0
+        for m in regex.finditer(PATTERNS[rule], text):
+            assert m.start() == position, (rule, text, m.span())
+            position = m.end()
+        assert position == len(text), (rule, text)
+
+
+# ---- the pattern strings ---------------------------------------------------------------------
+
+def test_patterns_are_tiktokens():
+    op = pytest.importorskip("tiktoken_ext.openai_public")
+    assert PATTERNS["gpt2"] == PATTERNS["r50k"] == PATTERNS["p50k"] == op.r50k_pat_str
+    for name in ("gpt2", "r50k_base", "p50k_base", "p50k_edit"):
+        assert '"pat_str": r50k_pat_str' in inspect.getsource(getattr(op, name))
+    cl100k = re.findall(r'"pat_str": r"""(.*?)"""', inspect.getsource(op.cl100k_base))
+    assert cl100k == [PATTERNS["cl100k"]]
+    o200k_parts = re.findall(r'r"""(.*?)"""', inspect.getsource(op.o200k_base))
+    assert len(o200k_parts) == 7 and "|".join(o200k_parts) == PATTERNS["o200k"]
+
+
+# ---- real text: the ~20 MB parity corpus -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def corpus(parity_lines):
+    return parity_lines, codepoints(parity_lines)
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_parity_corpus_span_for_span(corpus, rule):
+    lines, cps = corpus
+    split(codepoints(["warm up"]), rule)
+    t0 = time.perf_counter()
+    words = split(cps, rule)
+    t_split = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref = reference(lines, PATTERNS[rule])
+    t_regex = time.perf_counter() - t0
+    same = (torch.equal(words.starts, torch.tensor(ref[0], dtype=torch.int64))
+            and torch.equal(words.ends, torch.tensor(ref[1], dtype=torch.int64))
+            and words.text_offsets.tolist() == ref[2])
+    bad = [] if same else mismatched_texts(words, lines, ref)
+    print(f"\n{rule}: {len(lines)} lines ({cps.values.numel()} codepoints, {len(ref[0])} words) compared, "
+          f"{len(bad)} mismatched; split {t_split:.2f}s, regex.finditer {t_regex:.2f}s")
+    assert same, f"{len(bad)} lines differ, e.g. {[lines[i][:200] for i in bad[:5]]!r}"
+    assert cps.values.numel() > 18_000_000  # the whole corpus, ~20 MB of UTF-8
+
+
+# ---- every codepoint -----------------------------------------------------------------------
+
+ALL = "".join(chr(c) for c in range(MAX_CODEPOINT) if not 0xD800 <= c < 0xE000)
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_every_codepoint(rule):
+    # In order (runs of neighbours of one class), and each one after a space and before a letter.
+    texts = [ALL[i:i + 4096] for i in range(0, len(ALL), 4096)]
+    assert_tiles(texts[:64] + texts[-8:], rule)
+    assert_parity(texts, rule, label=" (all codepoints in order)")
+    mixed = "".join(f" {ALL[i]}a{ALL[i + 1]}'s{ALL[i + 2]}1 " for i in range(0, len(ALL) - 2, 97))
+    assert_parity([mixed], rule, label=" (codepoints in context)")
+
+
+def test_class_tables_agree_with_regex():
+    classes, letters = class_tables()
+    c = classes.long()
+    letter_parts = (c & (8 | 16 | 32)) != 0  # Lu|Lt, Ll, Lm|Lo
+    assert torch.equal((c & 1) != 0, letter_parts)  # \p{L} is exactly Lu Ll Lt Lm Lo
+    for a, b in [(1, 2), (1, 4), (1, 64), (2, 4), (2, 64), (4, 64)]:  # L, N, \s, M are disjoint
+        assert not bool(((c & a) != 0)[(c & b) != 0].any()), (a, b)
+    sample = list(range(0, 0x3000)) + list(range(0x3000, MAX_CODEPOINT, 37))
+    for cp in sample:
+        if 0xD800 <= cp < 0xE000:
+            continue
+        ch = chr(cp)
+        got = int(classes[cp])
+        for bit, pattern in [(1, r"\p{L}"), (2, r"\p{N}"), (4, r"\s"), (64, r"\p{M}")]:
+            assert bool(got & bit) == bool(regex.match(pattern, ch)), (hex(cp), pattern)
+    assert int(letters[ord("s")]) == int(letters[ord("S")]) == int(letters[0x17F]) == 1  # ſ folds to s
+    assert int(letters[ord("x")]) == 0
+
+
+# ---- random mixes ---------------------------------------------------------------------------
+
+ATOMS = [
+    "a", "b", "Z", "e", "s", "t", "é", "ß", "ſ", "ǅ", "ʰ", "Ω", "ж", "中", "文", "字", "あ", "ー",
+    "0", "7", "١", "٣", "²", "Ⅻ", "½",
+    "'", "''", "'s", "'S", "'t", "'T", "'d", "'D", "'m", "'M", "'ll", "'LL", "'lL", "'re", "'RE", "'Re",
+    "'rE", "'ve", "'VE", "'x", "don't", "it's", "we'LL", "'s's's",
+    " ", "  ", "    ", "\t", "\t\t", "\n", "\n\n", "\r\n", "\r", " \n ", "\u00a0", "\u3000", "\u2028",
+    "\u2029", "\u0085", "\u000b", "\u000c", "\u1680", "\u2007",
+    ".", ",", "!", "?", "!!", "...", "/", "//", "-", "(", ")", "@", "#", "$", "€", "«", "»", "「", "」",
+    "\u0301", "\u0300", "e\u0301", "!\u0301", "\u0301\u0301", "\u064b", "\u20dd",
+    "😀", "👍🏽", "🇫🇷", "\x00", "\x01", "\x1c", "\x1f", "\x7f", "\u200b", "\u200d", "\ufeff", "\ufffd",
+    "HTTPServer", "camelCase", "ABC中DEF", "x123456", "  x", "x  ", "a\n  ",
+]
+TEXT = st.lists(st.one_of(st.sampled_from(ATOMS), st.characters(exclude_categories=["Cs"])), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TEXT, max_size=6))
+def test_random_mixes(texts):
+    for rule in RULES:
+        assert_tiles(texts, rule)
+        assert_parity(texts, rule)
+
+
+# ---- edge cases and long runs --------------------------------------------------------------
+
+@pytest.mark.parametrize("rule", RULES + ["r50k", "p50k"])
+def test_empty_and_tiny(rule):
+    words = split(codepoints([]), rule)
+    assert words.starts.numel() == 0 and words.text_offsets.tolist() == [0]
+    words = split(codepoints(["", ""]), rule)
+    assert words.starts.numel() == 0 and words.text_offsets.tolist() == [0, 0, 0]
+    assert_parity(["", "a", "", " ", "   ", "\n", "", "'s", "1", ""], rule)
+    assert_parity(["     "], rule)
+
+
+M = 1_000_000
+K = 200_000  # chains produce a word every few chars: shorter, so that the reference stays quick
+LONG = {
+    "one letter": "a" * M,
+    "digits": "7" * M,
+    "spaces": " " * M,
+    "spaces then a word": " " * M + "x",
+    "newlines and spaces": " \n" * (M // 2) + "x",
+    "camel": "aB" * (K // 2),
+    "words": "ab " * (K // 3),
+    "apostrophe chain": "'s" * (K // 2),  # o200k pairs these up from the start: a long NX chain
+    "apostrophe chain after a word": "x" + "'s" * (K // 2),
+    "contraction case chain": "'rE" * (K // 3),
+    "punctuation and marks": "!\u0301" * (K // 2),
+    "newline slash": "!" + "\n/" * (K // 2),
+}
+
+
+@pytest.mark.parametrize("name", list(LONG))
+def test_long_runs_stay_linear(name):
+    text = LONG[name]
+    for rule in RULES:
+        cps = codepoints([text])
+        elapsed = []
+        for _ in range(2):  # the better of two runs: a busy machine should not fail the test
+            t0 = time.perf_counter()
+            words = split(cps, rule)
+            elapsed.append(time.perf_counter() - t0)
+        assert min(elapsed) < 5.0, f"{rule} on {name!r}: {min(elapsed):.2f}s for {len(text)} chars"
+        ref = reference([text], PATTERNS[rule])
+        assert words.starts.tolist() == ref[0] and words.ends.tolist() == ref[1], (rule, name)
+
+
+def test_long_chains_next_to_short_texts():
+    # The pointer-doubling fallback works on the texts with long chains only; others stay right.
+    texts = ["abc", "'s" * 5000, "x y", "", "'s's" * 777 + " tail", "'ll" * 3001 + "'", "Zz"]
+    for rule in RULES:
+        assert_parity(texts, rule)
+
+
+# ---- the general fallback -------------------------------------------------------------------
+
+def test_split_with_regex_custom_pattern():
+    texts = ["Hello, world!", "", "  a1_b  ", "x"]
+    words = split_with_regex(texts, r"\w+|[^\w\s]+")  # whitespace is matched by nothing
+    spans = list(zip(words.starts.tolist(), words.ends.tolist()))
+    assert spans == [(0, 5), (5, 6), (7, 12), (12, 13), (15, 19), (21, 22)]
+    assert words.text_offsets.tolist() == [0, 4, 4, 5, 6]
+    assert words.starts.dtype == torch.int64
+    empty = split_with_regex([], r"\w+")
+    assert empty.starts.numel() == 0 and empty.text_offsets.tolist() == [0]
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_split_with_regex_agrees_with_split(rule):
+    texts = ["Hello world's  end", "x123456 \n\n", "", "don't STOP  \t!?\n"]
+    fast, slow = split(codepoints(texts), rule), split_with_regex(texts, PATTERNS[rule])
+    assert torch.equal(fast.starts, slow.starts) and torch.equal(fast.ends, slow.ends)
+    assert torch.equal(fast.text_offsets, slow.text_offsets)
+
+
+def test_int64_positions(monkeypatch):
+    # Batches above 2**31 codepoints index with int64; the same code path, forced on a small batch.
+    import gputok.regex_split as regex_split
+
+    monkeypatch.setattr(regex_split, "_INT32_LIMIT", 0)
+    texts = ["Hello world's  end", "x123456 \n\n", "", "'s" * 40 + " HTTPServer", "\u4e2d\u6587 \t !?\n/"]
+    for rule in RULES:
+        assert_parity(texts, rule)
+
+
+def test_unknown_rule():
+    with pytest.raises(ValueError, match="unknown split rule"):
+        split(codepoints(["a"]), "o300k")
+
+
+# ---- tiktoken (Rust fancy-regex) on real lines ---------------------------------------------
+
+@pytest.mark.parametrize("rule", RULES)
+def test_tiktoken_agrees_on_real_lines(corpus, rule):
+    tiktoken = pytest.importorskip("tiktoken")
+    import tiktoken.load
+
+    # o200k's ranks are not available offline: cl100k's ranks with o200k's pattern still show
+    # whether the pieces agree (different pieces give different ids).
+    vocab = "gpt2-tiktoken" if rule == "gpt2" else "cl100k-tiktoken"
+    ranks = tiktoken.load.load_tiktoken_bpe(str(assets.fetch(vocab)))
+    enc = tiktoken.Encoding(f"test-{rule}", pat_str=PATTERNS[rule], mergeable_ranks=ranks, special_tokens={})
+    lines = corpus[0]
+    sample = lines[:2000] + lines[len(lines) // 3:len(lines) // 3 + 2000] + lines[-2000:]
+    cps = codepoints(sample)
+    words = split(cps, rule)
+    starts, ends, counts = words.starts.tolist(), words.ends.tolist(), words.text_offsets.tolist()
+    base = cps.offsets.tolist()
+    whole = enc.encode_ordinary_batch(sample)
+    differ = []
+    for i, line in enumerate(sample):
+        ids = [t for j in range(counts[i], counts[i + 1])
+               for t in enc._encode_single_piece(line[starts[j] - base[i]:ends[j] - base[i]])]
+        if ids != whole[i]:
+            differ.append(line)
+    print(f"\n{rule}: {len(sample)} lines compared with tiktoken, {len(differ)} differ")
+    assert not differ, differ[:5]
+
+
+# ---- devices -------------------------------------------------------------------------------
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("rule", RULES)
+def test_cuda_matches_cpu(rule):
+    texts = ["Hello world's  end", "x123456 \n\n", "", "don't STOP  \t!?\n", "'s" * 100, "中文 camelCase HTTPServer"]
+    cpu = split(codepoints(texts), rule)
+    gpu = split(codepoints(texts, device="cuda"), rule)
+    assert gpu.starts.device.type == "cuda"
+    assert torch.equal(cpu.starts, gpu.starts.cpu()) and torch.equal(cpu.ends, gpu.ends.cpu())
+    assert torch.equal(cpu.text_offsets, gpu.text_offsets.cpu())
