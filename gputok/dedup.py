@@ -25,15 +25,18 @@ class UniqueWords:
     inverse: torch.Tensor  # [words] index of each word's unique word
 
 
-def word_hashes(values: torch.Tensor, offsets: torch.Tensor, *, seed: int = 0) -> torch.Tensor:
+def word_hashes(values: torch.Tensor, offsets: torch.Tensor, *, seed: int = 0,
+                positions: torch.Tensor | None = None) -> torch.Tensor:
     """64-bit hash of each row of a ragged tensor of small non-negative ints (codepoints, bytes).
+
+    ``positions`` (each value's index in its row) may be passed when the caller has it already.
 
     >>> h = word_hashes(torch.tensor([97, 98, 98, 97, 97, 98]), torch.tensor([0, 2, 4, 6]))
     >>> h[0] == h[2], h[0] == h[1]
     (tensor(True), tensor(False))
     """
     total = values.numel()
-    position = positions_in_rows(offsets, total)
+    position = positions_in_rows(offsets, total) if positions is None else positions
     mixed = mix64(values.long() | (position << 21) | (seed << 42))
     csum = torch.zeros(total + 1, dtype=torch.int64, device=values.device)
     torch.cumsum(mixed, 0, out=csum[1:])
@@ -59,7 +62,7 @@ def unique_words(values: torch.Tensor, words: Words, *, seed: int = 0) -> Unique
     word_of_char = row_ids(word_offsets, total)
     char_index = torch.arange(total, device=device) - word_offsets[:-1][word_of_char]
     flat = words.starts[word_of_char] + char_index  # every word character, in word order
-    hashes = word_hashes(values[flat], word_offsets, seed=seed)
+    hashes = word_hashes(values[flat], word_offsets, seed=seed, positions=char_index)
     uniq, inverse = torch.unique(hashes, return_inverse=True)
     representative = torch.empty(uniq.numel(), dtype=torch.int64, device=device)
     representative.scatter_(0, inverse, torch.arange(num_words, device=device))

@@ -92,6 +92,9 @@ def expand_rows(table: Ragged, keys: torch.Tensor) -> tuple[Ragged, torch.Tensor
     """
     starts = table.offsets[keys]
     lengths = table.offsets[keys + 1] - starts  # only the rows asked for: tables can be 1.1M rows
+    if bool((lengths == 1).all()):  # the common case (e.g. English through a normalizer): a gather
+        src = torch.arange(keys.numel(), device=keys.device)
+        return Ragged(table.values[starts], torch.arange(keys.numel() + 1, device=keys.device)), src
     out_offsets = offsets_from_lengths(lengths)
     total = int(out_offsets[-1])
     src = row_ids(out_offsets, total)
