@@ -191,8 +191,11 @@ def test_malformed_tokenizer_json(tmp_path, bert_spec):
     for no_model in ({k: v for k, v in bert_spec.items() if k != "model"}, [1, 2], {"model": "WordPiece"}):
         with pytest.raises(ValueError, match=r"is not a tokenizer\.json: it has no 'model' object"):
             Tokenizer.from_file(_spec_file(tmp_path, no_model))
+    unigram = dict(bert_spec, model={"type": "Unigram", "vocab": [["a", -1.0]]})
+    with pytest.raises(ValueError, match=r"model type 'Unigram' is not supported; supported: \['BPE', 'WordPiece'\]"):
+        Tokenizer.from_file(_spec_file(tmp_path, unigram))
     bpe = dict(bert_spec, model={"type": "BPE", "vocab": {}, "merges": []})
-    with pytest.raises(ValueError, match=r"model type 'BPE' is not supported; supported: \['WordPiece'\]"):
+    with pytest.raises(ValueError, match=r"BPE model in tokenizer.json needs a non-empty 'vocab'"):
         Tokenizer.from_file(_spec_file(tmp_path, bpe))
     unknown_norm = dict(bert_spec, normalizer={"type": "FancyNormalizer"})
     with pytest.raises(ValueError, match=r"unknown normalizer type 'FancyNormalizer'; known types: \['BertNormalizer'\]"):

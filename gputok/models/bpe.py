@@ -307,8 +307,8 @@ class BPE:
             raise ValueError(f"BPE options {unsupported} are not supported yet; gputok reads byte-level BPE "
                              "(GPT-2 style) tokenizer.json files")
         vocab, merges = spec.get("vocab"), spec.get("merges")
-        if not isinstance(vocab, dict) or not isinstance(merges, list):
-            raise ValueError("BPE model in tokenizer.json needs 'vocab': {token: id} and 'merges': [...]")
+        if not isinstance(vocab, dict) or not vocab or not isinstance(merges, list):
+            raise ValueError("BPE model in tokenizer.json needs a non-empty 'vocab': {token: id} and 'merges': [...]")
         decode = byte_decoder()
         token_bytes: list[bytes | None] = [None] * (max(vocab.values()) + 1)
         for token, i in vocab.items():
