@@ -312,3 +312,32 @@ def test_trie_reaches_every_bert_token(bert, trie):
         walking = (lengths > col) & (node >= 0)
         node[walking] = trie.step(node[walking], chars[walking, col].long())
     assert node[0] == -1 or trie.token_of_node[node[0]] == -1
+
+
+# ---- hash lookup kernel (BPE pair ranks) --------------------------------------------------------
+
+@pytest.mark.parametrize("num_keys,num_queries", [(1, 0), (1, 1), (37, 5), (5000, 3001)])
+def test_hash_lookup_kernel_equals_twin(num_keys, num_queries):
+    from gputok.hashing import hash_lookup
+    from gputok.kernels.hash_lookup import hash_lookup_triton
+
+    gen = torch.Generator().manual_seed(num_keys)
+    keys = torch.unique(torch.randint(0, 1 << 50, (num_keys,), generator=gen))
+    m = HashMap(keys, torch.arange(keys.numel()) * 3)
+    present = keys[torch.randint(0, keys.numel(), (num_queries // 2,), generator=gen)]
+    absent = torch.randint(0, 1 << 50, (num_queries - present.numel(),), generator=gen)
+    query = torch.cat([present, absent])[torch.randperm(num_queries, generator=gen)]
+    args = (*m.tensors("cpu"), m.mask, m.max_probes, query, -7)
+    expected = hash_lookup(*args)
+    assert torch.equal(hash_lookup_triton(*args), expected)
+    assert int((expected >= 0).sum()) >= present.numel()  # the present keys were found
+
+
+def test_bpe_end_to_end_triton_backend_equals_torch(parity_lines):
+    from gputok import Tokenizer, assets
+
+    tok = Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern="gpt2")
+    lines = [line for line in parity_lines[::1999] if line][:60]
+    expected = tok.encode_batch(lines)
+    with _dispatch.use_backend("triton"):
+        assert tok.encode_batch(lines) == expected
