@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _components
+
 _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
             (" 'm", "'m"), (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
 
@@ -71,9 +73,4 @@ DECODERS = {cls.type: cls for cls in (WordPieceDecoder, ByteLevelDecoder)}
 
 
 def from_json(spec: dict[str, Any] | None):
-    if spec is None:
-        return None
-    kind = spec.get("type")
-    if kind not in DECODERS:
-        raise ValueError(f"unknown decoder type {kind!r}; known types: {sorted(DECODERS)}")
-    return DECODERS[kind].from_json(spec)
+    return _components.from_json(spec, DECODERS, "decoder")

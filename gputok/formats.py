@@ -7,7 +7,6 @@ huggingface ``tokenizer.json`` reading and writing lives in :mod:`gputok.tokeniz
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -22,15 +21,3 @@ def read_vocab_txt(path: str | os.PathLike) -> dict[str, int]:
     if not lines:
         raise ValueError(f"vocabulary {path} is empty")
     return {line.rstrip(): i for i, line in enumerate(lines)}
-
-
-def write_vocab_txt(vocab: dict[str, int], path: str | os.PathLike) -> None:
-    """One token per line in id order, written atomically."""
-    tokens = [""] * (max(vocab.values()) + 1)
-    for token, i in vocab.items():
-        tokens[i] = token
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write("\n".join(tokens) + "\n")
-    os.replace(tmp, path)

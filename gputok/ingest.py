@@ -1,7 +1,8 @@
 """Ingest: Python strings, bytes and text files become ragged codepoint or UTF-8 byte tensors.
 
-The whole batch is joined and encoded once by CPython's codecs (UTF-32 for codepoints, UTF-8 for
-bytes) and viewed as one tensor, so there is no Python work per character; the only per-text work
+The whole batch is joined and encoded once by CPython's UTF-32 codec and viewed as one tensor of
+codepoints, so there is no Python work per character (UTF-8 bytes are computed from the
+codepoints with tensor ops, on any device); the only per-text work
 is taking each text's length. Rows are the texts; character offsets reported by the tokenizer are
 codepoint indices into them, as in huggingface ``tokenizers``.
 
@@ -20,7 +21,7 @@ import re
 import numpy as np
 import torch
 
-from .ragged import Ragged, offsets_from_lengths, segment_sum
+from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
 
 TextInput = str | bytes
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -67,13 +68,31 @@ def codepoints(texts: Sequence[str], device: torch.device | str = "cpu") -> Ragg
 
 
 def utf8(texts: Sequence[str], device: torch.device | str = "cpu") -> Ragged:
-    """Ragged uint8 UTF-8 bytes, one row per text.
+    """Ragged uint8 UTF-8 bytes, one row per text (lone surrogates become U+FFFD).
 
     >>> utf8(["hé", "€"]).tolist()
     [[104, 195, 169], [226, 130, 172]]
     """
-    encoded = _join(texts).encode("utf-8")
-    cps = codepoints(texts)
-    width = 1 + (cps.values >= 0x80).long() + (cps.values >= 0x800).long() + (cps.values >= 0x10000).long()
-    values = torch.frombuffer(bytearray(encoded), dtype=torch.uint8) if encoded else torch.zeros(0, dtype=torch.uint8)
-    return Ragged(values.to(device), offsets_from_lengths(segment_sum(width, cps.offsets)).to(device))
+    return utf8_bytes(codepoints(texts, device))[0]
+
+
+def utf8_bytes(words: Ragged) -> tuple[Ragged, torch.Tensor]:
+    """UTF-8 bytes of ragged codepoints, and for every byte the index of its codepoint.
+
+    >>> b, src = utf8_bytes(Ragged.from_lengths(torch.tensor([104, 233, 8364]), torch.tensor([1, 2])))
+    >>> b.tolist(), src.tolist()
+    ([[104], [195, 169, 226, 130, 172]], [0, 1, 1, 2, 2, 2])
+    """
+    cp = words.values.long()
+    width = 1 + (cp >= 0x80).long() + (cp >= 0x800).long() + (cp >= 0x10000).long()
+    per_char = offsets_from_lengths(width)
+    total = int(per_char[-1])
+    src = row_ids(per_char, total)
+    k = positions_in_rows(per_char, total)  # byte index inside its character
+    c, w = cp[src], width[src]
+    trailing = w - 1 - k  # 6-bit groups after this byte
+    payload = (c >> (6 * trailing)) & 0x3F
+    lead_bits = torch.tensor([0, 0, 0xC0, 0xE0, 0xF0], device=cp.device)[w]
+    lead = torch.where(w == 1, c, lead_bits | (c >> (6 * (w - 1))))
+    values = torch.where(k == 0, lead, 0x80 | payload).to(torch.uint8)
+    return Ragged(values, offsets_from_lengths(segment_sum(width, words.offsets))), src

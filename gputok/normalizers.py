@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from . import _reference_unicode, unicode
+from . import _components, _reference_unicode, unicode
 from .ragged import Ragged, expand_rows
 
 
@@ -109,9 +109,4 @@ NORMALIZERS = {cls.type: cls for cls in (BertNormalizer,)}
 
 
 def from_json(spec: dict[str, Any] | None) -> Normalizer | None:
-    if spec is None:
-        return None
-    kind = spec.get("type")
-    if kind not in NORMALIZERS:
-        raise ValueError(f"unknown normalizer type {kind!r}; known types: {sorted(NORMALIZERS)}")
-    return NORMALIZERS[kind].from_json(spec)
+    return _components.from_json(spec, NORMALIZERS, "normalizer")

@@ -18,7 +18,7 @@ from typing import Any
 import regex
 import torch
 
-from . import unicode
+from . import _components, unicode
 from .ragged import Ragged
 
 
@@ -193,9 +193,4 @@ PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, 
 
 
 def from_json(spec: dict[str, Any] | None):
-    if spec is None:
-        return None
-    kind = spec.get("type")
-    if kind not in PRE_TOKENIZERS:
-        raise ValueError(f"unknown pre_tokenizer type {kind!r}; known types: {sorted(PRE_TOKENIZERS)}")
-    return PRE_TOKENIZERS[kind].from_json(spec)
+    return _components.from_json(spec, PRE_TOKENIZERS, "pre_tokenizer")

@@ -96,15 +96,20 @@ class Tokenizer:
     def from_vocab(cls, path: str | os.PathLike, *, lowercase: bool = True, strip_accents: bool | None = None,
                    clean_text: bool = True, handle_chinese_chars: bool = True, unk_token: str = "[UNK]",
                    cls_token: str = "[CLS]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
-                   mask_token: str = "[MASK]", wordpieces_prefix: str = "##") -> Tokenizer:
-        """A BERT tokenizer from a ``vocab.txt``, as huggingface's ``BertWordPieceTokenizer(path)``."""
+                   mask_token: str = "[MASK]", wordpieces_prefix: str = "##", partial_unk: bool = False) -> Tokenizer:
+        """A BERT tokenizer from a ``vocab.txt``, as huggingface's ``BertWordPieceTokenizer(path)``.
+
+        ``partial_unk=True``: only each unmatched run of a word becomes ``[UNK]`` (the reference
+        turns the whole word into ``[UNK]``).
+        """
         from .formats import read_vocab_txt
 
         vocab = read_vocab_txt(path)
         for name, token in (("cls_token", cls_token), ("sep_token", sep_token)):
             if token not in vocab:
                 raise ValueError(f"{name}={token!r} is not in {path}; pass the vocabulary's own {name}")
-        model = WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix=wordpieces_prefix)
+        model = WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix=wordpieces_prefix,
+                          partial_unk=partial_unk)
         specials = [t for t in (pad_token, unk_token, cls_token, sep_token, mask_token) if t in vocab]
         return cls(model,
                    normalizer=normalizers.BertNormalizer(clean_text=clean_text, handle_chinese_chars=handle_chinese_chars,

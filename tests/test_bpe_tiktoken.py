@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from gputok import Tokenizer, assets
 from gputok.hashing import HashMap
-from gputok.models.bpe import BPE, bpe_merge_torch, utf8_bytes
+from gputok.ingest import utf8_bytes
+from gputok.models.bpe import BPE, bpe_merge_torch
 from gputok.ragged import Ragged
 
 tiktoken = pytest.importorskip("tiktoken")

@@ -259,3 +259,18 @@ def test_truncation_and_windows_match_huggingface(bert, bert_json_path, parity_l
     hf.enable_padding(length=12, direction="left", pad_id=0)
     assert out["input_ids"].tolist() == [e.ids for e in hf.encode_batch(lines[:5])]
     assert out["attention_mask"].tolist() == [e.attention_mask for e in hf.encode_batch(lines[:5])]
+
+
+def test_partial_unk_keeps_matched_pieces(tmp_path):
+    """Whole-word unk is the reference rule; partial_unk turns each unmatched run into one [UNK]."""
+    from gputok import Tokenizer
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##able", "##a", "x"]) + "\n")
+    strict = Tokenizer.from_vocab(vocab)
+    partial = Tokenizer.from_vocab(vocab, partial_unk=True)
+    text = ["unqqable x unable q"]
+    assert strict.encode_batch(text, add_special_tokens=False) == [[1, 7, 4, 5, 1]]
+    assert partial.encode_batch(text, add_special_tokens=False) == [[4, 1, 5, 7, 4, 5, 1]]
+    spans = partial(text, add_special_tokens=False, return_offsets=True, padding=False)["offsets"].tolist()
+    assert spans == [[0, 2], [2, 4], [4, 8], [9, 10], [11, 13], [13, 17], [18, 19]]

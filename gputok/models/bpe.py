@@ -30,34 +30,13 @@ import torch
 
 from ..dedup import word_hashes
 from ..hashing import HashMap, lookup
+from ..ingest import utf8_bytes
 from ..ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
 
 NO_RANK = torch.iinfo(torch.int64).max
 # Longer words merge one pair at a time with a heap (below): a merge round only merges one rank
 # per word, so a long word of varied text needs about as many rounds as it has bytes.
 LONG_WORD = 256
-
-
-def utf8_bytes(words: Ragged) -> tuple[Ragged, torch.Tensor]:
-    """UTF-8 bytes of ragged codepoints, and for every byte the index of its codepoint.
-
-    >>> b, src = utf8_bytes(Ragged.from_lengths(torch.tensor([104, 233, 8364]), torch.tensor([1, 2])))
-    >>> b.tolist(), src.tolist()
-    ([[104], [195, 169, 226, 130, 172]], [0, 1, 1, 2, 2, 2])
-    """
-    cp = words.values.long()
-    width = 1 + (cp >= 0x80).long() + (cp >= 0x800).long() + (cp >= 0x10000).long()
-    per_char = offsets_from_lengths(width)
-    total = int(per_char[-1])
-    src = row_ids(per_char, total)
-    k = positions_in_rows(per_char, total)  # byte index inside its character
-    c, w = cp[src], width[src]
-    trailing = w - 1 - k  # 6-bit groups after this byte
-    payload = (c >> (6 * trailing)) & 0x3F
-    lead_bits = torch.tensor([0, 0, 0xC0, 0xE0, 0xF0], device=cp.device)[w]
-    lead = torch.where(w == 1, c, lead_bits | (c >> (6 * (w - 1))))
-    values = torch.where(k == 0, lead, 0x80 | payload).to(torch.uint8)
-    return Ragged(values, offsets_from_lengths(segment_sum(width, words.offsets))), src
 
 
 def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
