@@ -158,7 +158,10 @@ def bpe_merge_heap(tokens: list[int], pairs: dict[tuple[int, int], tuple[int, in
 
 
 class BPE:
-    """Byte-level BPE over ``ranks`` (token bytes -> id) and ``merges`` (pair -> rank)."""
+    """Byte-level BPE: ``token_bytes[id]`` is each token's bytes (None for unused ids), and
+    ``merges`` maps a pair of ids to ``(rank, merged id)``. ``ignore_merges``: a word that is a
+    token is that token (tiktoken's rule; huggingface's GPT-2 files leave it off).
+    """
 
     type = "BPE"
 
