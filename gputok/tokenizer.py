@@ -17,7 +17,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,8 +81,7 @@ class Tokenizer:
         self.decoder = decoder
         self.added_tokens = list(added_tokens)
         self._extra = extra or {}  # truncation/padding settings of a loaded file, written back on save
-        by_length = sorted(self.added_tokens, key=lambda t: -len(t.content))
-        self._added_pattern = re.compile("|".join(re.escape(t.content) for t in by_length)) if by_length else None
+        self._patterns: dict[frozenset[str] | None, re.Pattern | None] = {}
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._special_ids = {t.id for t in self.added_tokens if t.special}
         self._id_to_token = model.id_to_token()
@@ -224,13 +223,15 @@ class Tokenizer:
 
     # ---- encoding -----------------------------------------------------------------------
     def encode_ragged(self, texts: Sequence[str], *, device: torch.device | str = "cpu",
-                      with_spans: bool = False) -> Encoded:
-        """Token ids of each text, without special tokens, as a ragged tensor on ``device``."""
+                      with_spans: bool = False, allowed: frozenset[str] | None = None) -> Encoded:
+        """Token ids of each text, without special tokens, as a ragged tensor on ``device``.
+
+        Added tokens written in the text become their ids; ``allowed`` limits that to some of them.
+        """
+        pattern = self._pattern(allowed) if allowed != frozenset() else None
+        if pattern is not None and pattern.search("".join(texts)):
+            return self._encode_with_added_tokens(texts, pattern, device, with_spans)
         text = codepoints(texts, device)
-        matches = self._find_added_tokens(texts)
-        if matches is not None:
-            text = Ragged(text.values.clone(), text.offsets)
-            text.values[matches["inside"].to(device)] = ord(" ")
         if self.normalizer is not None:
             norm, source = self.normalizer(text)
         else:
@@ -259,62 +260,85 @@ class Tokenizer:
             end = source[first + piece_ends.values[piece].long() - 1] + 1
             text_start = text.offsets[:-1][row_ids(token_offsets, total)]
             spans = torch.stack([start - text_start, end - text_start], 1)
-        if matches is not None:
-            ids, token_offsets, spans = self._insert_added_tokens(
-                matches, ids, token_offsets, spans, source[words.starts[word_of_token]], text.offsets)
         return Encoded(Ragged(ids, token_offsets), spans)
 
-    def _find_added_tokens(self, texts: Sequence[str]) -> dict[str, torch.Tensor] | None:
-        """Added tokens written in the texts: their spans (in the joined texts) and ids, or None."""
-        if self._added_pattern is None or not self._added_pattern.search("".join(texts)):
-            return None
-        found, base = [], 0
-        for text in texts:  # per text, so that no match spans two texts
-            found += [(base + m.start(), base + m.end(), self._added_ids[m.group()])
-                      for m in self._added_pattern.finditer(text)]
-            base += len(text)
-        if not found:
-            return None
-        start, end, token_id = (torch.tensor(col, dtype=torch.int64) for col in zip(*found))
-        spans = offsets_from_lengths(end - start)
-        total = int(spans[-1])
-        inside = start[row_ids(spans, total)] + positions_in_rows(spans, total)
-        return {"start": start, "end": end, "id": token_id, "inside": inside}
+    def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:
+        """A regex matching the added tokens in ``contents`` (None: all), longest first."""
+        if contents not in self._patterns:
+            chosen = sorted((t.content for t in self.added_tokens if contents is None or t.content in contents),
+                            key=lambda c: -len(c))
+            self._patterns[contents] = re.compile("|".join(map(re.escape, chosen))) if chosen else None
+        return self._patterns[contents]
 
-    @staticmethod
-    def _insert_added_tokens(matches, ids, token_offsets, spans, token_position, text_offsets):
-        """Merge matched added tokens into the token stream by their position in the text."""
-        device = ids.device
-        start, end = matches["start"].to(device), matches["end"].to(device)
-        position = torch.cat([token_position, start])
-        # Tokens of one word share a position; the stable sort keeps their order.
-        order = torch.sort(position, stable=True).indices
-        ids = torch.cat([ids, matches["id"].to(device)])[order]
-        text_of = torch.searchsorted(text_offsets, position[order], right=True) - 1
-        counts = torch.bincount(text_of, minlength=text_offsets.numel() - 1)
-        if spans is not None:
-            base = text_offsets[:-1][torch.searchsorted(text_offsets, start, right=True) - 1]
-            spans = torch.cat([spans, torch.stack([start - base, end - base], 1)])[order]
-        return ids, offsets_from_lengths(counts), spans
+    def _encode_with_added_tokens(self, texts: Sequence[str], pattern: re.Pattern, device: torch.device | str,
+                                  with_spans: bool) -> Encoded:
+        """Cut each text at the added tokens written in it, as huggingface does, encode the pieces
+        between them as texts of their own, and lay pieces and added tokens back in order.
+
+        Python work per text and per match only: the pieces are encoded as one batch.
+        """
+        pieces: list[str] = []  # the plain text between added tokens, all texts together
+        item_piece, item_id, item_text, item_start, item_end = [], [], [], [], []
+        for row, text in enumerate(texts):
+            position = 0
+            for m in [*pattern.finditer(text), None]:
+                end = len(text) if m is None else m.start()
+                if end > position:
+                    item_piece.append(len(pieces)), item_id.append(-1)
+                    item_text.append(row), item_start.append(position), item_end.append(end)
+                    pieces.append(text[position:end])
+                if m is not None:
+                    item_piece.append(-1), item_id.append(self._added_ids[m.group()])
+                    item_text.append(row), item_start.append(m.start()), item_end.append(m.end())
+                    position = m.end()
+        plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
+        item_piece, item_id, item_text, item_start, item_end = (
+            torch.tensor(v, dtype=torch.int64, device=device) for v in (item_piece, item_id, item_text, item_start, item_end))
+        is_piece = item_piece >= 0
+        piece_lengths = plain.ids.lengths()
+        lengths = torch.where(is_piece, piece_lengths[item_piece.clamp(min=0)] if pieces else 0, 1)
+        item_offsets = offsets_from_lengths(lengths)
+        total = int(item_offsets[-1])
+        item_of = row_ids(item_offsets, total)
+        within = positions_in_rows(item_offsets, total)
+        source = plain.ids.offsets[item_piece.clamp(min=0)][item_of] + within if pieces else within
+        from_piece = is_piece[item_of]
+        ids = torch.where(from_piece, plain.ids.values[source.clamp(max=max(plain.ids.values.numel() - 1, 0))]
+                          if plain.ids.values.numel() else 0, item_id[item_of])
+        spans = None
+        if with_spans:
+            piece_spans = plain.spans[source.clamp(max=max(plain.ids.values.numel() - 1, 0))] if plain.ids.values.numel() \
+                else torch.zeros(total, 2, dtype=torch.int64, device=device)
+            spans = torch.where(from_piece[:, None], piece_spans + item_start[item_of][:, None],
+                                torch.stack([item_start[item_of], item_end[item_of]], 1))
+        per_text = torch.bincount(item_text, weights=lengths.double(), minlength=len(texts)).long() if total else \
+            torch.zeros(len(texts), dtype=torch.int64, device=device)
+        return Encoded(Ragged(ids, offsets_from_lengths(per_text)), spans)
 
     def encode_batch(self, texts: Sequence[TextInput], pair_texts: Sequence[TextInput] | None = None, *,
-                     add_special_tokens: bool = True) -> list[list[int]]:
+                     add_special_tokens: bool = True, allowed_special: str | Set[str] = "all",
+                     disallowed_special: str | Set[str] = ()) -> list[list[int]]:
         """Token ids of each text (or pair), with no padding or truncation.
 
-        Equal to ``[e.ids for e in hf.encode_batch(...)]`` for the same huggingface tokenizer.
+        Equal to ``[e.ids for e in hf.encode_batch(...)]`` for the same huggingface tokenizer;
+        with ``allowed_special=set(), disallowed_special="all"``, to tiktoken's ``encode_batch``.
         """
-        out = self(texts, pair_texts, add_special_tokens=add_special_tokens, padding=False)
+        out = self(texts, pair_texts, add_special_tokens=add_special_tokens, padding=False,
+                   allowed_special=allowed_special, disallowed_special=disallowed_special)
         flat, bounds = out["input_ids"].tolist(), out["row_offsets"].tolist()
         return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
-    def encode(self, text: TextInput, pair: TextInput | None = None, *, add_special_tokens: bool = True) -> list[int]:
-        return self.encode_batch([text], None if pair is None else [pair], add_special_tokens=add_special_tokens)[0]
+    def encode(self, text: TextInput, pair: TextInput | None = None, *, add_special_tokens: bool = True,
+               allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = ()) -> list[int]:
+        return self.encode_batch([text], None if pair is None else [pair], add_special_tokens=add_special_tokens,
+                                 allowed_special=allowed_special, disallowed_special=disallowed_special)[0]
 
     def __call__(self, texts: TextInput | Sequence[TextInput], text_pair: TextInput | Sequence[TextInput] | None = None, *,
                  add_special_tokens: bool = True, padding: bool | str = True, truncation: bool | str = False,
                  max_length: int | None = None, stride: int = 0, pad_to_multiple_of: int | None = None,
                  padding_side: str = "right", return_offsets: bool = False,
-                 return_overflowing_tokens: bool = False, device: torch.device | str | None = None
+                 return_overflowing_tokens: bool = False, device: torch.device | str | None = None,
+                 allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = ()
                  ) -> dict[str, torch.Tensor]:
         """Encode a batch into tensors [rows, length] on ``device``.
 
@@ -323,6 +347,11 @@ class Tokenizer:
         ``return_offsets``; ``overflow_to_sample_mapping`` with ``return_overflowing_tokens``.
         ``padding``: True/"longest" (default), "max_length", or False/"do_not_pad", which returns
         the ragged ids flat, with ``row_offsets``.
+
+        Added tokens written in the text: ``allowed_special`` ("all", the default, as huggingface
+        does, or a set) become their ids; those in ``disallowed_special`` ("all": every added token
+        not allowed) raise ValueError; any other is plain text. tiktoken's defaults are
+        ``allowed_special=set(), disallowed_special="all"``.
         """
         texts = as_texts(texts)
         pairs = None if text_pair is None else as_texts(text_pair)
@@ -339,9 +368,11 @@ class Tokenizer:
         if padding_side not in ("left", "right"):
             raise ValueError(f"padding_side={padding_side!r}; choose 'left' or 'right'")
         device = torch.device(device) if device is not None else torch.device("cpu")
+        allowed = self._check_special(texts + (pairs or []), allowed_special, disallowed_special)
 
-        first = self.encode_ragged(texts, device=device, with_spans=return_offsets)
-        second = self.encode_ragged(pairs, device=device, with_spans=return_offsets) if pairs is not None else None
+        first = self.encode_ragged(texts, device=device, with_spans=return_offsets, allowed=allowed)
+        second = (self.encode_ragged(pairs, device=device, with_spans=return_offsets, allowed=allowed)
+                  if pairs is not None else None)
         template = []
         if add_special_tokens and self.post_processor is not None:
             template = self.post_processor.pair if second is not None else self.post_processor.single
@@ -384,6 +415,31 @@ class Tokenizer:
         if return_overflowing_tokens:
             out["overflow_to_sample_mapping"] = rows.sample
         return out
+
+    def _check_special(self, texts: list[str], allowed_special, disallowed_special) -> frozenset[str] | None:
+        """The allowed added tokens (None: all); raises if a text holds a disallowed one."""
+        known = {t.content for t in self.added_tokens}
+        sets = {}
+        for name, value in (("allowed_special", allowed_special), ("disallowed_special", disallowed_special)):
+            if value == "all":
+                sets[name] = known
+            elif isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{name}={value!r}; pass 'all' or a set of token strings")
+            else:
+                sets[name] = set(value)
+                if sets[name] - known:
+                    raise ValueError(f"{name} names {sorted(sets[name] - known)}, which are not added tokens "
+                                     f"of this tokenizer; known: {sorted(known)}")
+        disallowed = frozenset(sets["disallowed_special"] - sets["allowed_special"])
+        pattern = self._pattern(disallowed) if disallowed else None
+        found = None
+        if pattern is not None and pattern.search("".join(texts)):
+            found = next((m for m in map(pattern.search, texts) if m), None)  # within one text
+        if found:
+            raise ValueError(f"the text contains the special token {found.group()!r}, which is disallowed; pass "
+                             f"allowed_special={{{found.group()!r}}} to encode it as that token, or "
+                             "disallowed_special=() to encode it as plain text")
+        return None if allowed_special == "all" else frozenset(sets["allowed_special"])
 
     @functools.cached_property
     def _pad_id(self) -> int:

@@ -151,3 +151,30 @@ def test_adversarial_inputs(pair):
     name, ours, reference = pair
     for text in ("xq" * 250_000, "a" * 1_000_000, "7" * 1_000_000):
         assert ours.encode(text) == reference.encode_ordinary(text)
+
+
+def test_special_tokens_like_tiktoken():
+    """allowed_special / disallowed_special behave as in tiktoken's encode."""
+    from gputok.regex_split import PATTERNS
+
+    path = assets.fetch("gpt2-tiktoken")
+    specials = {"<|endoftext|>": 50256}
+    reference = tiktoken.Encoding("gpt2", pat_str=PATTERNS["gpt2"], mergeable_ranks=load_tiktoken_bpe(str(path)),
+                                  special_tokens=specials)
+    ours = Tokenizer.from_tiktoken(path, pattern="gpt2", special_tokens=specials)
+    text = "end of one<|endoftext|>start of two <|endoftext|>"
+    with pytest.raises(ValueError):
+        reference.encode(text)
+    with pytest.raises(ValueError, match=r"special token '<\|endoftext\|>', which is disallowed"):
+        ours.encode(text, allowed_special=set(), disallowed_special="all")
+    assert ours.encode(text, allowed_special={"<|endoftext|>"}) == reference.encode(text, allowed_special={"<|endoftext|>"})
+    assert ours.encode(text) == reference.encode(text, allowed_special="all")  # the huggingface default
+    plain = ours.encode(text, allowed_special=set(), disallowed_special=())
+    assert plain == reference.encode(text, disallowed_special=()) == reference.encode_ordinary(text)
+    # A special token cut across two texts of a batch is neither matched nor disallowed.
+    assert ours.encode_batch(["a<|endof", "text|>b"], allowed_special=set(), disallowed_special="all") == \
+        reference.encode_ordinary_batch(["a<|endof", "text|>b"])
+    with pytest.raises(ValueError, match="not added tokens of this tokenizer"):
+        ours.encode(text, allowed_special={"<|fim|>"})
+    with pytest.raises(ValueError, match="pass 'all' or a set"):
+        ours.encode(text, disallowed_special="none")

@@ -60,3 +60,20 @@ def test_unsupported_bpe_options_fail_clearly(gpt2_json, tmp_path):
     path.write_text(json.dumps(spec))
     with pytest.raises(ValueError, match="byte_fallback"):
         Tokenizer.from_file(path)
+
+
+def test_added_tokens_split_the_text_like_huggingface(gpt2_json, tmp_path, parity_lines):
+    """Byte-level BPE keeps spaces as tokens: the text around an added token is cut, not blanked."""
+    spec = json.loads(gpt2_json.read_text())
+    spec["added_tokens"] = [{"id": 50256, "content": "<|endoftext|>", "single_word": False, "lstrip": False,
+                             "rstrip": False, "normalized": False, "special": True}]
+    path = tmp_path / "with_eot.json"
+    path.write_text(json.dumps(spec))
+    hf, ours = HFTokenizer.from_file(str(path)), Tokenizer.from_file(path)
+    texts = ["one<|endoftext|>two", " <|endoftext|> ", "<|endoftext|><|endoftext|>", "no special", "",
+             *(f"{a} <|endoftext|>{b}" for a, b in zip(parity_lines[:200:2], parity_lines[1:200:2]))]
+    assert ours.encode_batch(texts) == [e.ids for e in hf.encode_batch(texts)]
+    got = ours(texts, return_offsets=True, padding=False)
+    expected = [o for e in hf.encode_batch(texts) for o in e.offsets]
+    assert got["offsets"].tolist() == [list(o) for o in expected]
+    assert ours.decode(ours.encode("a<|endoftext|>b"), skip_special_tokens=False) == "a<|endoftext|>b"
