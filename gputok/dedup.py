@@ -16,7 +16,7 @@ import torch
 
 from .hashing import mix64
 from .pre_tokenizers import Words
-from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
+from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, span_indices
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,8 @@ def unique_words(values: torch.Tensor, words: Words, *, seed: int = 0) -> Unique
 
 def gather_words(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor) -> Ragged:
     """The words ``values[starts[i]:starts[i] + lengths[i]]`` as one contiguous ragged tensor."""
-    offsets = offsets_from_lengths(lengths)
-    total = int(offsets[-1])
-    return Ragged(values[starts[row_ids(offsets, total)] + positions_in_rows(offsets, total)], offsets)
+    index, offsets = span_indices(starts, lengths)
+    return Ragged(values[index], offsets)
 
 
 def padded_chars(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:

@@ -79,6 +79,18 @@ def positions_in_rows(offsets: torch.Tensor, total: int) -> torch.Tensor:
     return torch.arange(total, device=offsets.device) - starts
 
 
+def span_indices(starts: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat indices of the spans ``[starts[i], starts[i] + lengths[i])``, in order, and their offsets.
+
+    >>> idx, off = span_indices(torch.tensor([5, 0]), torch.tensor([2, 3]))
+    >>> idx.tolist(), off.tolist()
+    ([5, 6, 0, 1, 2], [0, 2, 5])
+    """
+    offsets = offsets_from_lengths(lengths)
+    total = int(offsets[-1])
+    return starts[row_ids(offsets, total)] + positions_in_rows(offsets, total), offsets
+
+
 def expand_rows(table: Ragged, keys: torch.Tensor) -> tuple[Ragged, torch.Tensor]:
     """Replace every key by its row of ``table`` (a ragged map): the core of per-codepoint rewrites.
 

@@ -31,7 +31,7 @@ import torch
 from ..dedup import word_hashes
 from ..hashing import HashMap, lookup
 from ..ingest import utf8_bytes
-from ..ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
+from ..ragged import Ragged, offsets_from_lengths, row_ids, segment_sum, span_indices
 
 NO_RANK = torch.iinfo(torch.int64).max
 # Longer words merge one pair at a time with a heap (below): a merge round only merges one rank
@@ -379,7 +379,4 @@ def merges_from_ranks(ranks: dict[bytes, int]) -> dict[tuple[int, int], tuple[in
 
 def _gather_rows(offsets: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """Flat indices of the values of ``rows`` (in order) of a ragged tensor with ``offsets``."""
-    lengths = offsets[rows + 1] - offsets[rows]
-    sub = offsets_from_lengths(lengths)
-    total = int(sub[-1])
-    return offsets[rows][row_ids(sub, total)] + positions_in_rows(sub, total)
+    return span_indices(offsets[rows], offsets[rows + 1] - offsets[rows])[0]
