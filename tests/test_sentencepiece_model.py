@@ -1,0 +1,41 @@
+"""The .model reader/writer against the sentencepiece library on the real models of ASSETS.md."""
+
+import pytest
+
+from gputok import assets
+from gputok.sentencepiece_model import BPE, BYTE, UNIGRAM, read_model, serialize_model, write_model
+
+spm = pytest.importorskip("sentencepiece")
+
+TEXT = "Hello wörld  你好,\tthe kernel's  docs 123 ☃"
+
+
+@pytest.mark.parametrize("name, model_type, byte_fallback", [("mistral-sp-model", BPE, True),
+                                                            ("sp-test-model", UNIGRAM, False)])
+def test_read_matches_library(name, model_type, byte_fallback, tmp_path):
+    path = assets.fetch(name)
+    model = read_model(path)
+    reference = spm.SentencePieceProcessor(model_file=str(path))
+    assert model.model_type == model_type and model.byte_fallback == byte_fallback
+    assert [p.piece for p in model.pieces] == [reference.id_to_piece(i) for i in range(reference.get_piece_size())]
+    assert [p.score for p in model.pieces] == pytest.approx([reference.get_score(i) for i in range(reference.get_piece_size())])
+    assert [i for i, p in enumerate(model.pieces) if p.type == BYTE] == \
+        [i for i in range(reference.get_piece_size()) if reference.is_byte(i)]
+    assert (model.unk_id, model.bos_id, model.eos_id) == (reference.unk_id(), reference.bos_id(), reference.eos_id())
+    # Written back, the library loads it and encodes the same.
+    write_model(model, tmp_path / "copy.model")
+    copy = spm.SentencePieceProcessor(model_file=str(tmp_path / "copy.model"))
+    assert copy.encode(TEXT) == reference.encode(TEXT)
+    assert read_model(tmp_path / "copy.model") == model
+
+
+def test_damaged_files_raise(tmp_path):
+    data = serialize_model(read_model(assets.fetch("sp-test-model")))
+    (tmp_path / "cut.model").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="cut.model"):
+        read_model(tmp_path / "cut.model")
+    (tmp_path / "text.model").write_bytes(b"this is not a protobuf")
+    with pytest.raises(ValueError, match="text.model"):
+        read_model(tmp_path / "text.model")
+    with pytest.raises(ValueError, match="missing.model"):
+        read_model(tmp_path / "missing.model")
