@@ -5,7 +5,8 @@ byte-level BPE (``--tokenizer gpt2|cl100k``) against tiktoken's ``encode_ordinar
 against tiktoken on the batch joined into one long string. Each engine runs in its own subprocess
 (so peak RSS is its own) with the same number of threads (torch intra-op threads for gputok,
 ``RAYON_NUM_THREADS`` for huggingface, ``num_threads`` for tiktoken). gputok is timed end to end:
-Python strings in, padded ``input_ids``/``attention_mask`` tensors out. Small batch sizes run on a prefix of the corpus (the
+Python strings in, padded ``input_ids``/``attention_mask`` tensors out; its word cache
+(``gputok.word_cache``) starts empty at each batch size, so every row is one cold pass. Small batch sizes run on a prefix of the corpus (the
 table says how many MB) so that the whole benchmark stays within minutes.
 
     python benchmarks/encode_wordpiece.py            # or: gputok bench
@@ -46,6 +47,7 @@ def _runner(engine: str, tokenizer: str, threads: int, device: str):
 
     if engine == "gputok":
         from .tokenizer import Tokenizer
+        from .word_cache import WordCache
 
         if tokenizer == "bert":
             tok = Tokenizer.from_vocab(assets.fetch("bert-vocab"))
@@ -54,6 +56,9 @@ def _runner(engine: str, tokenizer: str, threads: int, device: str):
         tok(["warm up the tables"], device=device)
 
         def run(batch):
+            if batch is None:  # a new pass over the corpus: start from an empty word cache
+                tok.word_cache = WordCache()
+                return 0
             out = tok(batch, device=device, add_special_tokens=tokenizer == "bert")
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
@@ -87,6 +92,8 @@ def _worker(engine: str, tokenizer: str, megabytes: float | None, batch_sizes: l
     results = []
     for batch_size in batch_sizes:
         lines, nbytes = _load_lines(megabytes, _PREFIX_BYTES.get(batch_size))
+        if engine == "gputok":
+            run(None)  # each batch size is one cold pass: no words cached by the previous one
         tokens = 0
         start = time.perf_counter()
         for i in range(0, len(lines), batch_size):
@@ -151,6 +158,11 @@ def _print_table(rows: list[dict], tokenizer: str, threads: int, device: str) ->
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--train" in argv:  # training speed: gputok/bench_train.py
+        from .bench_train import main as train_main
+
+        return train_main([a for a in argv if a != "--train"])
     parser = argparse.ArgumentParser(prog="gputok bench", description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizer", choices=sorted(ANCHORS), default="bert",
                         help="bert (vs huggingface WordPiece) or gpt2/cl100k (vs tiktoken); default bert")

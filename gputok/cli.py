@@ -3,6 +3,9 @@
     gputok encode --tokenizer tokenizer.json corpus.txt -o ids.txt     # one line of ids per line
     gputok encode --tokenizer vocab.txt a.txt b.txt -o ids.npz          # ragged ids + offsets
     gputok bench                                                        # gputok vs huggingface
+    gputok train corpus.txt --preset bert-wordpiece --vocab-size 30000 -o tokenizer.json --vocab-txt vocab.txt
+    gputok train corpus.txt --model unigram --vocab-size 8000 -o tokenizer.json --sp-model unigram.model
+    gputok bench --train                                                # training vs huggingface
 """
 
 from __future__ import annotations
@@ -69,6 +72,81 @@ def _encode(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train(args: argparse.Namespace) -> int:
+    import time
+
+    from .train import PRESETS, output_files, save_sentencepiece_model, train_with_summary
+    from ._atomic import write_atomic
+
+    kind = PRESETS[args.preset].model if args.preset else args.model or "bpe"
+    if kind == "unigram" and (args.vocab_txt or args.vocab_json or args.merges_txt):
+        raise SystemExit("gputok: a unigram model is written as tokenizer.json (-o) and --sp-model; "
+                         "--vocab-txt/--vocab-json/--merges-txt are for WordPiece and BPE")
+    if args.sp_model and kind != "unigram":
+        raise SystemExit("gputok: --sp-model writes a SentencePiece Unigram model; add --model unigram")
+    if kind != "unigram" and (args.byte_fallback or args.max_piece_length != 16 or args.character_coverage != 0.9995):
+        raise SystemExit("gputok: --byte-fallback, --character-coverage and --max-piece-length are Unigram "
+                         "options; add --model unigram")
+    if args.vocab_txt and kind == "bpe" or (args.vocab_json or args.merges_txt) and kind == "wordpiece":
+        raise SystemExit(f"gputok: this trains a {kind} model; --vocab-txt is for WordPiece, "
+                         "--vocab-json/--merges-txt for BPE")
+    if bool(args.vocab_json) != bool(args.merges_txt):
+        raise SystemExit("gputok: --vocab-json and --merges-txt go together; pass both")
+    outputs = [p for p in (args.output, args.vocab_txt, args.vocab_json, args.merges_txt, args.sp_model) if p]
+    for out in outputs:  # fail before hours of training, not after
+        folder = Path(out).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK):
+            raise SystemExit(f"gputok: cannot write {out}: folder {folder} does not exist or is not writable")
+    try:
+        tok, summary = train_with_summary(
+            args.inputs, model=args.model, preset=args.preset, vocab_size=args.vocab_size,
+            min_frequency=args.min_frequency, special_tokens=args.special_tokens, score=args.score,
+            limit_alphabet=args.limit_alphabet, max_token_length=args.max_token_length, device=args.device,
+            progress=not args.no_progress, byte_fallback=args.byte_fallback,
+            character_coverage=args.character_coverage, max_piece_length=args.max_piece_length)
+        start = time.perf_counter()
+        write_atomic(output_files(tok, tokenizer_json_path=args.output, vocab_txt=args.vocab_txt,
+                                  vocab_json=args.vocab_json, merges_txt=args.merges_txt))
+        if args.sp_model:
+            save_sentencepiece_model(tok, args.sp_model)
+    except (ValueError, TypeError, OSError) as e:
+        raise SystemExit(f"gputok train: {e}") from e
+    summary.seconds["writing"] = time.perf_counter() - start
+    print(f"gputok train: {summary}; wrote {', '.join(map(str, outputs))}", file=sys.stderr)
+    return 0
+
+
+def _train_parser(sub) -> None:
+    tr = sub.add_parser("train", help="train a BPE, WordPiece or Unigram tokenizer on text files")
+    tr.add_argument("inputs", nargs="+", help="UTF-8 text files, read line by line (invalid bytes become U+FFFD)")
+    tr.add_argument("--model", choices=["bpe", "wordpiece", "unigram"], default=None,
+                    help="bpe (preset byte-level-bpe by default), wordpiece (bert-wordpiece) or unigram "
+                         "(SentencePiece's trainer, nmt_nfkc; no preset)")
+    tr.add_argument("--preset", choices=["byte-level-bpe", "char-bpe", "bert-wordpiece"], default=None,
+                    help="huggingface's ByteLevelBPETokenizer, CharBPETokenizer, "
+                         "BertWordPieceTokenizer(lowercase=True)")
+    tr.add_argument("--vocab-size", type=int, default=None, help="default 30000 (unigram: 8000, as SentencePiece)")
+    tr.add_argument("--min-frequency", type=int, default=2, help="pairs seen fewer times are not merged (default 2)")
+    tr.add_argument("--special-tokens", nargs="*", default=None,
+                    help="default: the preset's (unigram: <unk> <s> </s>)")
+    tr.add_argument("--score", choices=["frequency", "likelihood"], default="frequency", help="WordPiece merge score")
+    tr.add_argument("--limit-alphabet", type=int, default=None, help="keep the N most frequent characters")
+    tr.add_argument("--max-token-length", type=int, default=None, help="no token longer than N characters")
+    tr.add_argument("--device", default="cpu", help="cpu or cuda")
+    tr.add_argument("--no-progress", action="store_true", help="no progress bars")
+    tr.add_argument("-o", "--output", required=True, help="the huggingface tokenizer.json to write")
+    tr.add_argument("--vocab-txt", default=None, help="also write a WordPiece vocab.txt")
+    tr.add_argument("--vocab-json", default=None, help="also write a BPE vocab.json (with --merges-txt)")
+    tr.add_argument("--merges-txt", default=None, help="also write a BPE merges.txt (with --vocab-json)")
+    tr.add_argument("--byte-fallback", action="store_true", help="unigram: 256 <0xNN> pieces for unknown characters")
+    tr.add_argument("--character-coverage", type=float, default=0.9995,
+                    help="unigram: share of characters that get a piece of their own (default 0.9995)")
+    tr.add_argument("--max-piece-length", type=int, default=16, help="unigram: longest piece in characters (16)")
+    tr.add_argument("--sp-model", default=None,
+                    help="unigram: also write a SentencePiece .model (identity normalization: its text must be "
+                         "nmt_nfkc-normalized first)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gputok", description="GPU-batched tensor tokenizer")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -81,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     enc.add_argument("--device", default="cpu", help="cpu or cuda")
     enc.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP]")
     enc.add_argument("--quiet", action="store_true", help="no progress bar")
-    sub.add_parser("bench", help="encoding throughput against huggingface tokenizers", add_help=False)
+    _train_parser(sub)
+    sub.add_parser("bench", help="encoding (or, with --train, training) speed against huggingface tokenizers",
+                   add_help=False)
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
         from .bench import main as bench_main
@@ -89,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         return bench_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command == "train":
+        return _train(args)
     return _encode(args)
 
 

@@ -26,9 +26,17 @@ class Collate:
     """
 
     def __init__(self, tokenizer: Tokenizer, *, text_field: str = "text", pair_field: str | None = None,
-                 max_length: int | None = None, device: torch.device | str | None = None, **options: Any) -> None:
+                 max_length: int | None = None, device: torch.device | str | None = None,
+                 sample_alpha: float | None = None, generator: torch.Generator | None = None, **options: Any) -> None:
+        """``sample_alpha``: a Unigram tokenizer samples a fresh segmentation of every word each
+        time (subword regularization, as SentencePiece's ``enable_sampling``); ``generator``
+        (on ``device``) makes the samples reproducible."""
         self.tokenizer, self.text_field, self.pair_field = tokenizer, text_field, pair_field
         self.device = device
+        if sample_alpha is not None and not hasattr(tokenizer.model, "sampling"):
+            raise ValueError(f"sample_alpha needs a Unigram tokenizer; this one has a {type(tokenizer.model).__name__} "
+                             "model, which has a single segmentation")
+        self.sample_alpha, self.generator = sample_alpha, generator
         self.options = dict(options)
         if max_length is not None:
             self.options.setdefault("truncation", True)
@@ -43,6 +51,10 @@ class Collate:
                      if k not in (self.text_field, self.pair_field) and isinstance(v, (int, float, bool))}
         else:
             texts, pairs, extra = list(samples), None, {}
-        batch = self.tokenizer(texts, pairs, device=self.device, **self.options)
+        if self.sample_alpha is not None:
+            with self.tokenizer.model.sampling(self.sample_alpha, self.generator):
+                batch = self.tokenizer(texts, pairs, device=self.device, **self.options)
+        else:
+            batch = self.tokenizer(texts, pairs, device=self.device, **self.options)
         batch.update(extra)
         return batch

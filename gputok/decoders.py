@@ -69,7 +69,214 @@ class ByteLevelDecoder:
         return cls(spec)
 
 
-DECODERS = {cls.type: cls for cls in (WordPieceDecoder, ByteLevelDecoder)}
+class _Chain:
+    """A decoder step as huggingface chains them: ``decode_chain`` maps token strings to strings;
+    calling it decodes (the chain's strings joined)."""
+
+    type: str
+
+    def __call__(self, tokens: list[str]) -> str:
+        return "".join(self.decode_chain(tokens))
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]):
+        return cls()
+
+
+class MetaspaceDecoder(_Chain):
+    """huggingface's Metaspace decoder: ``▁`` back to spaces; in the first token, with a prepend
+    scheme other than "never", every ``▁`` is dropped.
+
+    >>> MetaspaceDecoder()(["▁Hello", "▁world"])
+    'Hello world'
+    """
+
+    type = "Metaspace"
+
+    def __init__(self, *, replacement: str = "\u2581", prepend_scheme: str = "always", split: bool = True) -> None:
+        self.replacement, self.prepend_scheme, self.split = replacement, prepend_scheme, split
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        return [t.replace(self.replacement, "" if i == 0 and self.prepend_scheme != "never" else " ")
+                for i, t in enumerate(tokens)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "replacement": self.replacement, "prepend_scheme": self.prepend_scheme,
+                "split": self.split}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> MetaspaceDecoder:
+        scheme = spec.get("prepend_scheme") or ("always" if spec.get("add_prefix_space", True) else "never")
+        return cls(replacement=spec.get("replacement", spec.get("str_rep", "\u2581")), prepend_scheme=scheme,
+                   split=spec.get("split", True))
+
+
+class BPEDecoder(_Chain):
+    """huggingface's BPEDecoder: the end-of-word ``suffix`` becomes a space (nothing in the last token).
+
+    >>> BPEDecoder()(["hel", "lo</w>", "world</w>"])
+    'hello world'
+    """
+
+    type = "BPEDecoder"
+
+    def __init__(self, *, suffix: str = "</w>") -> None:
+        self.suffix = suffix
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        return [t.replace(self.suffix, "" if i == len(tokens) - 1 else " ") for i, t in enumerate(tokens)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "suffix": self.suffix}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> BPEDecoder:
+        return cls(suffix=spec.get("suffix", "</w>"))
+
+
+class ByteFallback(_Chain):
+    """huggingface's ByteFallback: runs of ``<0xNN>`` tokens become their bytes as UTF-8; a run that
+    is not valid UTF-8 becomes one U+FFFD per token.
+
+    >>> ByteFallback().decode_chain(["a", "<0xE2>", "<0x82>", "<0xAC>", "b", "<0xE2>", "<0x82>"])
+    ['a', '€', 'b', '�', '�']
+    """
+
+    type = "ByteFallback"
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        out: list[str] = []
+        run = bytearray()
+
+        def flush() -> None:
+            if run:
+                try:
+                    out.append(run.decode("utf-8"))
+                except UnicodeDecodeError:
+                    out.extend("\ufffd" * len(run))
+                run.clear()
+
+        for token in tokens:
+            byte = _byte_token(token)
+            if byte is None:
+                flush()
+                out.append(token)
+            else:
+                run.append(byte)
+        flush()
+        return out
+
+
+def _byte_token(token: str) -> int | None:
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+        try:
+            return int(token[3:5], 16)
+        except ValueError:
+            return None
+    return None
+
+
+class Fuse(_Chain):
+    """huggingface's Fuse: all tokens become one string."""
+
+    type = "Fuse"
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        return ["".join(tokens)]
+
+
+class StripDecoder(_Chain):
+    """huggingface's Strip decoder: up to ``start`` leading and ``stop`` trailing ``content``
+    characters off each token.
+
+    >>> StripDecoder(content=" ", start=1, stop=0).decode_chain(["  a ", "b"])
+    [' a ', 'b']
+    """
+
+    type = "Strip"
+
+    def __init__(self, *, content: str = " ", start: int = 0, stop: int = 0) -> None:
+        self.content, self.start, self.stop = content, start, stop
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        out = []
+        for token in tokens:
+            begin = 0
+            while begin < min(self.start, len(token)) and token[begin] == self.content:
+                begin += 1
+            end = len(token)
+            while len(token) - end < self.stop and end > begin and token[end - 1] == self.content:
+                end -= 1
+            out.append(token[begin:end])
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "content": self.content, "start": self.start, "stop": self.stop}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> StripDecoder:
+        return cls(content=spec.get("content", " "), start=spec.get("start", 0), stop=spec.get("stop", 0))
+
+
+class ReplaceDecoder(_Chain):
+    """huggingface's Replace decoder: ``pattern`` ({"String": s} or {"Regex": r}) -> ``content`` in each token."""
+
+    type = "Replace"
+
+    def __init__(self, pattern: dict[str, str], content: str) -> None:
+        import regex
+
+        if not isinstance(pattern, dict) or len(pattern) != 1 or not set(pattern) <= {"String", "Regex"}:
+            raise ValueError(f"Replace pattern {pattern!r}: expected {{'String': ...}} or {{'Regex': ...}}")
+        self.pattern, self.content = pattern, content
+        self._regex = regex.compile(regex.escape(pattern["String"]) if "String" in pattern else pattern["Regex"])
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        return [self._regex.sub(lambda m: self.content, t) for t in tokens]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "pattern": self.pattern, "content": self.content}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> ReplaceDecoder:
+        return cls(spec["pattern"], spec["content"])
+
+
+class SequenceDecoder(_Chain):
+    """huggingface's Sequence decoder: each decoder's chain step in turn.
+
+    >>> SequenceDecoder([ReplaceDecoder({"String": "▁"}, " "), ByteFallback(), Fuse(),
+    ...                  StripDecoder(content=" ", start=1)])(["▁Hi", "<0x21>"])
+    'Hi!'
+    """
+
+    type = "Sequence"
+
+    def __init__(self, decoders: list[Any]) -> None:
+        self.decoders = decoders
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        for step in self.decoders:
+            chain = getattr(step, "decode_chain", None)
+            tokens = chain(tokens) if chain is not None else [step(tokens)]
+        return tokens
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "decoders": [d.to_json() for d in self.decoders]}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> SequenceDecoder:
+        return cls([from_json(d) for d in spec.get("decoders") or []])
+
+
+DECODERS = {cls.type: cls for cls in (WordPieceDecoder, ByteLevelDecoder, MetaspaceDecoder, BPEDecoder, ByteFallback,
+                                      Fuse, StripDecoder, ReplaceDecoder, SequenceDecoder)}
 
 
 def from_json(spec: dict[str, Any] | None):

@@ -1,11 +1,16 @@
 """Unique words of a batch: hash every word, ``torch.unique`` the hashes, check, scatter back.
 
 Real text has ~10x fewer unique words than words, so the model only ever sees unique words.
-Each character contributes ``mix64(codepoint | position_in_word << 21)`` and a word's hash
-(``word_hashes``) is the sum of its characters' (a cumsum difference) plus a mix of its length, so the hash depends on every character and its
-position, not linearly on the codepoints. Collisions are then checked exactly, character by
-character against the representative word; a collision (never seen, ~n^2 / 2^64) re-hashes
-with another seed. Memory: a few int64 tensors the size of the batch's characters.
+The batch hash (:func:`span_hashes`) is a polynomial hash of the codepoints modulo 2**64, taken
+straight from the text with no per-word gather: one cumsum of ``(codepoint + 1) * B**-i`` over
+the whole batch, and per word a difference times ``B**start`` (B odd, so it is invertible).
+That is two passes over the characters, where a per-character mix takes a dozen. Every word is
+then checked exactly, character by character, against its representative. Polynomial hashes
+modulo 2**64 have known colliding inputs (Thue-Morse strings of 2048 characters), so on a
+collision the batch is hashed again with :func:`word_hashes`, where each character contributes
+``mix64(codepoint | position_in_word << 21)`` (non-linear; a collision there re-hashes with
+another seed). Memory: a few int64 tensors the size of the batch's characters, plus two cached
+power tables (8 bytes per character each, kept for batches up to 2**22 characters).
 """
 
 from __future__ import annotations
@@ -16,13 +21,66 @@ import torch
 
 from .hashing import mix64
 from .pre_tokenizers import Words
-from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, span_indices
+from .ragged import Ragged, positions_in_rows, row_ids, span_indices
 
 
 @dataclass(frozen=True)
 class UniqueWords:
     representative: torch.Tensor  # [unique] index of one occurrence (a word index)
     inverse: torch.Tensor  # [words] index of each word's unique word
+    keys: torch.Tensor | None = None  # [unique] non-negative 63-bit hash of each unique word
+
+
+_BASE = 0x5851F42D4C957F2D  # odd: invertible modulo 2**64 (not the Fibonacci constant of the hash tables)
+_BASE_INVERSE = pow(_BASE, -1, 1 << 64)
+_LENGTH_WEIGHT = _BASE >> 1  # any large constant
+_CACHED_POWERS = 1 << 22
+_powers: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _signed(x: int) -> int:
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _power_table(base: int, n: int, device: torch.device) -> torch.Tensor:
+    """``base ** i`` modulo 2**64 (as int64) for i < n, by doubling: log2(n) multiplies."""
+    table = torch.ones(max(n, 1), dtype=torch.int64, device=device)
+    size = 1
+    while size < n:
+        step = min(size, n - size)
+        torch.mul(table[:step], _signed(pow(base, size, 1 << 64)), out=table[size:size + step])
+        size += step
+    return table[:n]
+
+
+def _powers_of(n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B**-i, B**i) for i < n; cached per device up to 2**22 entries (a dict swap: thread-safe)."""
+    cached = _powers.get(device)
+    if cached is not None and cached[0].numel() >= n:
+        return cached[0][:n], cached[1][:n]
+    size = max(1 << 16, 1 << (n - 1).bit_length())
+    tables = (_power_table(_BASE_INVERSE, size, device), _power_table(_BASE, size, device))
+    if size <= _CACHED_POWERS:
+        _powers[device] = tables
+    return tables[0][:n], tables[1][:n]
+
+
+def span_hashes(values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """Non-negative 63-bit hash of each span ``values[starts[i]:ends[i]]`` (codepoints or bytes).
+
+    A polynomial hash modulo 2**64, so equal spans hash equally wherever they are; finished
+    with the length. Not collision-proof (see the module notes).
+
+    >>> h = span_hashes(torch.tensor([97, 98, 120, 97, 98, 97]), torch.tensor([0, 3, 2, 5]), torch.tensor([2, 5, 3, 5]))
+    >>> bool(h[0] == h[1]), bool(h[0] == h[2]), bool(h[3] == h[2])
+    (True, False, False)
+    """
+    n = values.numel()
+    down, up = _powers_of(n + 1, values.device)
+    csum = torch.zeros(n + 1, dtype=torch.int64, device=values.device)
+    torch.cumsum(torch.addcmul(down[:n], values, down[:n]), 0, out=csum[1:])  # (v + 1) * B**-i
+    poly = (csum.index_select(0, ends) - csum.index_select(0, starts)) * up.index_select(0, starts)
+    return (poly + (ends - starts) * _LENGTH_WEIGHT) & ((1 << 63) - 1)
 
 
 def word_hashes(values: torch.Tensor, offsets: torch.Tensor, *, seed: int = 0,
@@ -43,8 +101,11 @@ def word_hashes(values: torch.Tensor, offsets: torch.Tensor, *, seed: int = 0,
     return csum[offsets[1:]] - csum[offsets[:-1]] + mix64(offsets[1:] - offsets[:-1] + seed)
 
 
-def unique_words(values: torch.Tensor, words: Words, *, seed: int = 0) -> UniqueWords:
-    """
+def unique_words(values: torch.Tensor, words: Words, *, seed: int | None = None) -> UniqueWords:
+    """The unique words of a batch, found by hash and checked exactly.
+
+    ``seed``: hash with :func:`word_hashes` and that seed instead of :func:`span_hashes`.
+
     >>> from gputok.pre_tokenizers import Words
     >>> vals = torch.tensor([97, 98, 99, 97, 98, 97, 98])  # "ab", "c", "ab", "ab"
     >>> u = unique_words(vals, Words(torch.tensor([0, 2, 3, 5]), torch.tensor([2, 3, 5, 7]), torch.tensor([0, 4])))
@@ -56,22 +117,76 @@ def unique_words(values: torch.Tensor, words: Words, *, seed: int = 0) -> Unique
     num_words = lengths.numel()
     if num_words == 0:
         empty = torch.zeros(0, dtype=torch.int64, device=device)
-        return UniqueWords(empty, empty)
-    word_offsets = offsets_from_lengths(lengths)
-    total = int(word_offsets[-1])
-    word_of_char = row_ids(word_offsets, total)
-    char_index = torch.arange(total, device=device) - word_offsets[:-1][word_of_char]
-    flat = words.starts[word_of_char] + char_index  # every word character, in word order
-    hashes = word_hashes(values[flat], word_offsets, seed=seed, positions=char_index)
-    uniq, inverse = torch.unique(hashes, return_inverse=True)
-    representative = torch.empty(uniq.numel(), dtype=torch.int64, device=device)
+        return UniqueWords(empty, empty, empty)
+    if seed is None:
+        hashes = span_hashes(values, words.starts, words.ends)
+    else:
+        flat, word_offsets = span_indices(words.starts, lengths)
+        positions = flat - words.starts.index_select(0, row_ids(word_offsets, flat.numel()))
+        hashes = word_hashes(values[flat], word_offsets, seed=seed, positions=positions) & ((1 << 63) - 1)
+    keys, inverse = torch.unique(hashes, return_inverse=True)
+    representative = torch.empty(keys.numel(), dtype=torch.int64, device=device)
     representative.scatter_(0, inverse, torch.arange(num_words, device=device))
-    rep_of_word = representative[inverse]
-    same = lengths[rep_of_word] == lengths
-    same &= torch.all(values[flat] == values[words.starts[rep_of_word][word_of_char] + char_index]) if total else True
-    if not bool(same.all()):
-        return unique_words(values, words, seed=seed + 1)
-    return UniqueWords(representative, inverse)
+    rep_of_word = representative.index_select(0, inverse)
+    # Exact check: every word has its representative's length and characters.
+    same = bool(torch.equal(lengths.index_select(0, rep_of_word), lengths)) and spans_equal(
+        values, words.starts, lengths, values, words.starts.index_select(0, rep_of_word))
+    if not same:
+        return unique_words(values, words, seed=0 if seed is None else seed + 1)
+    return UniqueWords(representative, inverse, keys)
+
+
+def spans_equal(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, other: torch.Tensor,
+                other_starts: torch.Tensor) -> bool:
+    """Whether every span ``values[starts[i]:][:lengths[i]]`` equals ``other[other_starts[i]:][:lengths[i]]``.
+
+    Each character is compared with the one at the same place in its counterpart through a
+    per-character shift built from a difference array (so no per-character span index is
+    needed): two passes over ``values`` and a gather. Spans out of order or overlapping take a
+    plain gather instead.
+
+    >>> v = torch.tensor([1, 2, 9, 1, 2])
+    >>> spans_equal(v, torch.tensor([3]), torch.tensor([2]), v, torch.tensor([0])), spans_equal(v, torch.tensor([1]), torch.tensor([2]), v, torch.tensor([3]))
+    (True, False)
+    """
+    n = values.numel()
+    if n == 0 or starts.numel() == 0:
+        return True
+    ends = starts + lengths
+    if not bool((starts[1:] >= ends[:-1]).all()):  # out of order or overlapping: gather the spans
+        index, _ = span_indices(starts, lengths)
+        return bool(torch.equal(values.index_select(0, index),
+                                other.index_select(0, span_indices(other_starts, lengths)[0])))
+    if int(lengths.sum()) == n:  # the spans tile ``values`` (byte-level splits): no outside
+        delta = torch.zeros(n + 1, dtype=torch.int64, device=values.device)
+        delta.index_put_((starts,), other_starts - starts, accumulate=True)
+        delta.index_put_((ends,), starts - other_starts, accumulate=True)
+        source = torch.cumsum(delta[:-1], 0)
+        source += torch.arange(n, device=values.device)
+        return bool(torch.equal(other.index_select(0, source), values))
+    # inside a span: 2 * shift + 1; outside: 0
+    step = (other_starts - starts) * 2 + 1
+    delta = torch.zeros(n + 1, dtype=torch.int64, device=values.device)
+    delta.index_put_((starts,), step, accumulate=True)
+    delta.index_put_((ends,), -step, accumulate=True)
+    packed = torch.cumsum(delta[:-1], 0)
+    inside = (packed & 1).bool()
+    source = torch.where(inside, (packed >> 1) + torch.arange(n, device=values.device), 0)
+    found = other.index_select(0, source.clamp(max=max(other.numel() - 1, 0)))
+    return bool(((found == values) | ~inside).all())
+
+
+def unique_spans(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor,
+                 keys: torch.Tensor) -> UniqueWords:
+    """:func:`unique_words` for non-overlapping spans whose hashes ``keys`` are known already."""
+    uniq, inverse = torch.unique(keys, return_inverse=True)
+    representative = torch.empty(uniq.numel(), dtype=torch.int64, device=values.device)
+    representative.scatter_(0, inverse, torch.arange(keys.numel(), device=values.device))
+    rep_of_word = representative.index_select(0, inverse)
+    if bool(torch.equal(lengths.index_select(0, rep_of_word), lengths)) and spans_equal(
+            values, starts, lengths, values, starts.index_select(0, rep_of_word)):
+        return UniqueWords(representative, inverse, uniq)
+    return unique_words(values, Words(starts, starts + lengths, torch.zeros(2, dtype=torch.int64)), seed=0)
 
 
 def gather_words(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor) -> Ragged:

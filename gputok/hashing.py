@@ -59,29 +59,12 @@ class HashMap:
         mask = capacity - 1
         slot_keys = torch.full((capacity,), self.EMPTY, dtype=torch.int64)
         slot_values = torch.full((capacity,), self.EMPTY, dtype=torch.int64)
-        home = home_slot(keys, mask)
-        pending = torch.arange(keys.numel())
-        probe = torch.zeros(keys.numel(), dtype=torch.int64)
-        max_probe = 0
-        owner = torch.full((capacity,), keys.numel(), dtype=torch.int64)
-        while pending.numel():
-            slot = (home[pending] + probe[pending]) & mask
-            free = slot_keys[slot] == self.EMPTY
-            # Several keys may want one free slot: the smallest key index wins (deterministic).
-            owner.scatter_reduce_(0, slot[free], pending[free], reduce="amin")
-            won = free & (owner[slot] == pending)
-            owner[slot[free]] = keys.numel()
-            slot_keys[slot[won]] = keys[pending[won]]
-            slot_values[slot[won]] = values[pending[won]]
-            if won.any():
-                max_probe = max(max_probe, int(probe[pending[won]].max()))
-            pending = pending[~won]
-            probe[pending] += 1
+        max_probes = insert(slot_keys, slot_values, mask, keys, values)
         duplicated = keys.numel() - int(torch.unique(keys).numel())
         if duplicated:
             raise ValueError(f"HashMap got {duplicated} duplicated keys")
         self.slot_keys, self.slot_values = slot_keys, slot_values
-        self.mask, self.max_probes = mask, max_probe + 1
+        self.mask, self.max_probes = mask, max_probes
         self._on_device: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def tensors(self, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,6 +79,44 @@ class HashMap:
     def get(self, query: torch.Tensor, default: int = -1) -> torch.Tensor:
         slot_keys, slot_values = self.tensors(query.device)
         return hash_lookup(slot_keys, slot_values, self.mask, self.max_probes, query, default)
+
+
+def insert(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, keys: torch.Tensor,
+           values: torch.Tensor) -> int:
+    """Put distinct ``keys`` (absent from the table) and their values into the slot arrays, in
+    place, by linear probing for all keys at once; returns the longest probe sequence + 1.
+
+    The table must have a free slot per key. Several keys may want one free slot in the same
+    round: the smallest key index wins it (deterministic), the others probe on.
+
+    >>> keys, values = torch.full((8,), -1), torch.full((8,), -1)
+    >>> insert(keys, values, 7, torch.tensor([3, 11]), torch.tensor([30, 110])) >= 1
+    True
+    >>> hash_lookup(keys, values, 7, 8, torch.tensor([11, 3, 5])).tolist()
+    [110, 30, -1]
+    """
+    n = keys.numel()
+    home = home_slot(keys, mask)
+    pending = torch.arange(n, device=keys.device)
+    probe = torch.zeros(n, dtype=torch.int64, device=keys.device)
+    max_probe = 0
+    while pending.numel():
+        slot = (home[pending] + probe[pending]) & mask
+        free = slot_keys[slot] == HashMap.EMPTY
+        # Conflicts are resolved over the wanted slots only (a table-sized scratch array would
+        # cost the whole table per call: the word cache inserts a few words per batch).
+        wanted, claim = torch.unique(slot[free], return_inverse=True)
+        owner = torch.full((wanted.numel(),), n, dtype=torch.int64, device=keys.device)
+        owner.scatter_reduce_(0, claim, pending[free], reduce="amin")
+        won = free.clone()
+        won[free] = owner[claim] == pending[free]
+        slot_keys[slot[won]] = keys[pending[won]]
+        slot_values[slot[won]] = values[pending[won]]
+        if won.any():
+            max_probe = max(max_probe, int(probe[pending[won]].max()))
+        pending = pending[~won]
+        probe[pending] += 1
+    return max_probe + 1
 
 
 def lookup(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, max_probes: int,

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from . import _components, _reference_unicode, unicode
-from .ragged import Ragged, expand_rows
+from .ragged import Ragged, expand_rows, offsets_from_lengths, positions_in_rows, row_ids
 
 
 @functools.lru_cache(maxsize=16)
@@ -105,7 +105,330 @@ class BertNormalizer(Normalizer):
                    strip_accents=spec.get("strip_accents"), lowercase=spec.get("lowercase", True))
 
 
-NORMALIZERS = {cls.type: cls for cls in (BertNormalizer,)}
+class Precompiled(Normalizer):
+    """The rules of a SentencePiece ``precompiled_charsmap``, applied longest match first, left to
+    right (see :mod:`gputok.charsmap`). huggingface's Precompiled looks whole grapheme clusters up
+    first; the two agree except on clusters with a rule of their own that starts a longer match.
+    """
+
+    type = "Precompiled"
+
+    def __init__(self, precompiled_charsmap: bytes) -> None:
+        from .charsmap import Charsmap
+
+        self.charsmap = Charsmap(precompiled_charsmap)
+
+    def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        return self.charsmap.rewrite(text)
+
+    def to_json(self) -> dict[str, Any]:
+        import base64
+
+        return {"type": self.type, "precompiled_charsmap": base64.b64encode(self.charsmap.blob).decode()}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Precompiled:
+        import base64
+        import binascii
+
+        try:
+            return cls(base64.b64decode(spec.get("precompiled_charsmap") or "", validate=True))
+        except binascii.Error as e:
+            raise ValueError(f"Precompiled normalizer: precompiled_charsmap is not base64: {e}") from e
+
+
+class SentencePieceNormalizer(Normalizer):
+    """SentencePiece's normalizer: the charsmap rewrite (none for the identity rule), then its
+    whitespace rules: leading, trailing and repeated spaces dropped (``remove_extra_whitespaces``),
+    a ``▁`` prefix (``add_dummy_prefix``), spaces as ``▁`` (``escape_whitespaces``).
+
+    Saved to tokenizer.json as the huggingface Sequence that does the same on ordinary text:
+    Precompiled, Replace("^ +| +$" -> ""), Replace(" {2,}" -> " "), Prepend("▁"), Replace(" " -> "▁").
+
+    >>> n = SentencePieceNormalizer(b"")
+    >>> out, src = n(Ragged.from_lengths(torch.tensor([32, 104, 32, 32, 105, 32]), torch.tensor([6])))
+    >>> "".join(map(chr, out.values.tolist())), src.tolist()
+    ('▁h▁i', [1, 1, 2, 4])
+    """
+
+    type = "SentencePiece"
+
+    def __init__(self, precompiled_charsmap: bytes, *, add_dummy_prefix: bool = True,
+                 remove_extra_whitespaces: bool = True, escape_whitespaces: bool = True) -> None:
+        self.precompiled = Precompiled(precompiled_charsmap) if precompiled_charsmap else None
+        self.add_dummy_prefix = add_dummy_prefix
+        self.remove_extra_whitespaces = remove_extra_whitespaces
+        self.escape_whitespaces = escape_whitespaces
+
+    def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        from .charsmap import whitespace_rules
+
+        if self.precompiled is not None:
+            out, unit = self.precompiled(text)
+        else:
+            out, unit = text, torch.arange(text.values.numel(), device=text.device)
+        return whitespace_rules(out, unit, add_dummy_prefix=self.add_dummy_prefix,
+                                remove_extra_whitespaces=self.remove_extra_whitespaces,
+                                escape_whitespaces=self.escape_whitespaces)
+
+    def to_json(self) -> dict[str, Any]:
+        steps = [self.precompiled.to_json()] if self.precompiled is not None else []
+        if self.remove_extra_whitespaces:
+            steps += [{"type": "Replace", "pattern": {"Regex": "^ +| +$"}, "content": ""},
+                      {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
+        if self.add_dummy_prefix:
+            steps.append({"type": "Prepend", "prepend": "\u2581" if self.escape_whitespaces else " "})
+        if self.escape_whitespaces:
+            steps.append({"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"})
+        return {"type": "Sequence", "normalizers": steps}
+
+
+class Lowercase(Normalizer):
+    """huggingface's Lowercase: Unicode lowercase per character (one may become several)."""
+
+    type = "Lowercase"
+
+    def __init__(self) -> None:
+        self.table = _lowercase_table()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Lowercase:
+        return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def _lowercase_table() -> Ragged:
+    return unicode.compose(unicode.identity_map(), unicode.step_map("lowercase"))
+
+
+class Prepend(Normalizer):
+    """huggingface's Prepend: ``prepend`` before every non-empty text (its characters point at the
+    text's first character).
+
+    >>> out, src = Prepend("▁")(Ragged.from_lengths(torch.tensor([104, 105]), torch.tensor([0, 2])))
+    >>> out.tolist(), src.tolist()
+    ([[], [9601, 104, 105]], [0, 0, 1])
+    """
+
+    type = "Prepend"
+
+    def __init__(self, prepend: str) -> None:
+        self.prepend = prepend
+
+    def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        device = text.device
+        add = torch.tensor([ord(c) for c in self.prepend], dtype=text.values.dtype, device=device)
+        n, k = text.values.numel(), add.numel()
+        lengths = text.lengths()
+        extra = torch.where(lengths > 0, k, 0)
+        offsets = offsets_from_lengths(lengths + extra)
+        total = int(offsets[-1])
+        row = row_ids(offsets, total)
+        pos = positions_in_rows(offsets, total) - extra[row]  # < 0: a prepended character
+        src = text.offsets[:-1][row] + pos.clamp(min=0)
+        values = text.values[src.clamp(max=max(n - 1, 0))] if n else text.values.new_zeros(total)
+        if k:
+            values = torch.where(pos < 0, add[(pos + k).clamp(0, k - 1)], values)
+        return Ragged(values, offsets), src
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "prepend": self.prepend}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Prepend:
+        return cls(spec["prepend"])
+
+
+class Replace(Normalizer):
+    """huggingface's Replace: every match of ``pattern`` ({"String": s} or {"Regex": r}) becomes
+    ``content``. A one-character string is a per-codepoint map on tensors; anything else runs
+    through the ``regex`` module per text (correct, slower), the replacement's characters pointing
+    at the match's last character (as huggingface aligns them).
+
+    >>> out, src = Replace({"String": " "}, "▁")(Ragged.from_lengths(torch.tensor([97, 32, 98]), torch.tensor([3])))
+    >>> "".join(map(chr, out.values.tolist())), src.tolist()
+    ('a▁b', [0, 1, 2])
+    """
+
+    type = "Replace"
+
+    def __init__(self, pattern: dict[str, str], content: str) -> None:
+        import regex
+
+        if not isinstance(pattern, dict) or len(pattern) != 1 or not set(pattern) <= {"String", "Regex"}:
+            raise ValueError(f"Replace pattern {pattern!r}: expected {{'String': ...}} or {{'Regex': ...}}")
+        self.pattern, self.content = pattern, content
+        literal = pattern.get("String")
+        self.char = literal if literal is not None and len(literal) == 1 else None
+        self.regex = regex.compile(regex.escape(literal) if literal is not None else pattern["Regex"])
+
+    def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        if self.char is None:
+            return _rewrite_per_text(text, lambda s: self.regex.sub(lambda m: self.content, s),
+                                     matcher=self.regex, content=self.content)
+        device = text.device
+        hit = text.values == ord(self.char)
+        k = len(self.content)
+        lengths = torch.where(hit, k, 1)
+        offsets = offsets_from_lengths(lengths)
+        total = int(offsets[-1])
+        src = row_ids(offsets, total)
+        values = text.values[src] if total else text.values[:0]
+        if k:
+            add = torch.tensor([ord(c) for c in self.content], dtype=text.values.dtype, device=device)
+            values = torch.where(hit[src], add[positions_in_rows(offsets, total).clamp(max=k - 1)], values)
+        return Ragged(values, offsets[text.offsets]), src
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "pattern": self.pattern, "content": self.content}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Replace:
+        return cls(spec["pattern"], spec["content"])
+
+
+class Strip(Normalizer):
+    """huggingface's Strip: whitespace (Rust's ``char::is_whitespace``) off the left and/or right."""
+
+    type = "Strip"
+
+    def __init__(self, *, strip_left: bool = True, strip_right: bool = True) -> None:
+        self.strip_left, self.strip_right = strip_left, strip_right
+
+    def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        device = text.device
+        n = text.values.numel()
+        row = row_ids(text.offsets, n)
+        index = torch.arange(n, device=device)
+        solid = ~_white_space(device)[text.values.long()]
+        big = torch.full((len(text),), n, dtype=torch.int64, device=device)
+        first = big.scatter_reduce(0, row[solid], index[solid], reduce="amin") if self.strip_left else text.offsets[:-1]
+        last = (torch.full_like(big, -1).scatter_reduce(0, row[solid], index[solid], reduce="amax")
+                if self.strip_right else text.offsets[1:] - 1)
+        keep = torch.nonzero((index >= first[row]) & (index <= last[row])).flatten()
+        lengths = torch.bincount(row[keep], minlength=len(text)) if keep.numel() else torch.zeros_like(big)
+        return Ragged(text.values[keep], offsets_from_lengths(lengths)), keep
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "strip_left": self.strip_left, "strip_right": self.strip_right}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Strip:
+        return cls(strip_left=spec.get("strip_left", True), strip_right=spec.get("strip_right", True))
+
+
+@functools.lru_cache(maxsize=8)
+def _white_space(device: torch.device) -> torch.Tensor:
+    return unicode.white_space_mask().to(device)
+
+
+class UnicodeForm(Normalizer):
+    """huggingface's NFC, NFD, NFKC, NFKD: ``unicodedata.normalize`` per text, on the CPU.
+
+    Composition depends on the neighbours, so this is no per-codepoint map: texts already in the
+    form (checked by ``unicodedata.is_normalized``, C speed) pass through; each other text is
+    normalized by Python, and its characters' source indices are spread evenly over the
+    original's (character offsets inside such a text are approximate; ids are exact).
+    """
+
+    def __init__(self, form: str) -> None:
+        self.form = form
+        self.type = form
+
+    def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        import unicodedata
+
+        return _rewrite_per_text(text, lambda s: unicodedata.normalize(self.form, s),
+                                 skip=lambda s: unicodedata.is_normalized(self.form, s))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+
+def _unicode_form(form: str) -> type:
+    return type(form, (UnicodeForm,), {"type": form, "__init__": lambda self: UnicodeForm.__init__(self, form),
+                                       "from_json": classmethod(lambda cls, spec: cls()),
+                                       "__doc__": f"huggingface's {form} (see :class:`UnicodeForm`)."})
+
+
+NFC, NFD, NFKC, NFKD = (_unicode_form(f) for f in ("NFC", "NFD", "NFKC", "NFKD"))
+
+
+class Sequence(Normalizer):
+    """huggingface's Sequence: each normalizer in turn; source indices compose.
+
+    >>> seq = Sequence([Prepend("▁"), Replace({"String": " "}, "▁")])
+    >>> out, src = seq(Ragged.from_lengths(torch.tensor([97, 32, 98]), torch.tensor([3])))
+    >>> "".join(map(chr, out.values.tolist())), src.tolist()
+    ('▁a▁b', [0, 0, 1, 2])
+    """
+
+    type = "Sequence"
+
+    def __init__(self, normalizers: list[Normalizer]) -> None:
+        self.normalizers = normalizers
+
+    def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        source = torch.arange(text.values.numel(), device=text.device)
+        for step in self.normalizers:
+            text, src = step(text)
+            source = source[src]
+        return text, source
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "normalizers": [n.to_json() for n in self.normalizers]}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Sequence:
+        return cls([from_json(s) for s in spec.get("normalizers") or []])
+
+
+def _rewrite_per_text(text: Ragged, rewrite, *, matcher=None, content: str = "", skip=None
+                      ) -> tuple[Ragged, torch.Tensor]:
+    """Apply a Python ``str -> str`` rewrite to each text (the fallback for what is no codepoint map).
+
+    With ``matcher`` (the regex replaced by ``content``), unchanged characters keep their index and
+    the replacement's point at the match's last character, as huggingface aligns them; otherwise a
+    changed text's characters are spread evenly over the original's. ``skip(s)``: the text is left
+    as it is.
+    """
+    import numpy as np
+
+    from .pre_tokenizers import _strings
+
+    strings = _strings(text)
+    starts = text.offsets[:-1].tolist()
+    out, sources = [], []
+    for s, start in zip(strings, starts):
+        if (skip is not None and skip(s)) or (matcher is not None and matcher.search(s) is None):
+            out.append(s)
+            sources.append(np.arange(start, start + len(s)))
+            continue
+        new = rewrite(s)
+        if matcher is not None:
+            parts, pos = [], 0
+            for m in matcher.finditer(s):
+                parts += [np.arange(pos, m.start()), np.repeat(max(m.start(), m.end() - 1), len(content))]
+                pos = m.end()
+            parts.append(np.arange(pos, len(s)))
+            src = np.concatenate(parts) + start
+        else:
+            src = start + (np.arange(len(new)) * len(s)) // max(len(new), 1)
+        out.append(new)
+        sources.append(src)
+    from .ingest import codepoints
+
+    result = codepoints(out, text.device)
+    source = (torch.from_numpy(np.concatenate(sources).astype(np.int64)) if sources
+              else torch.zeros(0, dtype=torch.int64))
+    return result, source.to(text.device)
+
+
+NORMALIZERS = {cls.type: cls for cls in (BertNormalizer, Precompiled, Lowercase, Prepend, Replace, Strip,
+                                      NFC, NFD, NFKC, NFKD, Sequence)}
 
 
 def from_json(spec: dict[str, Any] | None) -> Normalizer | None:

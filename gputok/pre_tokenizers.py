@@ -19,7 +19,7 @@ import regex
 import torch
 
 from . import _components, unicode
-from .ragged import Ragged
+from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,27 @@ class Words:
 
     def lengths(self) -> torch.Tensor:
         return self.ends - self.starts
+
+
+def words_from_starts(text: Ragged, starts_word: torch.Tensor) -> Words:
+    """The words of ``text`` when ``starts_word`` marks the codepoints that begin one: each word
+    runs to the next start or to the end of its text.
+
+    >>> w = words_from_starts(Ragged(torch.tensor([1, 2, 3, 4]), torch.tensor([0, 3, 4])),
+    ...                       torch.tensor([True, False, True, True]))
+    >>> w.starts.tolist(), w.ends.tolist(), w.text_offsets.tolist()
+    ([0, 2, 3], [2, 3, 4], [0, 2, 3])
+    """
+    n = text.values.numel()
+    starts = torch.nonzero(starts_word).flatten()
+    ends = torch.empty_like(starts)
+    ends[:-1] = starts[1:]
+    if starts.numel():
+        ends[-1] = n
+    text_end = text.offsets[1:][torch.searchsorted(text.offsets, starts, right=True) - 1]
+    counts = torch.zeros(n + 1, dtype=torch.int64, device=text.device)
+    torch.cumsum(starts_word, 0, out=counts[1:])
+    return Words(starts, torch.minimum(ends, text_end), counts[text.offsets])
 
 
 WORD, SPACE, PUNCTUATION = 0, 1, 2
@@ -139,17 +160,17 @@ class Split:
 class ByteLevel(Split):
     """huggingface's ByteLevel pre-tokenizer: the GPT-2 split (``use_regex``), bytes as BPE input.
 
-    The byte-to-character mapping of its vocabulary lives in the BPE model; ``add_prefix_space``
-    is not supported yet (GPT-2's own files have it off).
+    The byte-to-character mapping of its vocabulary lives in the BPE model. ``add_prefix_space``:
+    a space goes before each non-empty text that does not start with one (:meth:`rewrite`).
     """
 
     type = "ByteLevel"
 
     def __init__(self, *, use_regex: bool = True, add_prefix_space: bool = False, trim_offsets: bool = True):
-        if add_prefix_space:
-            raise ValueError("ByteLevel(add_prefix_space=True) is not supported yet")
         super().__init__("gpt2")
-        self.use_regex, self.trim_offsets = use_regex, trim_offsets
+        self.use_regex, self.trim_offsets, self.add_prefix_space = use_regex, trim_offsets, add_prefix_space
+        if add_prefix_space:
+            self.rewrite = functools.partial(_prepend_unless_first, char=" ")
 
     def __call__(self, text: Ragged) -> Words:
         if self.use_regex:
@@ -159,7 +180,7 @@ class ByteLevel(Split):
         return Words(starts, starts + text.lengths()[text.lengths() > 0], torch.cat([counts.new_zeros(1), counts.cumsum(0)]))
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "add_prefix_space": False, "trim_offsets": self.trim_offsets,
+        return {"type": self.type, "add_prefix_space": self.add_prefix_space, "trim_offsets": self.trim_offsets,
                 "use_regex": self.use_regex}
 
     @classmethod
@@ -176,10 +197,109 @@ class Sequence:
     @classmethod
     def from_json(cls, spec: dict[str, Any]):
         steps = [from_json(s) for s in spec.get("pretokenizers", [])]
-        if len(steps) == 2 and type(steps[0]) is Split and isinstance(steps[1], ByteLevel) and not steps[1].use_regex:
+        if (len(steps) == 2 and type(steps[0]) is Split and isinstance(steps[1], ByteLevel) and not steps[1].use_regex
+                and not steps[1].add_prefix_space):
             steps[0].byte_level = True
             return steps[0]
-        raise ValueError("a Sequence pre-tokenizer is supported only as [Split(regex), ByteLevel(use_regex=false)]")
+        raise ValueError("a Sequence pre-tokenizer is supported only as [Split(regex), ByteLevel(use_regex=false, "
+                         "add_prefix_space=false)]")
+
+
+class WhitespaceSplit:
+    """huggingface's WhitespaceSplit: words are the runs between whitespace (``char::is_whitespace``)."""
+
+    type = "WhitespaceSplit"
+
+    def __call__(self, text: Ragged) -> Words:
+        return split_by_class(text, _whitespace_classes(text.device))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> WhitespaceSplit:
+        return cls()
+
+
+@functools.lru_cache(maxsize=8)
+def _whitespace_classes(device: torch.device) -> torch.Tensor:
+    classes = torch.full((unicode.MAX_CODEPOINT,), WORD, dtype=torch.uint8)
+    classes[unicode.white_space_mask()] = SPACE
+    return classes.to(device)
+
+
+class Metaspace:
+    """huggingface's Metaspace: spaces become ``replacement`` ("▁"), which goes first in a text that
+    does not start with it (``prepend_scheme`` "always" or "first"; "never"), then with ``split``
+    a word starts at every ``▁`` (merged with what follows), else each text is one word.
+
+    Added tokens cut a text into pieces that gputok encodes as texts of their own, so "first"
+    prepends to every piece, as "always" does (huggingface: only to the text's first piece).
+
+    >>> m = Metaspace()
+    >>> text, src = m.rewrite(Ragged.from_lengths(torch.tensor([104, 32, 32, 105]), torch.tensor([4])))
+    >>> "".join(map(chr, text.values.tolist())), src.tolist()
+    ('▁h▁▁i', [0, 0, 1, 2, 3])
+    >>> w = m(text)
+    >>> w.starts.tolist(), w.ends.tolist()
+    ([0, 2, 3], [2, 3, 5])
+    """
+
+    type = "Metaspace"
+    SCHEMES = ("always", "first", "never")
+
+    def __init__(self, *, replacement: str = "\u2581", prepend_scheme: str = "always", split: bool = True) -> None:
+        if prepend_scheme not in self.SCHEMES:
+            raise ValueError(f"Metaspace prepend_scheme={prepend_scheme!r}; choose one of {self.SCHEMES}")
+        if len(replacement) != 1:
+            raise ValueError(f"Metaspace replacement={replacement!r} must be one character")
+        self.replacement, self.prepend_scheme, self.split = replacement, prepend_scheme, split
+
+    def rewrite(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        """Spaces as the replacement, and the prepended one; returns the text and each character's source."""
+        from .normalizers import Replace
+
+        text, src = Replace({"String": " "}, self.replacement)(text)
+        if self.prepend_scheme == "never":
+            return text, src
+        text, moved = _prepend_unless_first(text, char=self.replacement)
+        return text, src[moved]
+
+    def __call__(self, text: Ragged) -> Words:
+        n = text.values.numel()
+        device = text.device
+        starts_word = torch.zeros(n, dtype=torch.bool, device=device)
+        starts_word[text.offsets[:-1][text.offsets[:-1] < text.offsets[1:]]] = True
+        if self.split:
+            starts_word |= text.values == ord(self.replacement)
+        return words_from_starts(text, starts_word)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "replacement": self.replacement, "prepend_scheme": self.prepend_scheme,
+                "split": self.split}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Metaspace:
+        scheme = spec.get("prepend_scheme") or ("always" if spec.get("add_prefix_space", True) else "never")
+        return cls(replacement=spec.get("replacement", spec.get("str_rep", "\u2581")), prepend_scheme=scheme,
+                   split=spec.get("split", True))
+
+
+def _prepend_unless_first(text: Ragged, *, char: str) -> tuple[Ragged, torch.Tensor]:
+    """``char`` before each non-empty text that does not start with it; returns each character's source."""
+    device = text.device
+    lengths = text.lengths()
+    nonempty = lengths > 0
+    first = text.values[text.offsets[:-1].clamp(max=max(text.values.numel() - 1, 0))] if text.values.numel() else lengths
+    add = (nonempty & (first != ord(char))).long()
+    offsets = offsets_from_lengths(lengths + add)
+    total = int(offsets[-1])
+    row = row_ids(offsets, total)
+    pos = positions_in_rows(offsets, total) - add[row]  # -1: the prepended character
+    src = text.offsets[:-1][row] + pos.clamp(min=0)
+    values = text.values[src] if total else text.values[:0]
+    values = torch.where(pos < 0, torch.tensor(ord(char), dtype=values.dtype, device=device), values)
+    return Ragged(values, offsets), src
 
 
 def _strings(text: Ragged) -> list[str]:
@@ -189,7 +309,7 @@ def _strings(text: Ragged) -> list[str]:
     return [joined[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
-PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, Sequence)}
+PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, Sequence, WhitespaceSplit, Metaspace)}
 
 
 def from_json(spec: dict[str, Any] | None):

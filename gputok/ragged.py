@@ -88,7 +88,9 @@ def span_indices(starts: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Ten
     """
     offsets = offsets_from_lengths(lengths)
     total = int(offsets[-1])
-    return starts[row_ids(offsets, total)] + positions_in_rows(offsets, total), offsets
+    # One repeat_interleave: each value's index is its position plus its span's (start - offset).
+    shift = torch.repeat_interleave(starts - offsets[:-1], lengths, output_size=total)
+    return shift + torch.arange(total, device=starts.device), offsets
 
 
 def expand_rows(table: Ragged, keys: torch.Tensor) -> tuple[Ragged, torch.Tensor]:

@@ -25,14 +25,17 @@ from typing import Any
 import torch
 
 from . import decoders, normalizers, pre_tokenizers
-from .dedup import gather_words, unique_words
+from ._atomic import write_atomic
+from .dedup import gather_words, span_hashes, unique_words
 from .ingest import TextInput, as_texts, codepoints
 from .models.bpe import BPE
+from .models.unigram import Unigram
 from .models.wordpiece import WordPiece, piece_starts
 from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, pad, truncate
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
+from .word_cache import WordCache
 
-MODELS = {cls.type: cls for cls in (WordPiece, BPE)}
+MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram)}
 PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
 
 
@@ -75,6 +78,8 @@ class Tokenizer:
                  post_processor: TemplateProcessing | None = None, decoder: Any = None,
                  added_tokens: Sequence[AddedToken] = (), extra: dict[str, Any] | None = None) -> None:
         self.model = model
+        # Encoded words kept across batches (bounded; None turns it off): see gputok.word_cache.
+        self.word_cache: WordCache | None = WordCache()
         self.normalizer = normalizer
         self.pre_tokenizer = pre_tokenizer
         self.post_processor = post_processor
@@ -146,6 +151,29 @@ class Tokenizer:
         return cls(model, pre_tokenizer=pre_tokenizers.ByteLevel(), decoder=decoders.ByteLevelDecoder())
 
     @classmethod
+    def from_sentencepiece(cls, path: str | os.PathLike) -> Tokenizer:
+        """A SentencePiece ``.model`` file: ids equal to ``SentencePieceProcessor.encode`` (no BOS/EOS).
+
+        Unigram models: normalizer (precompiled charsmap, whitespace rules), ``▁`` word split,
+        Viterbi with SentencePiece's float32 tie rule, byte fallback (:mod:`gputok.models.unigram`).
+        BPE models: the same normalizer, merges ranked by piece score, byte fallback
+        (:mod:`gputok.models.bpe_sentencepiece`).
+        """
+        from .sentencepiece_model import BPE as BPE_TYPE, MODEL_TYPE_NAMES, UNIGRAM, read_model
+
+        model = read_model(path)
+        if model.model_type == UNIGRAM:
+            from .models.unigram import sentencepiece_tokenizer
+
+            return sentencepiece_tokenizer(model, cls)
+        if model.model_type == BPE_TYPE:
+            from .models import bpe_sentencepiece
+
+            return bpe_sentencepiece.sentencepiece_tokenizer(model, cls, source=str(path))
+        raise ValueError(f"{path}: SentencePiece model type {MODEL_TYPE_NAMES[model.model_type]!r} is not "
+                         "supported; supported: ['unigram', 'bpe']")
+
+    @classmethod
     def from_file(cls, path: str | os.PathLike) -> Tokenizer:
         """Load a huggingface ``tokenizer.json``."""
         try:
@@ -178,9 +206,22 @@ class Tokenizer:
             if post is not None and post.get("type") not in ("BertProcessing", "TemplateProcessing"):
                 raise ValueError(f"post_processor type {post.get('type')!r} is not supported; "
                                  "supported: ['BertProcessing', 'TemplateProcessing', 'ByteLevel']")
-            return cls(MODELS[model_type].from_json(spec["model"]),
+            pre_tokenizer = pre_tokenizers.from_json(spec.get("pre_tokenizer"))
+            if model_type == "BPE":
+                # Byte-level BPE spells its tokens in the alphabet of the ByteLevel pre-tokenizer,
+                # whose byte mapping the model does itself; any other BPE works on characters.
+                byte_level = (isinstance(pre_tokenizer, pre_tokenizers.ByteLevel)
+                              or getattr(pre_tokenizer, "byte_level", False))
+                model = BPE.from_json(spec["model"], byte_level=byte_level)
+                if pre_tokenizer is None:  # whole texts are the words: cut them where no merge can cross
+                    from .models.bpe_sentencepiece import merge_safe_split
+
+                    pre_tokenizer = merge_safe_split(model)
+            else:
+                model = MODELS[model_type].from_json(spec["model"])
+            return cls(model,
                        normalizer=normalizers.from_json(spec.get("normalizer")),
-                       pre_tokenizer=pre_tokenizers.from_json(spec.get("pre_tokenizer")),
+                       pre_tokenizer=pre_tokenizer,
                        post_processor=TemplateProcessing.from_json(post) if post else None,
                        decoder=decoders.from_json(spec.get("decoder")), added_tokens=added,
                        extra={"truncation": spec.get("truncation"), "padding": spec.get("padding"),
@@ -200,15 +241,7 @@ class Tokenizer:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write a huggingface ``tokenizer.json`` (atomically: a crash never leaves half a file)."""
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=path.name, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(self.to_json(), f, ensure_ascii=False, indent=2)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_atomic({path: json.dumps(self.to_json(), ensure_ascii=False, indent=2)})
 
     # ---- vocabulary ---------------------------------------------------------------------
     @property
@@ -238,26 +271,48 @@ class Tokenizer:
             norm, source = text, torch.arange(text.values.numel(), device=text.device)
         if self.pre_tokenizer is None:
             raise ValueError("a WordPiece tokenizer needs a pre_tokenizer to split words")
+        rewrite = getattr(self.pre_tokenizer, "rewrite", None)
+        if rewrite is not None:  # Metaspace: spaces become "▁" and a "▁" goes first, before the split
+            norm, moved = rewrite(norm)
+            source = source[moved]
         words = self.pre_tokenizer(norm)
         lengths = words.lengths()
-        unique = unique_words(norm.values, words)
-        rep = unique.representative
-        piece_ids, piece_ends = self.model.encode_words(gather_words(norm.values, words.starts[rep], lengths[rep]))
+        in_context = getattr(self.model, "encode_in_context", None)  # Unigram: float32 ties, sampling
+        if in_context is not None:
+            piece_ids, piece_ends, inverse = in_context(norm.values, words, unique_words(norm.values, words))
+        elif self.word_cache is not None:  # one row per word: the model runs on unseen words only
+            encode = lambda s, n: self.model.encode_words(gather_words(norm.values, s, n))  # noqa: E731
+            piece_ids, piece_ends = self.word_cache.encode(
+                self.model, norm.values, words.starts, lengths, span_hashes(norm.values, words.starts, words.ends), encode)
+            inverse = None
+        else:
+            unique = unique_words(norm.values, words)
+            rep = unique.representative
+            piece_ids, piece_ends = self.model.encode_words(gather_words(norm.values, words.starts[rep], lengths[rep]))
+            inverse = unique.inverse
 
         # Every word occurrence takes the pieces of its unique word.
-        per_word = piece_ids.lengths()[unique.inverse]
-        word_token_offsets = offsets_from_lengths(per_word)
-        total = int(word_token_offsets[-1])
-        word_of_token = row_ids(word_token_offsets, total)
-        piece = piece_ids.offsets[unique.inverse][word_of_token] + (
-            torch.arange(total, device=text.device) - word_token_offsets[:-1][word_of_token])
-        ids = piece_ids.values[piece].long()
+        if inverse is None:
+            word_token_offsets, total = piece_ids.offsets, piece_ids.values.numel()
+            word_of_token = row_ids(word_token_offsets, total) if with_spans else None
+            piece = torch.arange(total, device=text.device) if with_spans else None
+            ids = piece_ids.values.long()
+        else:
+            per_word = piece_ids.lengths()[inverse]
+            word_token_offsets = offsets_from_lengths(per_word)
+            total = int(word_token_offsets[-1])
+            word_of_token = row_ids(word_token_offsets, total)
+            piece = piece_ids.offsets[inverse][word_of_token] + (
+                torch.arange(total, device=text.device) - word_token_offsets[:-1][word_of_token])
+            ids = piece_ids.values[piece].long()
         token_offsets = word_token_offsets[words.text_offsets]
         spans = None
         if with_spans:
             first = words.starts[word_of_token]
-            start = source[first + piece_starts(piece_ends)[piece]]
-            end = source[first + piece_ends.values[piece].long() - 1] + 1
+            last = piece_ends.values[piece].long() - 1
+            # Byte tokens of one character (byte fallback, byte-level BPE) each span that character.
+            start = source[first + torch.minimum(piece_starts(piece_ends)[piece], last)]
+            end = source[first + last] + 1
             text_start = text.offsets[:-1][row_ids(token_offsets, total)]
             spans = torch.stack([start - text_start, end - text_start], 1)
         return Encoded(Ragged(ids, token_offsets), spans)
@@ -453,7 +508,7 @@ class Tokenizer:
     def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
         if isinstance(ids, torch.Tensor):
             ids = ids.tolist()
-        if isinstance(self.model, BPE):  # bytes, then UTF-8 with replacement, as tiktoken decodes
+        if isinstance(self.model, BPE) and self.model.byte_level:  # bytes, then UTF-8 with replacement, as tiktoken decodes
             specials = {t.id: t.content.encode() for t in self.added_tokens}
             return b"".join(b"" if skip_special_tokens and i in self._special_ids else
                             specials.get(i) or self.model.decode_bytes([i]) for i in ids).decode("utf-8", errors="replace")

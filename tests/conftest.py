@@ -39,3 +39,13 @@ def bert(bert_json_path):
 def parity_lines():
     """~20 MB of real text: English (accents, symbols), the Chinese kernel docs, Shakespeare, GO terms."""
     return assets.parity_corpus().read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="session")
+def sp_test_model_path():
+    return str(assets.fetch("sp-test-model"))
+
+
+@pytest.fixture(scope="session")
+def sp_test_tokenizer(sp_test_model_path):
+    return Tokenizer.from_sentencepiece(sp_test_model_path)

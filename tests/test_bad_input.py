@@ -191,17 +191,17 @@ def test_malformed_tokenizer_json(tmp_path, bert_spec):
     for no_model in ({k: v for k, v in bert_spec.items() if k != "model"}, [1, 2], {"model": "WordPiece"}):
         with pytest.raises(ValueError, match=r"is not a tokenizer\.json: it has no 'model' object"):
             Tokenizer.from_file(_spec_file(tmp_path, no_model))
-    unigram = dict(bert_spec, model={"type": "Unigram", "vocab": [["a", -1.0]]})
-    with pytest.raises(ValueError, match=r"model type 'Unigram' is not supported; supported: \['BPE', 'WordPiece'\]"):
-        Tokenizer.from_file(_spec_file(tmp_path, unigram))
+    wordlevel = dict(bert_spec, model={"type": "WordLevel", "vocab": {"a": 0}})
+    with pytest.raises(ValueError, match=r"model type 'WordLevel' is not supported; supported: \['BPE', 'Unigram', 'WordPiece'\]"):
+        Tokenizer.from_file(_spec_file(tmp_path, wordlevel))
     bpe = dict(bert_spec, model={"type": "BPE", "vocab": {}, "merges": []})
     with pytest.raises(ValueError, match=r"BPE model in tokenizer.json needs a non-empty 'vocab'"):
         Tokenizer.from_file(_spec_file(tmp_path, bpe))
     unknown_norm = dict(bert_spec, normalizer={"type": "FancyNormalizer"})
-    with pytest.raises(ValueError, match=r"unknown normalizer type 'FancyNormalizer'; known types: \['BertNormalizer'\]"):
+    with pytest.raises(ValueError, match=r"unknown normalizer type 'FancyNormalizer'; known types: \['BertNormalizer', "):
         Tokenizer.from_file(_spec_file(tmp_path, unknown_norm))
-    unknown_pre = dict(bert_spec, pre_tokenizer={"type": "Metaspace"})
-    with pytest.raises(ValueError, match=r"unknown pre_tokenizer type 'Metaspace'"):
+    unknown_pre = dict(bert_spec, pre_tokenizer={"type": "Punctuation"})
+    with pytest.raises(ValueError, match=r"unknown pre_tokenizer type 'Punctuation'"):
         Tokenizer.from_file(_spec_file(tmp_path, unknown_pre))
     unknown_post = dict(bert_spec, post_processor={"type": "RobertaProcessing"})
     with pytest.raises(ValueError, match=r"post_processor type 'RobertaProcessing' is not supported"):

@@ -55,10 +55,10 @@ def test_merges_with_unknown_tokens(tmp_path):
 
 def test_unsupported_bpe_options_fail_clearly(gpt2_json, tmp_path):
     spec = json.loads(gpt2_json.read_text())
-    spec["model"]["byte_fallback"] = True
+    spec["model"]["dropout"] = 0.1
     path = tmp_path / "t.json"
     path.write_text(json.dumps(spec))
-    with pytest.raises(ValueError, match="byte_fallback"):
+    with pytest.raises(ValueError, match="dropout=0.1 is not supported"):
         Tokenizer.from_file(path)
 
 

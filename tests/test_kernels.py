@@ -185,6 +185,7 @@ def test_end_to_end_triton_backend_equals_torch(bert, hf_bert, parity_lines, mon
         return original(*args, **kwargs)
 
     monkeypatch.setattr(kernel_module, "wordpiece_match_triton", spy)
+    monkeypatch.setattr(bert, "word_cache", None)  # every call must reach the model
     with _dispatch.use_backend("torch"):
         torch_ids = bert.encode_batch(lines)
         torch_out = bert(lines[:80], return_offsets=True, padding=False)
@@ -337,7 +338,91 @@ def test_bpe_end_to_end_triton_backend_equals_torch(parity_lines):
     from gputok import Tokenizer, assets
 
     tok = Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern="gpt2")
+    tok.word_cache = None  # or the second pass would read the words from the cache
     lines = [line for line in parity_lines[::1999] if line][:60]
     expected = tok.encode_batch(lines)
     with _dispatch.use_backend("triton"):
         assert tok.encode_batch(lines) == expected
+
+
+# ---- BPE merge kernel ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cl100k_model():
+    from gputok import Tokenizer, assets
+
+    return Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k")
+
+
+def _merge_both(model, words, block):
+    """Byte ids of ``words`` merged by the twin and by the kernel (under the interpreter)."""
+    from gputok.ingest import utf8
+    from gputok.kernels.bpe_merge import bpe_merge_triton
+    from gputok.models.bpe import bpe_merge_torch
+
+    data = utf8(words)
+    tokens = model.byte_to_id[data.values.long()]
+    keys, values = model.pairs.tensors("cpu")
+    table = dict(slot_keys=keys, slot_values=values, hash_mask=model.pairs.mask,
+                 max_probes=model.pairs.max_probes, vocab_size=model.vocab_size)
+    return bpe_merge_torch(tokens, data.offsets, **table), bpe_merge_triton(tokens, data.offsets, block=block, **table)
+
+
+def test_bpe_merge_kernel_equals_twin_on_real_words(cl100k_model, parity_lines):
+    """Words as cl100k splits them (English and Chinese), that are not tokens themselves, so
+    they take several merges; block 16 makes the longer ones span several chunks."""
+    from gputok.ingest import codepoints
+
+    english = [line for line in parity_lines[::3001] if line.strip()][:40]
+    chinese = [line for line in parity_lines if any("\u4e00" <= c <= "\u9fff" for c in line)][::300][:5]
+    text = codepoints(english + chinese)
+    words = cl100k_model.pre_tokenizer(text)
+    strings = {"".join(map(chr, text.values[s:e].tolist())) for s, e in zip(words.starts.tolist(), words.ends.tolist())}
+    vocab = cl100k_model.model.vocab
+    several = sorted(w for w in strings if w not in vocab and len(w.encode()) <= 40)
+    rng = random.Random(3)
+    chosen = rng.sample(several, min(24, len(several)))
+    assert len(chosen) >= 12 and any(len(w.encode()) > 16 for w in chosen)
+    for block in (16, 128):
+        (expected_tokens, expected_offsets), (tokens, offsets) = _merge_both(cl100k_model.model, chosen, block)
+        assert expected_offsets[-1] < len(b"".join(w.encode() for w in chosen))  # the twin merged
+        assert torch.equal(offsets, expected_offsets) and torch.equal(tokens, expected_tokens), block
+
+
+@pytest.mark.parametrize("words", [
+    [],  # no rows
+    [""],  # an empty row
+    ["x"],  # one token
+    ["", "a", "", "ab"],  # empty rows between others
+    ["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"],  # 46 bytes: 3 chunks of 16; equal ranks tie
+    [" \u00e9t\u00e9 \u4e2d\u6587 " * 3, "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"],  # multi-byte; rows > block
+])
+def test_bpe_merge_kernel_equals_twin_on_odd_shapes(cl100k_model, words):
+    (expected_tokens, expected_offsets), (tokens, offsets) = _merge_both(cl100k_model.model, words, 16)
+    assert offsets.tolist() == expected_offsets.tolist()
+    assert tokens.dtype == expected_tokens.dtype and tokens.tolist() == expected_tokens.tolist()
+    assert offsets.numel() == len(words) + 1
+
+
+def test_bpe_merge_dispatch_picks_kernel_on_triton_backend(cl100k_model, monkeypatch):
+    """``bpe_merge`` runs the kernel when the backend is triton, the twin otherwise."""
+    from gputok.kernels import bpe_merge as kernel
+    from gputok.models import bpe
+
+    calls = []
+    real = kernel.bpe_merge_triton
+    monkeypatch.setattr(kernel, "bpe_merge_triton", lambda *a, **k: calls.append(1) or real(*a, **k))
+    words = [" zqxmergingkernels", "Tokenizerzq"]  # not tokens: they need merges
+    tok = cl100k_model
+    tok.word_cache = None
+    try:
+        expected = tok.encode_batch(words)
+        assert not calls and all(len(ids) >= 3 for ids in expected)
+        with _dispatch.use_backend("triton"):
+            assert tok.encode_batch(words) == expected
+        assert calls
+    finally:
+        from gputok.word_cache import WordCache
+
+        tok.word_cache = WordCache()
+    assert bpe.LONG_WORD >= 64  # words up to LONG_WORD symbols take the kernel (or the twin)

@@ -1,10 +1,13 @@
-"""Byte-level BPE: merge rounds over all unique words of a batch at once.
+"""BPE, byte-level or character-level: merge rounds over all unique words of a batch at once.
 
 Follows tiktoken's rule (and huggingface ``tokenizers``' BPE with a merges list): a word starts as
-its UTF-8 bytes, one token each; repeatedly, the adjacent pair with the lowest rank is merged,
-the leftmost first, until no adjacent pair has a rank. tiktoken ranks a pair by the rank of its
-concatenated bytes; a merges list ranks it by its line. With ``ignore_merges`` (tiktoken's rule
-too), a word that is itself a token is that token.
+its UTF-8 bytes, one token each (byte-level), or as its characters looked up in the vocabulary
+(character-level: huggingface's ``BPE::merge_word`` with its continuing-subword prefix, end-of-word
+suffix such as ``</w>``, byte fallback to ``<0xNN>`` tokens and ``<unk>``, see
+:meth:`BPE.initial_symbols`); only that first stage differs. Then, repeatedly, the adjacent pair
+with the lowest rank is merged, the leftmost first, until no adjacent pair has a rank. tiktoken
+ranks a pair by the rank of its concatenated bytes; a merges list ranks it by its line. With
+``ignore_merges`` (tiktoken's rule too), a word that is itself a token is that token.
 
 Batched (``bpe_merge_torch``): the unique words' tokens are one flat tensor with a row per word.
 Each round ranks every adjacent pair through a :class:`gputok.hashing.HashMap` (pair -> rank and
@@ -28,10 +31,11 @@ from typing import Any
 
 import torch
 
+from .. import _dispatch
 from ..dedup import word_hashes
 from ..hashing import HashMap, lookup
 from ..ingest import utf8_bytes
-from ..ragged import Ragged, offsets_from_lengths, row_ids, segment_sum, span_indices
+from ..ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum, span_indices
 
 NO_RANK = torch.iinfo(torch.int64).max
 # Longer words merge one pair at a time with a heap (below): a merge round only merges one rank
@@ -40,11 +44,14 @@ LONG_WORD = 256
 
 
 def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
-                    slot_values: torch.Tensor, hash_mask: int, max_probes: int, vocab_size: int
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+                    slot_values: torch.Tensor, hash_mask: int, max_probes: int, vocab_size: int,
+                    min_progress: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Merge rounds over ragged rows of token ids; returns the merged (tokens, offsets).
 
     The pair map sends ``left * vocab_size + right`` to ``rank << 32 | merged_id``.
+    ``min_progress``: stop after a round that merged fewer than this fraction of the unfinished
+    tokens; the rows are then an exact intermediate state of the reference rule (each round is
+    a prefix of its one-at-a-time merges), which :func:`bpe_merge_heap` can finish.
 
     >>> m = HashMap(torch.tensor([0 * 9 + 1, 3 * 9 + 2]), torch.tensor([(0 << 32) | 3, (1 << 32) | 4]))
     >>> t, o = bpe_merge_torch(torch.tensor([0, 1, 2, 0, 1, 0, 1]), torch.tensor([0, 3, 7]), vocab_size=9,
@@ -54,7 +61,7 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     """
     device = tokens.device
     num_rows = offsets.numel() - 1
-    tok = tokens.long()
+    tok = tokens.to(torch.int64, copy=True)  # merged in place below; the input stays intact
     row = row_ids(offsets, tok.numel())
     done_tok, done_row = [], []
     pair_map = dict(slot_keys=slot_keys, slot_values=slot_values, mask=hash_mask, max_probes=max_probes)
@@ -115,12 +122,26 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
         keep = torch.ones(n, dtype=torch.bool, device=device)
         keep[c + 1] = False
         tok, row = tok[keep], row[keep]
+        if c.numel() < min_progress * n:
+            done_tok.append(tok)
+            done_row.append(row)
+            break
     if not done_tok:
         return tokens.new_zeros(0).long(), torch.zeros(num_rows + 1, dtype=torch.int64, device=device)
     tok, row = torch.cat(done_tok), torch.cat(done_row)
     order = torch.sort(row, stable=True).indices
     counts = torch.bincount(row, minlength=num_rows)
     return tok[order], offsets_from_lengths(counts)
+
+
+def bpe_merge(tokens: torch.Tensor, offsets: torch.Tensor, **pair_map: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`bpe_merge_torch` through the dispatch: the Triton kernel
+    (``gputok.kernels.bpe_merge``, one program per word) on CUDA, the torch twin on CPU."""
+    if _dispatch.backend(tokens.device) == "triton":
+        from ..kernels.bpe_merge import bpe_merge_triton
+
+        return bpe_merge_triton(tokens, offsets, **pair_map)
+    return bpe_merge_torch(tokens, offsets, **pair_map)
 
 
 def bpe_merge_heap(tokens: list[int], pairs: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
@@ -158,36 +179,65 @@ def bpe_merge_heap(tokens: list[int], pairs: dict[tuple[int, int], tuple[int, in
 
 
 class BPE:
-    """Byte-level BPE: ``token_bytes[id]`` is each token's bytes (None for unused ids), and
-    ``merges`` maps a pair of ids to ``(rank, merged id)``. ``ignore_merges``: a word that is a
-    token is that token (tiktoken's rule; huggingface's GPT-2 files leave it off).
+    """BPE over byte-level or character symbols; ``merges`` maps a pair of ids to ``(rank, merged id)``.
+
+    Byte-level (``token_bytes``: each token's bytes, None for unused ids): a word starts as its
+    UTF-8 bytes, one token each (GPT-2, tiktoken). Character-level (``tokens``: each token's
+    string): a word starts as its characters looked up in the vocabulary, as huggingface's BPE
+    model does: ``continuing_subword_prefix`` before every character but the first,
+    ``end_of_word_suffix`` after the last (``</w>``); a character not in the vocabulary becomes its
+    UTF-8 bytes as ``<0xNN>`` tokens with ``byte_fallback``, else ``unk_token`` (one for a run of
+    them with ``fuse_unk``), else nothing. ``ignore_merges``: a word that is a token is that token
+    (tiktoken's rule; huggingface's files leave it off). Words with 3 or more characters from
+    ``tie_chars`` merge one pair at a time (the heap), because equal ranks of different pairs
+    (SentencePiece scores) must be taken leftmost first, which a merge round does not promise.
     """
 
     type = "BPE"
 
-    def __init__(self, token_bytes: list[bytes], merges: dict[tuple[int, int], tuple[int, int]], *,
-                 ignore_merges: bool = True) -> None:
-        self.token_bytes = token_bytes
+    def __init__(self, token_bytes: list[bytes | None] | None, merges: dict[tuple[int, int], tuple[int, int]], *,
+                 ignore_merges: bool = True, tokens: list[str | None] | None = None, unk_token: str | None = None,
+                 fuse_unk: bool = False, byte_fallback: bool = False, continuing_subword_prefix: str | None = None,
+                 end_of_word_suffix: str | None = None, tie_chars: str = "") -> None:
+        self.byte_level = tokens is None
+        if self.byte_level == (token_bytes is None):
+            raise ValueError("pass exactly one of token_bytes (byte-level BPE) and tokens= (character-level BPE)")
         self.ignore_merges = ignore_merges
-        self.vocab_size = len(token_bytes)
-        ids = {b: i for i, b in enumerate(token_bytes) if b is not None}
-        missing = [b for b in range(256) if bytes([b]) not in ids]
-        if missing:
-            raise ValueError(f"the BPE vocabulary lacks single-byte tokens for bytes {missing[:8]}..."
-                             " so some text cannot be encoded; byte-level BPE needs all 256")
-        self.byte_to_id = torch.tensor([ids[bytes([b])] for b in range(256)], dtype=torch.int64)
+        self.unk_token, self.fuse_unk, self.byte_fallback = unk_token, fuse_unk, byte_fallback
+        self.continuing_subword_prefix, self.end_of_word_suffix = continuing_subword_prefix, end_of_word_suffix
+        self.tie_chars = tie_chars
+        self.tokens = tokens
+        self.token_bytes = token_bytes if self.byte_level else [None if t is None else t.encode() for t in tokens]
+        self.vocab_size = len(self.token_bytes)
         self._merge_list = lambda: merges
         self._pairs_dict = merges
         keys = torch.tensor([a * self.vocab_size + b for a, b in merges], dtype=torch.int64)
         values = torch.tensor([(rank << 32) | merged for rank, merged in merges.values()], dtype=torch.int64)
         self.pairs = HashMap(keys, values)
-        # Whole-word lookup (ignore_merges): hash of a token's bytes -> token id.
-        lengths = torch.tensor([len(b) if b else 0 for b in token_bytes], dtype=torch.int64)
-        flat = torch.frombuffer(bytearray(b"".join(b or b"" for b in token_bytes)), dtype=torch.uint8)
-        self._token_bytes = Ragged(flat.long(), offsets_from_lengths(lengths))
-        hashes = word_hashes(self._token_bytes.values, self._token_bytes.offsets)
-        real = torch.nonzero(lengths > 0).flatten()
-        self.whole = HashMap(hashes[real] & ((1 << 63) - 1), real)
+        if self.byte_level:
+            ids = {b: i for i, b in enumerate(token_bytes) if b is not None}
+            missing = [b for b in range(256) if bytes([b]) not in ids]
+            if missing:
+                raise ValueError(f"the BPE vocabulary lacks single-byte tokens for bytes {missing[:8]}..."
+                                 " so some text cannot be encoded; byte-level BPE needs all 256")
+            self.byte_to_id = torch.tensor([ids[bytes([b])] for b in range(256)], dtype=torch.int64)
+            # A token's "keys" are what a word is compared with for ignore_merges: bytes here,
+            # codepoints for character-level BPE; its units are the initial symbols it covers.
+            key_lists = [list(b or b"") for b in token_bytes]
+        else:
+            self._char_ids = _char_map(tokens, continuing_subword_prefix or "", end_of_word_suffix or "")
+            self._fallback_ids = torch.tensor([self.vocab.get(f"<0x{b:02X}>", -1) for b in range(256)])
+            key_lists = [[ord(c) for c in t or ""] for t in tokens]
+        lengths = torch.tensor([len(k) for k in key_lists], dtype=torch.int64)
+        self._token_keys = Ragged(torch.tensor([c for k in key_lists for c in k], dtype=torch.int64),
+                                  offsets_from_lengths(lengths))
+        self._units = lengths if self.byte_level else _symbol_units(self.vocab_size, merges)
+        self.whole = None
+        if ignore_merges:  # whole-word lookup
+            hashes = word_hashes(self._token_keys.values, self._token_keys.offsets)
+            real = torch.nonzero(lengths > 0).flatten()
+            self.whole = HashMap(hashes[real] & ((1 << 63) - 1), real)
+        self._tie_chars = torch.tensor(sorted(map(ord, set(tie_chars))), dtype=torch.int64)
 
     @classmethod
     def from_tiktoken(cls, path: str | os.PathLike) -> BPE:
@@ -217,42 +267,149 @@ class BPE:
         model._merge_list = lambda: merges_from_ranks(ranks)
         return model
 
+    def initial_symbols(self, words: Ragged) -> tuple[Ragged, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """Each word's symbols before merging, as token ids; the index into ``words.values`` of
+        the character each symbol comes from (its last, for a fused unknown run); with
+        ``ignore_merges``, the id of each word that is a token (-1 if none); and which words must
+        merge one pair at a time (``tie_chars``).
+
+        >>> m = BPE(None, {}, tokens=["a", "b", "<unk>", "<0xC3>", "<0xA9>"], unk_token="<unk>", byte_fallback=True)
+        >>> s, src, _, _ = m.initial_symbols(Ragged.from_lengths(torch.tensor([97, 233, 120, 98]), torch.tensor([2, 2])))
+        >>> s.tolist(), src.tolist()
+        ([[0, 3, 4], [2, 1]], [0, 1, 1, 2, 3])
+        """
+        device = words.device
+        codes = words.values.long()
+        if self.byte_level:
+            data, source = utf8_bytes(words)
+            symbols = Ragged(self.byte_to_id.to(device)[data.values.long()], data.offsets)
+            keys = Ragged(data.values.long(), data.offsets)
+        else:
+            symbols, source = self._char_symbols(words)
+            keys = Ragged(codes, words.offsets)
+        whole_ids = self._whole_word_ids(keys) if self.ignore_merges else None
+        one_at_a_time = torch.zeros(len(words), dtype=torch.bool, device=device)
+        if self._tie_chars.numel():
+            tied = torch.isin(codes, self._tie_chars.to(device)).long()
+            one_at_a_time = segment_sum(tied, words.offsets) >= 3
+        return symbols, source, whole_ids, one_at_a_time
+
+    def _char_symbols(self, words: Ragged) -> tuple[Ragged, torch.Tensor]:
+        """Character-level initial symbols, following huggingface's ``BPE::merge_word``."""
+        device = words.device
+        codes = words.values.long()
+        n = codes.numel()
+        row = row_ids(words.offsets, n)
+        pos = positions_in_rows(words.offsets, n)
+        first, last = pos == 0, pos == words.lengths()[row] - 1
+        variant = (~first).long() + 2 * last.long()  # which of prefix / suffix the symbol carries
+        char_map = self._char_ids
+        ids = lookup(*char_map.tensors(device), char_map.mask, char_map.max_probes, variant << 21 | codes)
+        count = (ids >= 0).long()  # symbols per character
+        unknown = torch.nonzero(ids < 0).flatten()
+        fallback = torch.zeros(0, dtype=torch.int64, device=device)
+        fallback_ok = torch.zeros(unknown.numel(), dtype=torch.bool, device=device)
+        if self.byte_fallback and unknown.numel():
+            # The bytes of the symbol's string, prefix and suffix included, as the reference does.
+            fallback, fb_offsets = self._fallback_bytes(codes[unknown], variant[unknown])
+            fallback = self._fallback_ids.to(device)[fallback]
+            fallback_ok = segment_sum((fallback < 0).long(), fb_offsets) == 0
+            count[unknown[fallback_ok]] = fb_offsets[1:][fallback_ok] - fb_offsets[:-1][fallback_ok]
+            fallback = fallback[_gather_rows(fb_offsets, torch.nonzero(fallback_ok).flatten())]
+        is_unk = torch.zeros(n, dtype=torch.bool, device=device)
+        if self.unk_token is not None:
+            is_unk[unknown[~fallback_ok]] = True
+            if bool(is_unk.any()) and self.unk_id is None:
+                raise ValueError(f"unk_token {self.unk_token!r} is not in the vocabulary; add it or pass another")
+            keep = is_unk.clone()
+            if self.fuse_unk:  # a run of unknown characters is one unk, placed at the run's last character
+                keep[:-1] &= ~(is_unk[1:] & ~last[:-1])
+            count[keep] = 1
+            ids = torch.where(keep, self.unk_id if self.unk_id is not None else -1, ids)
+        offsets = offsets_from_lengths(count)
+        values = torch.empty(int(offsets[-1]), dtype=torch.int64, device=device)
+        single = count == 1
+        if fallback.numel():
+            multi_or_fb = torch.zeros(n, dtype=torch.bool, device=device)
+            multi_or_fb[unknown[fallback_ok]] = True
+            single &= ~multi_or_fb
+            values[_gather_rows(offsets, unknown[fallback_ok])] = fallback
+        values[offsets[:-1][single]] = ids[single]
+        source = row_ids(offsets, values.numel())
+        return Ragged(values, offsets_from_lengths(segment_sum(count, words.offsets))), source
+
+    def _fallback_bytes(self, codes: torch.Tensor, variant: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """UTF-8 bytes of ``prefix? + char + suffix?`` for each character (ragged)."""
+        prefix = torch.tensor([ord(c) for c in self.continuing_subword_prefix or ""], dtype=torch.int64,
+                              device=codes.device)
+        suffix = torch.tensor([ord(c) for c in self.end_of_word_suffix or ""], dtype=torch.int64, device=codes.device)
+        p = (variant & 1) * prefix.numel()
+        lengths = p + 1 + (variant >> 1) * suffix.numel()
+        offsets = offsets_from_lengths(lengths)
+        total = int(offsets[-1])
+        which = row_ids(offsets, total)
+        k = positions_in_rows(offsets, total) - p[which]  # < 0: prefix, 0: the character, > 0: suffix
+        chars = torch.where(k == 0, codes[which], 0)
+        if prefix.numel():
+            chars = torch.where(k < 0, prefix[(k + prefix.numel()).clamp(0, prefix.numel() - 1)], chars)
+        if suffix.numel():
+            chars = torch.where(k > 0, suffix[(k - 1).clamp(0, suffix.numel() - 1)], chars)
+        data, _ = utf8_bytes(Ragged(chars, offsets))
+        return data.values.long(), data.offsets
+
+    def _whole_word_ids(self, keys: Ragged) -> torch.Tensor:
+        """The token id of each word whose keys (bytes or codepoints) are a token's, else -1."""
+        device = keys.device
+        lengths = keys.lengths()
+        found = lookup(*self.whole.tensors(device), self.whole.mask, self.whole.max_probes,
+                       word_hashes(keys.values, keys.offsets) & ((1 << 63) - 1))
+        # Verify the keys (a 63-bit hash collision must not change a token).
+        hit = torch.nonzero(found >= 0).flatten()
+        tk = self._token_keys.to(device) if device.type != "cpu" else self._token_keys
+        ok = tk.lengths()[found[hit]] == lengths[hit]
+        hit, ok_ids = hit[ok], found[hit][ok]
+        same = segment_sum((keys.values[_gather_rows(keys.offsets, hit)]
+                            != tk.values[_gather_rows(tk.offsets, ok_ids)]).long(),
+                           offsets_from_lengths(lengths[hit])) == 0
+        whole_ids = torch.full_like(lengths, -1)
+        whole_ids[hit[same]] = ok_ids[same]
+        return whole_ids
+
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints), and each token's end in characters.
 
         A token that ends inside a multi-byte character ends after that character.
         """
-        data, byte_char = utf8_bytes(words)
+        data, byte_char, whole_ids, one_at_a_time = self.initial_symbols(words)
         lengths = data.lengths()
-        byte_ids = self.byte_to_id.to(data.device)[data.values.long()]
+        byte_ids = data.values  # the initial symbols: bytes, or characters, as token ids
         done = lengths <= 1
         if self.ignore_merges:
-            found = lookup(*self.whole.tensors(data.device), self.whole.mask, self.whole.max_probes,
-                                word_hashes(data.values.long(), data.offsets) & ((1 << 63) - 1))
-            # Verify the bytes (a 63-bit hash collision must not change a token).
-            hit = torch.nonzero(found >= 0).flatten()
-            tb = self._token_bytes.to(data.device) if data.device.type != "cpu" else self._token_bytes
-            ok = tb.lengths()[found[hit]] == lengths[hit]
-            hit, ok_ids = hit[ok], found[hit][ok]
-            same = segment_sum((data.values.long()[_gather_rows(data.offsets, hit)]
-                                != tb.values[_gather_rows(tb.offsets, ok_ids)]).long(),
-                               offsets_from_lengths(lengths[hit])) == 0
-            whole_ids = torch.full_like(lengths, -1)
-            whole_ids[hit[same]] = ok_ids[same]
             done |= whole_ids >= 0
-        by_heap = ~done & (lengths > LONG_WORD)
+        by_heap = ~done & ((lengths > LONG_WORD) | one_at_a_time)
         long_words = torch.nonzero(by_heap).flatten()
         done |= by_heap
         todo = torch.nonzero(~done).flatten()
         sub_lengths = lengths[todo]
         sub = byte_ids[_gather_rows(data.offsets, todo)]
         keys, values = self.pairs.tensors(data.device)
-        merged, merged_offsets = bpe_merge_torch(sub, offsets_from_lengths(sub_lengths), slot_keys=keys, slot_values=values,
-                                       hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes,
-                                       vocab_size=self.vocab_size)
+        merged, merged_offsets = bpe_merge(sub, offsets_from_lengths(sub_lengths), slot_keys=keys, slot_values=values,
+                                           hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes,
+                                           vocab_size=self.vocab_size)
         out_lengths = torch.where(done, torch.where(lengths == 0, 0, 1), 0)
         out_lengths[todo] = merged_offsets[1:] - merged_offsets[:-1]
-        long_ids = [torch.tensor(bpe_merge_heap(byte_ids[data.offsets[w]:data.offsets[w + 1]].tolist(), self._pairs_dict),
+        # Long words: merge rounds while a round merges a good share of the word (a run of one
+        # letter halves each round), then the heap from where the rounds stopped. One-at-a-time
+        # words go to the heap directly.
+        rounds = long_words[~one_at_a_time[long_words]]
+        partial = {}
+        if rounds.numel():
+            state = bpe_merge_torch(byte_ids[_gather_rows(data.offsets, rounds)], offsets_from_lengths(lengths[rounds]),
+                                    slot_keys=keys, slot_values=values, hash_mask=self.pairs.mask,
+                                    max_probes=self.pairs.max_probes, vocab_size=self.vocab_size, min_progress=1 / 16)
+            partial = dict(zip(rounds.tolist(), Ragged(*state).tolist()))
+        long_ids = [torch.tensor(bpe_merge_heap(partial[w] if w in partial else
+                                                byte_ids[data.offsets[w]:data.offsets[w + 1]].tolist(), self._pairs_dict),
                                  dtype=torch.int64, device=data.device) for w in long_words.tolist()]
         out_lengths[long_words] = torch.tensor([len(t) for t in long_ids], dtype=torch.int64, device=data.device)
         out_offsets = offsets_from_lengths(out_lengths)
@@ -267,7 +424,7 @@ class BPE:
         out[_gather_rows(out_offsets, todo)] = merged
         ids = Ragged(out, out_offsets)
         # Byte end of each token within its word -> the character holding its last byte, + 1.
-        token_len = self._token_bytes.lengths().to(out.device)[out]
+        token_len = self._units.to(out.device)[out]  # initial symbols per token
         csum = torch.cumsum(token_len, 0)
         word_start = torch.zeros(out.numel(), dtype=torch.int64, device=out.device)
         if out.numel():
@@ -278,56 +435,83 @@ class BPE:
         ends = byte_char[last_byte] - char_first + 1 if out.numel() else out.clone()
         return ids, Ragged(ends, out_offsets)
 
+    @property
+    def unk_id(self) -> int | None:
+        return None if self.unk_token is None else self.vocab.get(self.unk_token)
+
     @classmethod
-    def from_json(cls, spec: dict[str, Any]) -> BPE:
-        """The ``model`` of a huggingface tokenizer.json with byte-level BPE (GPT-2 style)."""
-        unsupported = {k: spec.get(k) for k in ("continuing_subword_prefix", "end_of_word_suffix", "dropout")
-                       if spec.get(k)}
-        if spec.get("byte_fallback"):
-            unsupported["byte_fallback"] = True
-        if unsupported:
-            raise ValueError(f"BPE options {unsupported} are not supported yet; gputok reads byte-level BPE "
-                             "(GPT-2 style) tokenizer.json files")
+    def from_json(cls, spec: dict[str, Any], *, byte_level: bool = True) -> BPE:
+        """The ``model`` of a huggingface tokenizer.json. ``byte_level``: the pipeline maps bytes to
+        GPT-2's alphabet (a ByteLevel pre-tokenizer), so the tokens are spelled in it; otherwise
+        the symbols are characters. Merges are "a b" strings or ["a", "b"] pairs; a pair listed
+        twice takes its last rank, as huggingface does."""
+        if spec.get("dropout"):
+            raise ValueError(f"BPE dropout={spec['dropout']} is not supported: gputok's encoding is deterministic; "
+                             "set it to null")
         vocab, merges = spec.get("vocab"), spec.get("merges")
         if not isinstance(vocab, dict) or not vocab or not isinstance(merges, list):
             raise ValueError("BPE model in tokenizer.json needs a non-empty 'vocab': {token: id} and 'merges': [...]")
-        decode = byte_decoder()
-        token_bytes: list[bytes | None] = [None] * (max(vocab.values()) + 1)
+        prefix, suffix = spec.get("continuing_subword_prefix") or None, spec.get("end_of_word_suffix") or None
+        if byte_level and (prefix or suffix):
+            raise ValueError(f"continuing_subword_prefix={prefix!r} / end_of_word_suffix={suffix!r} with a ByteLevel "
+                             "pre-tokenizer is not supported; they are read for character-level BPE")
+        tokens: list[str | None] = [None] * (max(vocab.values()) + 1)
         for token, i in vocab.items():
-            try:
-                token_bytes[i] = bytes(decode[ch] for ch in token)
-            except KeyError:
-                raise ValueError(f"BPE token {token!r} is not in the byte-level alphabet; only byte-level "
-                                 "BPE tokenizer.json files are supported") from None
+            tokens[i] = token
         pairs = {}
         for rank, merge in enumerate(merges):
-            left, right = merge.split(" ", 1) if isinstance(merge, str) else merge
-            ids = (vocab.get(left), vocab.get(right), vocab.get(left + right))
+            parts = merge.split(" ") if isinstance(merge, str) else merge
+            if len(parts) != 2:
+                raise ValueError(f"merge {rank} is not 'left right' or [left, right]: {merge!r}")
+            left, right = parts
+            merged = left + (right[len(prefix):] if prefix else right)  # the reference drops right's prefix
+            ids = (vocab.get(left), vocab.get(right), vocab.get(merged))
             if None in ids:
-                missing = [t for t, i in zip((left, right, left + right), ids) if i is None]
+                missing = [t for t, i in zip((left, right, merged), ids) if i is None]
                 raise ValueError(f"merge {rank} ({left!r}, {right!r}) names tokens that are not in the "
                                  f"vocabulary: {missing}")
-            pairs.setdefault((ids[0], ids[1]), (rank, ids[2]))
-        return cls(token_bytes, pairs, ignore_merges=bool(spec.get("ignore_merges", False)))
+            pairs[(ids[0], ids[1])] = (rank, ids[2])
+        options = dict(ignore_merges=bool(spec.get("ignore_merges", False)), unk_token=spec.get("unk_token"),
+                       fuse_unk=bool(spec.get("fuse_unk", False)), byte_fallback=bool(spec.get("byte_fallback", False)))
+        if not byte_level:
+            return cls(None, pairs, tokens=tokens, continuing_subword_prefix=prefix, end_of_word_suffix=suffix,
+                       **options)
+        decode = byte_decoder()
+        token_bytes: list[bytes | None] = [None] * len(tokens)
+        for i, token in enumerate(tokens):
+            try:
+                token_bytes[i] = None if token is None else bytes(decode[ch] for ch in token)
+            except KeyError:
+                raise ValueError(f"BPE token {token!r} is not in the byte-level alphabet of the ByteLevel "
+                                 "pre-tokenizer; without one, the tokens are read as characters") from None
+        return cls(token_bytes, pairs, **options)
 
     def to_json(self) -> dict[str, Any]:
-        """A huggingface BPE model: byte-level token strings, merges in rank order."""
-        encode = {b: ch for ch, b in byte_decoder().items()}
-        names = ["".join(encode[b] for b in t) if t is not None else "" for t in self.token_bytes]
+        """A huggingface BPE model: token strings (byte-level: in GPT-2's alphabet), merges in rank order."""
+        if self.byte_level:
+            encode = {b: ch for ch, b in byte_decoder().items()}
+            names = ["".join(encode[b] for b in t) if t is not None else None for t in self.token_bytes]
+        else:
+            names = self.tokens
         by_rank = sorted((rank, a, b) for (a, b), (rank, _) in self._merge_list().items())
-        return {"type": self.type, "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                "ignore_merges": self.ignore_merges,
-                "vocab": {name: i for i, name in enumerate(names) if self.token_bytes[i] is not None},
+        return {"type": self.type, "dropout": None, "unk_token": self.unk_token,
+                "continuing_subword_prefix": self.continuing_subword_prefix,
+                "end_of_word_suffix": self.end_of_word_suffix, "fuse_unk": self.fuse_unk,
+                "byte_fallback": self.byte_fallback, "ignore_merges": self.ignore_merges,
+                "vocab": {name: i for i, name in enumerate(names) if name is not None},
                 "merges": [[names[a], names[b]] for _, a, b in by_rank]}
 
     def id_to_token(self) -> list[str]:
-        """Token strings for display (bytes that are not valid UTF-8 show U+FFFD)."""
+        """Token strings (byte-level: their bytes as UTF-8, U+FFFD where not valid)."""
+        if not self.byte_level:
+            return [t or "" for t in self.tokens]
         return [(b or b"").decode("utf-8", errors="replace") for b in self.token_bytes]
 
     @functools.cached_property
     def vocab(self) -> dict[str, int]:
-        """``{token: id}`` for the tokens whose bytes are valid UTF-8."""
+        """``{token: id}`` (byte-level: for the tokens whose bytes are valid UTF-8)."""
+        if not self.byte_level:
+            return {t: i for i, t in enumerate(self.tokens) if t is not None}
         vocab = {}
         for i, b in enumerate(self.token_bytes):
             try:
@@ -342,6 +526,42 @@ class BPE:
         except (IndexError, TypeError) as e:
             raise ValueError(f"token id outside the vocabulary (size {self.vocab_size}): {e}") from e
 
+
+def _char_map(tokens: list[str | None], prefix: str, suffix: str) -> HashMap:
+    """Initial symbols of character-level BPE: ``variant << 21 | codepoint`` -> token id, where
+    variant bit 0 is "not the word's first character" (the token carries ``prefix``) and bit 1 is
+    "the word's last character" (it carries ``suffix``)."""
+    keys, values = [], []
+    for variant in range(4):
+        p, q = prefix if variant & 1 else "", suffix if variant & 2 else ""
+        size = len(p) + 1 + len(q)
+        found = [(i, t[len(p)]) for i, t in enumerate(tokens)
+                 if t is not None and len(t) == size and (size == 1 or (t.startswith(p) and t.endswith(q)))]
+        keys += [variant << 21 | ord(c) for _, c in found]
+        values += [i for i, _ in found]
+    return HashMap(torch.tensor(keys, dtype=torch.int64), torch.tensor(values, dtype=torch.int64))
+
+
+def _symbol_units(vocab_size: int, merges: dict[tuple[int, int], tuple[int, int]]) -> torch.Tensor:
+    """Initial symbols each token covers: 1, or the sum over the parts of its lowest-ranked merge.
+
+    Used only for the tokens' character offsets. Parts made by later-ranked merges are resolved
+    by repeating until nothing changes (a pass per level of nesting, at load time).
+    """
+    units = [1] * vocab_size
+    by_rank = sorted((rank, a, b, m) for (a, b), (rank, m) in merges.items())
+    first = {}
+    for rank, a, b, m in by_rank:
+        first.setdefault(m, (a, b))
+    for _ in range(64):  # deeper nesting (or a cycle, which no word can reach) keeps the last value
+        changed = False
+        for m, (a, b) in first.items():
+            if units[m] != units[a] + units[b] and m not in (a, b):
+                units[m] = units[a] + units[b]
+                changed = True
+        if not changed:
+            break
+    return torch.tensor(units, dtype=torch.int64)
 
 
 def byte_decoder() -> dict[str, int]:

@@ -1,0 +1,128 @@
+"""SentencePiece BPE models (``.model`` files of type BPE) as a character-level :class:`BPE`.
+
+SentencePiece's BPE (``bpe_model.cc``) starts from the characters of the whole normalized text and
+repeatedly merges the adjacent pair whose concatenation is a piece with the highest score, the
+leftmost on ties; a character that is not a piece becomes its UTF-8 bytes as ``<0xNN>`` pieces
+(byte fallback), or ``<unk>`` (a run of them one ``<unk>``). That is huggingface's BPE with one
+merge per way of cutting each piece in two pieces, ranked by the piece's score: equal scores
+share a rank, and the words where that could matter merge one pair at a time, leftmost first
+(``tie_chars``). The normalizer (charsmap, whitespace rules, ``▁``) and decoder are the ones of the
+Unigram reader (:mod:`gputok.models.unigram`).
+
+Words. SentencePiece does not pre-tokenize, but no merge can cross a point where no piece does:
+when no piece holds ``▁`` right after another character, the text is cut before each run of
+``▁`` (:class:`MergeSafeSplit`), which gives the same ids as one word per text and lets the
+batch deduplicate words. Otherwise each text is one word (correct, and slower).
+
+Left out: ``USER_DEFINED`` and ``UNUSED`` pieces, and pieces made of characters that are not
+pieces themselves (SentencePiece can still form those); such models raise ValueError.
+Memory: the merge table, ~4 hash slots of 16 bytes per (piece, cut) pair.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..pre_tokenizers import Words, words_from_starts
+from ..ragged import Ragged
+from ..sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, SentencePieceModel
+from .bpe import BPE
+
+ESCAPED_SPACE = "\u2581"
+
+
+def from_sentencepiece_model(model: SentencePieceModel, *, source: str = "<model>") -> BPE:
+    """The :class:`BPE` of a SentencePiece BPE model (``sentencepiece_model.read_model``)."""
+    kinds = {p.type for p in model.pieces} - {NORMAL, UNKNOWN, CONTROL, BYTE}
+    if kinds:
+        names = {4: "USER_DEFINED", 5: "UNUSED"}
+        raise ValueError(f"{source}: SentencePiece BPE models with {sorted(names.get(k, str(k)) for k in kinds)} "
+                         "pieces are not supported; supported piece types: NORMAL, UNKNOWN, CONTROL, BYTE")
+    if model.treat_whitespace_as_suffix:
+        raise ValueError(f"{source}: treat_whitespace_as_suffix=true SentencePiece models are not supported")
+    tokens = [p.piece for p in model.pieces]
+    normal = {p.piece: i for i, p in enumerate(model.pieces) if p.type == NORMAL}
+    stray = sorted({c for piece in normal for c in piece if c not in normal})
+    if stray:
+        raise ValueError(f"{source}: pieces use characters that are not pieces themselves ({stray[:8]}); "
+                         "gputok's BPE needs every character of a piece in the vocabulary")
+    # Higher score first; equal scores share a rank (SentencePiece takes the leftmost of those).
+    scores = sorted({model.pieces[i].score for i in normal.values()}, reverse=True)
+    rank_of = {s: r for r, s in enumerate(scores)}
+    merges = {}
+    for piece, merged in normal.items():
+        rank = rank_of[model.pieces[merged].score]
+        for cut in range(1, len(piece)):
+            left, right = normal.get(piece[:cut]), normal.get(piece[cut:])
+            if left is not None and right is not None:
+                merges[(left, right)] = (rank, merged)
+    by_score: dict[float, list[str]] = {}
+    for piece, i in normal.items():
+        by_score.setdefault(model.pieces[i].score, []).append(piece)
+    tied = [p for group in by_score.values() if len(group) > 1 for p in group if len(p) > 1]
+    unk = [p.piece for p in model.pieces if p.type == UNKNOWN]
+    bpe = BPE(None, merges, tokens=tokens, unk_token=unk[0] if unk else None, fuse_unk=True,
+              byte_fallback=model.byte_fallback, ignore_merges=False, tie_chars="".join(sorted(set("".join(tied)))))
+    # huggingface ranks every merge apart: within a score, longer pieces first (that takes runs of
+    # "▁" from the left, as SentencePiece's leftmost rule does), then by id.
+    def unique_ranks() -> dict[tuple[int, int], tuple[int, int]]:
+        order = sorted(merges.items(), key=lambda kv: (kv[1][0], -len(tokens[kv[1][1]]), kv[1][1], kv[0]))
+        return {pair: (rank, merged) for rank, (pair, (_, merged)) in enumerate(order)}
+
+    bpe._merge_list = unique_ranks  # only a saved file needs them
+    return bpe
+
+
+def sentencepiece_tokenizer(model: SentencePieceModel, tokenizer_class, *, source: str = "<model>"):
+    """A ``tokenizer_class`` (gputok.Tokenizer) for a BPE SentencePieceModel: SentencePiece's
+    normalizer, the merge-safe word split, the BPE above, SentencePiece's decoder. No special
+    tokens are added, as SentencePiece's ``encode`` adds none; control pieces keep their ids."""
+    from ..normalizers import SentencePieceNormalizer
+    from .unigram import SentencePieceDecoder
+
+    bpe = from_sentencepiece_model(model, source=source)
+    spec = model.normalizer
+    normalizer = SentencePieceNormalizer(spec.precompiled_charsmap, add_dummy_prefix=spec.add_dummy_prefix,
+                                         remove_extra_whitespaces=spec.remove_extra_whitespaces,
+                                         escape_whitespaces=spec.escape_whitespaces)
+    return tokenizer_class(bpe, normalizer=normalizer,
+                           pre_tokenizer=merge_safe_split(bpe, ESCAPED_SPACE if spec.escape_whitespaces else " "),
+                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix))
+
+
+def merge_safe_split(bpe: BPE, char: str = ESCAPED_SPACE) -> MergeSafeSplit:
+    """The word split for a BPE that sees whole texts: before runs of ``char`` if no token of
+    ``bpe`` holds ``char`` right after another character, else none (each text one word)."""
+    crossing = any(t is not None and any(a != char and b == char for a, b in zip(t, t[1:])) for t in bpe.tokens)
+    return MergeSafeSplit(None if crossing else char)
+
+
+class MergeSafeSplit:
+    """Words ``c*[^c]*`` (a run of ``char`` and what follows it), or each text one word (``char``
+    None). Stands for *no* pre-tokenizer, so it is saved as none (``to_json`` gives None).
+
+    >>> w = MergeSafeSplit("▁")(Ragged.from_lengths(torch.tensor([0x2581, 97, 0x2581, 0x2581, 98, 99]), torch.tensor([4, 2])))
+    >>> w.starts.tolist(), w.ends.tolist(), w.text_offsets.tolist()
+    ([0, 2, 4], [2, 4, 6], [0, 2, 3])
+    """
+
+    type = "MergeSafeSplit"
+
+    def __init__(self, char: str | None) -> None:
+        self.char = char
+
+    def __call__(self, text: Ragged) -> Words:
+        n = text.values.numel()
+        device = text.device
+        starts_word = torch.zeros(n, dtype=torch.bool, device=device)
+        nonempty = text.offsets[:-1] < text.offsets[1:]
+        starts_word[text.offsets[:-1][nonempty]] = True
+        if self.char is not None and n:
+            is_char = text.values == ord(self.char)
+            starts_word[1:] |= is_char[1:] & ~is_char[:-1]
+        return words_from_starts(text, starts_word)
+
+    def to_json(self) -> dict[str, Any] | None:
+        return None

@@ -1,0 +1,226 @@
+"""A bounded cache of encoded words that persists across batches: word -> token ids.
+
+The model (BPE merges above all) only needs to run on words it has not seen before: real text
+reuses a few hundred thousand words, so after the first batches nearly every unique word of a
+batch is a cache hit. huggingface ``tokenizers`` keeps the same kind of cache (a hash map of
+10,000 words in its BPE model); here it is tensors, looked up for a whole batch at once.
+
+Layout: an open-addressing :mod:`gputok.hashing` table from the word's 63-bit hash
+(:func:`gputok.dedup.span_hashes`) to an entry number, and per entry its codepoints, token ids
+and token ends (the model's ``encode_words`` output) in flat buffers. A hit is checked exactly
+against the stored codepoints, so a hash collision costs a miss, never a wrong token.
+
+Bound and eviction: at most ``capacity`` words of at most ``max_word_length`` codepoints each
+(longer words are encoded every time); when a batch brings more new words than there is room
+for, the cache is emptied first and refilled from that batch (a generational reset: no
+per-entry bookkeeping, and a batch never evicts its own words). A cache belongs to one model:
+given another, it empties itself. Thread-safe: lookups and inserts hold a lock; the model runs
+outside it, so threads encode their misses in parallel. Forked children get a fresh lock.
+
+Memory: 16 bytes per table slot (2 to 4 slots per word of capacity), 32 bytes per entry, 4 bytes
+per stored codepoint and 16 per stored token: about 30 MB when full at the default capacity
+(2**18 words) on English text.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable
+
+import torch
+
+from .dedup import spans_equal, unique_spans
+from .hashing import HashMap, insert, lookup
+from .ragged import Ragged, offsets_from_lengths, segment_sum, span_indices
+
+Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[Ragged, Ragged]]
+
+
+class _Buffer:
+    """A growable 1-D tensor (capacity doubles): append in amortized O(length)."""
+
+    def __init__(self, dtype: torch.dtype, device: torch.device) -> None:
+        self.data = torch.empty(1024, dtype=dtype, device=device)
+        self.size = 0
+
+    def append(self, values: torch.Tensor) -> int:
+        start, end = self.size, self.size + values.numel()
+        if end > self.data.numel():
+            grown = torch.empty(max(end, 2 * self.data.numel()), dtype=self.data.dtype, device=self.data.device)
+            grown[:start] = self.data[:start]
+            self.data = grown
+        self.data[start:end] = values
+        self.size = end
+        return start
+
+
+class _Store:
+    """The cache's tensors on one device."""
+
+    def __init__(self, capacity: int, device: torch.device) -> None:
+        slots = 1 << (2 * capacity - 1).bit_length()
+        self.mask = slots - 1
+        self.slot_keys = torch.full((slots,), HashMap.EMPTY, dtype=torch.int64, device=device)
+        self.slot_entry = torch.full((slots,), HashMap.EMPTY, dtype=torch.int64, device=device)
+        self.max_probes = 1
+        self.count = 0
+        # per entry: start and length of its codepoints and of its tokens
+        self.entries = torch.zeros((capacity, 4), dtype=torch.int64, device=device)
+        self.chars = _Buffer(torch.int32, device)
+        self.ids = _Buffer(torch.int64, device)
+        self.ends = _Buffer(torch.int64, device)
+
+    def clear(self) -> None:
+        self.slot_keys.fill_(HashMap.EMPTY)
+        self.max_probes, self.count = 1, 0
+        self.chars.size = self.ids.size = self.ends.size = 0
+
+    def find(self, keys: torch.Tensor) -> torch.Tensor:
+        """Entry of each key, or -1."""
+        return lookup(self.slot_keys, self.slot_entry, self.mask, self.max_probes, keys)
+
+
+_caches: weakref.WeakSet[WordCache] = weakref.WeakSet()
+
+
+class WordCache:
+    """Words already encoded, shared by every batch a tokenizer encodes (see the module notes).
+
+    >>> import gputok
+    >>> from gputok import assets
+    >>> enc = gputok.Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k")
+    >>> enc.word_cache = WordCache(capacity=1000)
+    >>> enc.encode_batch(["a cached word", "a cached word again"]) == enc.encode_batch(["a cached word", "a cached word again"])
+    True
+    >>> len(enc.word_cache)  # "a", " cached", " word", " again"
+    4
+    """
+
+    def __init__(self, capacity: int = 1 << 18, *, max_word_length: int = 64) -> None:
+        if capacity < 1 or max_word_length < 1:
+            raise ValueError(f"WordCache(capacity={capacity}, max_word_length={max_word_length}): both must be "
+                             ">= 1; to turn the cache off, set the tokenizer's word_cache to None")
+        self.capacity = capacity
+        self.max_word_length = max_word_length
+        self._stores: dict[torch.device, _Store] = {}
+        self._owner: Callable[[], object] | None = None
+        self._lock = threading.Lock()
+        _caches.add(self)
+
+    def __len__(self) -> int:
+        return sum(s.count for s in self._stores.values())
+
+    def __getstate__(self) -> dict:
+        # A pickled tokenizer (DataLoader workers under spawn) starts with an empty cache.
+        return {"capacity": self.capacity, "max_word_length": self.max_word_length}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)
+
+    def encode(self, owner: object, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor,
+               keys: torch.Tensor, encode: Encoder) -> tuple[Ragged, Ragged]:
+        """Token ids and token ends of every word ``values[starts[i]:starts[i] + lengths[i]]``.
+
+        ``keys``: the words' hashes (:func:`gputok.dedup.span_hashes`); the words must not
+        overlap. ``encode(starts, lengths)`` runs the model ``owner`` on distinct words and
+        returns ``(ids, ends)`` as ragged tensors, one row per word; it sees only the distinct
+        words that miss.
+        """
+        device = values.device
+        with self._lock:
+            if self._owner is None or self._owner() is not owner:
+                self._stores.clear()
+                self._owner = weakref.ref(owner)
+            store = self._stores.get(device)
+            if store is None:
+                store = self._stores[device] = _Store(self.capacity, device)
+            entry = self._verified(store, store.find(keys), values, starts, lengths)
+            hit = torch.nonzero(entry >= 0).flatten()
+            hit_entries = store.entries.index_select(0, entry.index_select(0, hit))
+            stored_tokens = span_indices(hit_entries[:, 2], hit_entries[:, 3])[0]
+            hit_ids = store.ids.data.index_select(0, stored_tokens)
+            hit_ends = store.ends.data.index_select(0, stored_tokens)
+        miss = torch.nonzero(entry < 0).flatten()
+        if not miss.numel():  # every word hit: the tokens are in order already
+            offsets = offsets_from_lengths(hit_entries[:, 3])
+            return Ragged(hit_ids, offsets), Ragged(hit_ends, offsets)
+        miss_starts, miss_lengths, miss_keys = (t.index_select(0, miss) for t in (starts, lengths, keys))
+        unique = unique_spans(values, miss_starts, miss_lengths, miss_keys)
+        rep = unique.representative
+        new_ids, new_ends = encode(miss_starts.index_select(0, rep), miss_lengths.index_select(0, rep))
+        out_lengths = torch.zeros_like(lengths)
+        out_lengths[hit] = hit_entries[:, 3]
+        miss_token_lengths = new_ids.lengths().index_select(0, unique.inverse)
+        out_lengths[miss] = miss_token_lengths
+        out_offsets = offsets_from_lengths(out_lengths)
+        ids = torch.empty(int(out_offsets[-1]), dtype=torch.int64, device=device)
+        ends = torch.empty_like(ids)
+        at = span_indices(out_offsets.index_select(0, hit), hit_entries[:, 3])[0]
+        ids[at], ends[at] = hit_ids, hit_ends
+        at = span_indices(out_offsets.index_select(0, miss), miss_token_lengths)[0]
+        source = span_indices(new_ids.offsets.index_select(0, unique.inverse), miss_token_lengths)[0]
+        ids[at] = new_ids.values.long().index_select(0, source)
+        ends[at] = new_ends.values.long().index_select(0, source)
+        self._insert(owner, device, miss_keys.index_select(0, rep), values, miss_starts.index_select(0, rep),
+                     miss_lengths.index_select(0, rep), new_ids, new_ends)
+        return Ragged(ids, out_offsets), Ragged(ends, out_offsets)
+
+    def _verified(self, store: _Store, entry: torch.Tensor, values: torch.Tensor, starts: torch.Tensor,
+                  lengths: torch.Tensor) -> torch.Tensor:
+        """``entry`` where the word equals the stored one character for character, else -1."""
+        found = torch.nonzero(entry >= 0).flatten()
+        stored = store.entries.index_select(0, entry.index_select(0, found))
+        word_starts, word_lengths = starts.index_select(0, found), lengths.index_select(0, found)
+        if bool(torch.equal(stored[:, 1], word_lengths)) and spans_equal(
+                values, word_starts, word_lengths, store.chars.data[:store.chars.size], stored[:, 0]):
+            return entry  # the common case: no collision at all
+        # A hash collision somewhere (rare): find the words, character by character.
+        same = stored[:, 1] == word_lengths
+        found, stored = found[same], stored[same]
+        word_chars, offsets = span_indices(starts.index_select(0, found), stored[:, 1])
+        stored_chars = span_indices(stored[:, 0], stored[:, 1])[0]
+        differ = values.index_select(0, word_chars) != store.chars.data.index_select(0, stored_chars)
+        keep = torch.full_like(entry, -1)
+        keep[found] = entry.index_select(0, found)
+        keep[found[segment_sum(differ.long(), offsets) > 0]] = -1
+        return keep
+
+    def _insert(self, owner: object, device: torch.device, keys: torch.Tensor, values: torch.Tensor, starts: torch.Tensor,
+                lengths: torch.Tensor, ids: Ragged, ends: Ragged) -> None:
+        fits = torch.nonzero(lengths <= self.max_word_length).flatten()
+        with self._lock:
+            store = self._stores.get(device)
+            if store is None or self._owner() is not owner:  # another model took the cache meanwhile
+                return
+            # Another thread may have stored some of these words since the lookup.
+            fits = fits[store.find(keys.index_select(0, fits)) < 0][: self.capacity]
+            if not fits.numel():
+                return
+            if store.count + fits.numel() > self.capacity:
+                store.clear()
+            n = fits.numel()
+            word_lengths, token_lengths = lengths.index_select(0, fits), ids.lengths().index_select(0, fits)
+            char_index = span_indices(starts.index_select(0, fits), word_lengths)[0]
+            token_index = span_indices(ids.offsets.index_select(0, fits), token_lengths)[0]
+            char_start = store.chars.append(values.index_select(0, char_index).int())
+            token_start = store.ids.append(ids.values.index_select(0, token_index).long())
+            store.ends.append(ends.values.index_select(0, token_index).long())
+            entries = store.entries[store.count:store.count + n]
+            entries[:, 0] = char_start + offsets_from_lengths(word_lengths)[:-1]
+            entries[:, 1] = word_lengths
+            entries[:, 2] = token_start + offsets_from_lengths(token_lengths)[:-1]
+            entries[:, 3] = token_lengths
+            numbers = torch.arange(store.count, store.count + n, device=device)
+            probes = insert(store.slot_keys, store.slot_entry, store.mask, keys.index_select(0, fits), numbers)
+            store.max_probes = max(store.max_probes, probes)
+            store.count += n
+
+
+def _after_fork() -> None:
+    for cache in list(_caches):
+        cache._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork)

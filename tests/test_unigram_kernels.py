@@ -1,0 +1,68 @@
+"""The Unigram Viterbi kernel equals its torch twin (Triton runs under TRITON_INTERPRET=1 on CPU)."""
+
+import pytest
+import torch
+
+from gputok._dispatch import use_backend
+from gputok.models.unigram import Unigram, unigram_viterbi, unigram_viterbi_torch
+from gputok.ragged import Ragged, offsets_from_lengths
+
+
+def random_lattice(lengths: list[int], seed: int, ties: bool):
+    """Edges from every position: always length 1, and random longer ones; scores with ties if asked."""
+    g = torch.Generator().manual_seed(seed)
+    row_offsets = offsets_from_lengths(torch.tensor(lengths, dtype=torch.int64))
+    counts, lens = [], []
+    for length in lengths:
+        for s in range(length):
+            sizes = [1] + sorted({int(k) for k in torch.randint(2, 6, (int(torch.randint(0, 4, (1,), generator=g)),),
+                                                                 generator=g) if s + int(k) <= length})
+            counts.append(len(sizes))
+            lens += sizes
+    edge_len = torch.tensor(lens, dtype=torch.int32)
+    if ties:  # scores proportional to length: many equal paths
+        scores = -edge_len.double() * 0.5
+    else:
+        scores = -torch.rand(len(lens), generator=g, dtype=torch.float64) * 10
+    edge_offsets = offsets_from_lengths(torch.tensor(counts, dtype=torch.int64))
+    init = -torch.rand(len(lengths), generator=g, dtype=torch.float64) * 100
+    return edge_offsets, edge_len, scores, row_offsets, init
+
+
+@pytest.mark.parametrize("lengths", [[], [0], [1], [3, 0, 5], [7] * 3 + [130, 1, 64, 65], list(range(70))])
+@pytest.mark.parametrize("float32_scores", [False, True])
+@pytest.mark.parametrize("ties", [False, True])
+def test_viterbi_kernel_matches_twin(lengths, float32_scores, ties):
+    args = random_lattice(lengths, seed=len(lengths) + 7 * ties, ties=ties)
+    want = unigram_viterbi_torch(*args, float32_scores=float32_scores)
+    with use_backend("triton"):
+        got = unigram_viterbi(*args, float32_scores=float32_scores)
+    assert torch.equal(got[0], want[0])
+    assert torch.equal(got[1], want[1])
+
+
+def test_viterbi_kernel_on_a_real_model_lattice(sp_test_tokenizer):
+    model = sp_test_tokenizer.model
+    words = ["▁Hello", "▁unaffable", "▁x", "▁", "▁ﬁ€漢字", "▁" + "ab" * 40]
+    ragged = Ragged.from_lengths(torch.tensor([ord(c) for w in words for c in w]), torch.tensor([len(w) for w in words]))
+    want = model.encode_words(ragged)
+    with use_backend("triton"):
+        got = model.encode_words(ragged)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+def test_torch_twin_picks_the_best_path_by_hand():
+    # "abc": a b c (-1 each), ab (-1.5), bc (-1.2): a+bc = -2.2 beats ab+c = -2.5 and a+b+c = -3.
+    m = Unigram([("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("c", -1.0), ("ab", -1.5), ("bc", -1.2)], unk_id=0)
+    ids, ends = m.encode_words(Ragged.from_lengths(torch.tensor([97, 98, 99]), torch.tensor([3])))
+    assert ids.tolist() == [[1, 5]] and ends.tolist() == [[1, 3]]
+
+
+def test_tokenizer_on_the_triton_path_matches_sentencepiece(sp_test_model_path, sp_test_tokenizer):
+    """End to end through the kernel, including the whole-sentence float32 path of near ties."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
+    texts = ["Hello, unaffable world!", "+" + "-" * 17 + "+---+", "中文 ｶﾞ", "", "word " * 12]
+    with use_backend("triton"):
+        assert sp_test_tokenizer.encode_batch(texts) == sp.encode(texts)

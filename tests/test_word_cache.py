@@ -1,0 +1,168 @@
+"""The word cache (gputok.word_cache) and the batch hashing it relies on (gputok.dedup).
+
+The cache must never change a result: ids and offsets with it equal those without it (and
+tiktoken's), when words come from the cache, when the cache is emptied for lack of room, when
+two words share a hash, and when threads share it.
+"""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from gputok import Tokenizer, assets
+from gputok.dedup import span_hashes, spans_equal, unique_words
+from gputok.pre_tokenizers import Words
+from gputok.ragged import Ragged, offsets_from_lengths
+from gputok.word_cache import WordCache
+
+
+@pytest.fixture(scope="module")
+def cl100k_path():
+    return assets.fetch("cl100k-tiktoken")
+
+
+@pytest.fixture(scope="module")
+def tiktoken_cl100k(cl100k_path):
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    from gputok.regex_split import PATTERNS
+
+    return tiktoken.Encoding("cl100k", pat_str=PATTERNS["cl100k"], special_tokens={},
+                             mergeable_ranks=load_tiktoken_bpe(str(cl100k_path)))
+
+
+@pytest.fixture(scope="module")
+def lines(parity_lines):
+    english = [line for line in parity_lines[::211] if line.strip()][:900]
+    chinese = [line for line in parity_lines if any("\u4e00" <= c <= "\u9fff" for c in line)][::60][:150]
+    return english + chinese
+
+
+def _thue_morse(n: int) -> str:
+    return "".join("ab"[bin(i).count("1") % 2] for i in range(n))
+
+
+def test_cache_changes_nothing(cl100k_path, tiktoken_cl100k, lines):
+    cached = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
+    plain = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
+    plain.word_cache = None
+    expected = tiktoken_cl100k.encode_ordinary_batch(lines)
+    for start, stop in ((0, 500), (300, None), (0, None)):  # overlapping batches: hits and misses mixed
+        assert cached.encode_batch(lines[start:stop], allowed_special=set()) == expected[start:stop]
+    assert len(cached.word_cache) > 1000
+    a = cached(lines[:300], return_offsets=True)
+    b = plain(lines[:300], return_offsets=True)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_cache_is_bounded_and_refills(cl100k_path, tiktoken_cl100k, lines):
+    tok = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
+    tok.word_cache = WordCache(capacity=300, max_word_length=8)
+    sizes = []
+    for i in range(0, 600, 50):
+        assert tok.encode_batch(lines[i:i + 50]) == tiktoken_cl100k.encode_ordinary_batch(lines[i:i + 50])
+        sizes.append(len(tok.word_cache))
+    assert max(sizes) <= 300
+    assert any(b < a for a, b in zip(sizes, sizes[1:]))  # it was emptied at least once
+    store = next(iter(tok.word_cache._stores.values()))
+    assert int(store.entries[:store.count, 1].max()) <= 8  # longer words are not kept
+
+
+def test_hash_collision_is_a_miss_not_a_wrong_token():
+    """Two different words given the same key in turn: the second must not get the first's ids."""
+    class Model:  # the cache keeps a weak reference to its model
+        pass
+
+    cache = WordCache(capacity=16)
+    owner = Model()
+    calls = []
+
+    def model(values):
+        def encode(starts, lengths):  # ids: the codepoints + 1000; ends: 1, 2, ...
+            calls.append(lengths.numel())
+            index = torch.cat([torch.arange(s, s + n) for s, n in zip(starts.tolist(), lengths.tolist())]
+                              or [torch.zeros(0, dtype=torch.int64)])
+            offsets = offsets_from_lengths(lengths)
+            ends = index - torch.repeat_interleave(starts - 1, lengths)
+            return Ragged(values[index].long() + 1000, offsets), Ragged(ends, offsets)
+        return encode
+
+    def run(text, keys):
+        values = torch.tensor([ord(c) for c in text])
+        starts = torch.arange(0, len(text), 3)
+        lengths = torch.full_like(starts, 3)
+        ids, _ = cache.encode(owner, values, starts, lengths, torch.tensor(keys), model(values))
+        return ids.tolist()
+
+    assert run("abcabc", [7, 7]) == [[1097, 1098, 1099]] * 2
+    assert calls == [1]  # one distinct word encoded
+    assert run("xyzabc", [7, 7]) == [[1120, 1121, 1122], [1097, 1098, 1099]]  # "xyz" shares key 7
+    assert calls == [1, 1]
+    assert run("abc", [7]) == [[1097, 1098, 1099]] and calls == [1, 1]  # "abc" still a hit
+    assert len(cache) == 1
+    cache.encode(Model(), torch.tensor([97]), torch.tensor([0]), torch.tensor([1]), torch.tensor([1]),
+                 model(torch.tensor([97])))
+    assert len(cache) == 1  # another model: the cache started again
+
+
+def test_threads_share_one_cache(cl100k_path, tiktoken_cl100k, lines):
+    tok = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
+    tok.word_cache = WordCache(capacity=500)  # small: resets happen while threads read
+    chunks = [lines[i::6][:120] for i in range(6)]
+    expected = [tiktoken_cl100k.encode_ordinary_batch(c) for c in chunks]
+    start = threading.Barrier(6)
+
+    def work(i):
+        start.wait()
+        return [tok.encode_batch(chunks[i]) for _ in range(3)]
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(work, range(6)))
+    for got, want in zip(results, expected):
+        assert all(g == want for g in got)
+
+
+def test_bad_capacity():
+    with pytest.raises(ValueError, match=r"capacity=0.*word_cache to None"):
+        WordCache(capacity=0)
+
+
+def test_polynomial_collision_falls_back(cl100k_path, tiktoken_cl100k):
+    """Thue-Morse strings of 2048 characters collide under any polynomial hash modulo 2**64."""
+    tm = _thue_morse(2048)
+    other = tm.translate(str.maketrans("ab", "ba"))
+    values = torch.tensor([ord(c) for c in tm + other])
+    starts, ends = torch.tensor([0, 2048]), torch.tensor([2048, 4096])
+    assert span_hashes(values, starts, ends)[0] == span_hashes(values, starts, ends)[1]  # the collision
+    unique = unique_words(values, Words(starts, ends, torch.tensor([0, 2])))
+    assert unique.representative.numel() == 2
+    tok = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
+    for _ in range(2):  # the second time through the cache
+        assert tok.encode_batch([tm, other, tm]) == tiktoken_cl100k.encode_ordinary_batch([tm, other, tm])
+
+
+def test_spans_equal_layouts():
+    v = torch.tensor([5, 6, 5, 6, 7, 5, 6])
+    # tiling spans, spans with gaps, and out-of-order spans all take their own path
+    assert spans_equal(v, torch.tensor([0, 2, 4, 5]), torch.tensor([2, 2, 1, 2]), v, torch.tensor([0, 0, 4, 2]))
+    assert not spans_equal(v, torch.tensor([0, 2, 4, 5]), torch.tensor([2, 2, 1, 2]), v, torch.tensor([0, 0, 4, 3]))
+    assert spans_equal(v, torch.tensor([2, 5]), torch.tensor([2, 2]), v, torch.tensor([0, 0]))
+    assert not spans_equal(v, torch.tensor([2, 4]), torch.tensor([2, 2]), v, torch.tensor([0, 0]))
+    assert spans_equal(v, torch.tensor([5, 0]), torch.tensor([2, 2]), v, torch.tensor([2, 2]))
+    other = torch.tensor([9, 5, 6])
+    assert spans_equal(v, torch.tensor([0]), torch.tensor([2]), other, torch.tensor([1]))
+
+
+def test_tokenizers_pickle_with_an_empty_cache(bert):
+    import pickle
+
+    texts = ["a word, another word", "naïve café 你好"]
+    expected = bert.encode_batch(texts)
+    assert len(bert.word_cache) > 0
+    copy = pickle.loads(pickle.dumps(bert))
+    assert len(copy.word_cache) == 0 and copy.word_cache.capacity == bert.word_cache.capacity
+    assert copy.encode_batch(texts) == expected
+    assert len(copy.word_cache) > 0
