@@ -9,7 +9,7 @@
 
 from . import data
 from .tokenizer import AddedToken, Tokenizer
-from .train import train, train_from_counts  # the function shadows the module name gputok.train
+from .training import train, train_from_counts
 
 __all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts"]
 __version__ = "0.1.0"

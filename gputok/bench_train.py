@@ -44,7 +44,7 @@ def _worker(engine: str, preset: str, megabytes: int | None, vocab_size: int, mi
     if engine == "gputok":
         import torch
 
-        from .train import train_with_summary
+        from .training import train_with_summary
 
         torch.set_num_threads(threads)
         start = time.perf_counter()

@@ -75,7 +75,7 @@ def _encode(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     import time
 
-    from .train import PRESETS, output_files, save_sentencepiece_model, train_with_summary
+    from .training import PRESETS, output_files, save_sentencepiece_model, train_with_summary
     from ._atomic import write_atomic
 
     kind = PRESETS[args.preset].model if args.preset else args.model or "bpe"

@@ -19,7 +19,7 @@ import gputok
 from gputok import assets, cli
 from gputok.ragged import Ragged
 from gputok._atomic import write_atomic
-from gputok.train import count_words, output_files, train, train_from_counts, train_with_summary
+from gputok.training import count_words, output_files, train, train_from_counts, train_with_summary
 from gputok.trainers import counting
 
 FULL = bool(os.environ.get("GPUTOK_FULL"))
@@ -29,7 +29,7 @@ HF_CLASSES = {"byte-level-bpe": "ByteLevelBPETokenizer", "char-bpe": "CharBPETok
 
 def _char_bpe_loads() -> bool:
     """Whether gputok's Tokenizer reads character-level BPE with a ``</w>`` suffix (CharBPETokenizer)."""
-    from gputok.train import PRESETS, tokenizer_json
+    from gputok.training import PRESETS, tokenizer_json
 
     spec = tokenizer_json(PRESETS["char-bpe"], {"<unk>": 0, "a": 1, "b</w>": 2, "ab</w>": 3}, [("a", "b</w>")],
                           ["<unk>"])

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import gputok
 from gputok import assets, cli
-from gputok.train import nmt_nfkc_normalizer, save_sentencepiece_model, train_with_summary
+from gputok.training import nmt_nfkc_normalizer, save_sentencepiece_model, train_with_summary
 from gputok.trainers.unigram import nmt_nfkc
 
 spm = pytest.importorskip("sentencepiece")
@@ -65,7 +65,7 @@ def test_tokenizer_json_loads_in_huggingface_with_the_same_ids(trained, corpus, 
     hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     ours = tok.encode_batch(held)
     theirs = [e.ids for e in hf.encode_batch(held, add_special_tokens=False)]
-    # huggingface breaks exact ties between segmentations its own way (see gputok.train.unigram_tokenizer);
+    # huggingface breaks exact ties between segmentations its own way (see gputok.training.unigram_tokenizer);
     # none occur in these lines, and nothing else may differ.
     scores = tok.model.scores
     differ = [(a, b) for a, b in zip(ours, theirs) if a != b]
