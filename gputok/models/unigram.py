@@ -286,6 +286,24 @@ class Unigram:
         scores[is_unk] = self.unk_score
         return edge_offsets, lens, ids, scores
 
+    def _graph(self, words: Ragged):
+        """The lattice of every row as one graph, for sampling and n-best: row ``r`` has nodes
+        ``offsets[r] + r`` (its start) to ``offsets[r + 1] + r`` (its end). Returns each edge's
+        length, piece id, score, source and target node; the number of nodes; each row's start
+        node; and the edges ordered by start position within their row, with the bounds of each
+        start position (one start's edges have distinct targets, so a step over them scatters
+        without clashes)."""
+        edge_offsets, lens, ids, scores = self.lattice(words)
+        rows, n = len(words), words.values.numel()
+        edge_pos = row_ids(edge_offsets, lens.numel())
+        edge_row = row_ids(words.offsets, n)[edge_pos]
+        source = edge_pos + edge_row
+        start = edge_pos - words.offsets[edge_row]
+        order = torch.argsort(start, stable=True)
+        bounds = offsets_from_lengths(torch.bincount(start)).tolist() if lens.numel() else [0]
+        node_start = words.offsets[:-1] + torch.arange(rows, device=words.device)
+        return lens, ids, scores, source, source + lens, n + rows, node_start, order, bounds
+
     def segment(self, words: Ragged, init: torch.Tensor | None = None, *, float32_scores: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Best segmentation of each row: token ids, token ends (characters), tokens per row,
@@ -331,21 +349,11 @@ class Unigram:
         backward sampling per occurrence, every occurrence independently (Gumbel-max over the
         edges into its current node). Returns token ids, ends and tokens per occurrence."""
         device = words.device
-        rows = len(words)
-        edge_offsets, lens, ids, scores = self.lattice(words)
         n = words.values.numel()
-        num_nodes = n + rows
-        node_start = words.offsets[:-1] + torch.arange(rows, device=device)
+        lens, ids, scores, source, target, num_nodes, node_start, order, bounds = self._graph(words)
         logz = torch.full((num_nodes,), -math.inf, dtype=torch.float64, device=device)
         logz[node_start] = 0.0
-        edge_pos = row_ids(edge_offsets, lens.numel())
-        row_of_char = row_ids(words.offsets, n)
-        source = edge_pos + row_of_char[edge_pos]
-        target = source + lens
         weight = alpha * scores
-        start = edge_pos - words.offsets[row_of_char[edge_pos]]
-        order = torch.argsort(start, stable=True)
-        bounds = offsets_from_lengths(torch.bincount(start)).tolist() if lens.numel() else [0]
         for s in range(len(bounds) - 1):  # targets of one start position are distinct
             e = order[bounds[s]:bounds[s + 1]]
             logz[target[e]] = torch.logaddexp(logz[target[e]], logz[source[e]] + weight[e])
@@ -394,21 +402,11 @@ class Unigram:
         k = min(nbest_size, 1024)
         device = words.device
         rows = len(words)
-        edge_offsets, lens, ids, scores = self.lattice(words)
-        n = words.values.numel()
-        num_nodes = n + rows
-        node_start = words.offsets[:-1] + torch.arange(rows, device=device)
+        lens, ids, scores, source, target, num_nodes, node_start, order, bounds = self._graph(words)
         best = torch.full((num_nodes, k), -math.inf, dtype=torch.float64, device=device)
         back_edge = torch.full((num_nodes, k), -1, dtype=torch.int64, device=device)
         back_rank = torch.full((num_nodes, k), -1, dtype=torch.int64, device=device)
         best[node_start, 0] = 0.0
-        edge_pos = row_ids(edge_offsets, lens.numel())
-        row_of_char = row_ids(words.offsets, n)
-        source = edge_pos + row_of_char[edge_pos]
-        target = source + lens
-        start = edge_pos - words.offsets[row_of_char[edge_pos]]
-        order = torch.argsort(start, stable=True)
-        bounds = offsets_from_lengths(torch.bincount(start)).tolist() if lens.numel() else [0]
         ranks = torch.arange(k, device=device)
         for s in range(len(bounds) - 1):
             e = order[bounds[s]:bounds[s + 1]]
