@@ -39,9 +39,10 @@ the counts of the windows it destroys and adds the windows it creates: vectorize
 proportion to the merge's occurrences, never a recount (numpy rather than torch: its per-op cost on
 these small arrays is a fraction of torch's). The best pair comes from a candidate set sorted by
 pair, holding every pair counted at least ``threshold``; it is rebuilt with a lower threshold when it
-runs dry. The first pair count runs on the words' device (``pair_count``: the Triton kernel on CUDA);
-the merge loop runs on the host, with the twin, unless the ``triton`` backend is forced (the tests
-run the kernel there under ``TRITON_INTERPRET=1``). Left out: a merge loop resident on the GPU.
+runs dry. Words on a CUDA device train with the same loop kept in device memory instead
+(:mod:`gputok.trainers.bpe_device`, :func:`trainer_class` picks): the Triton kernels count the
+pairs and apply the merges there. The host loop applies merges with the twin, or with the kernel on
+numpy views when the ``triton`` backend is forced (the tests, under ``TRITON_INTERPRET=1``).
 
 Memory: per symbol of the unique words five int32 arrays (symbols, links, slots, word ids) and up to
 three int32 entries of the position buffer; per pair ever seen an int64 key, count and buffer offset;
@@ -110,12 +111,20 @@ def learn_bpe(words: Ragged, counts: torch.Tensor, *, vocab_size: int, min_frequ
     >>> vocab
     {'g': 0, 'h': 1, 'n': 2, 'p': 3, 's': 4, 'u': 5, 'hu': 6, 'hug': 7}
     """
-    trainer = _Trainer(words, counts, vocab_size=vocab_size, min_frequency=min_frequency,
-                       special_tokens=special_tokens, limit_alphabet=limit_alphabet,
-                       initial_alphabet=initial_alphabet, prefix=continuing_subword_prefix,
-                       suffix=end_of_word_suffix, max_token_length=max_token_length, score="frequency",
-                       progress=progress, stats=stats)
+    trainer_type = trainer_class(words.device)
+    trainer = trainer_type(words, counts, vocab_size=vocab_size, min_frequency=min_frequency,
+                           special_tokens=special_tokens, limit_alphabet=limit_alphabet,
+                           initial_alphabet=initial_alphabet, prefix=continuing_subword_prefix,
+                           suffix=end_of_word_suffix, max_token_length=max_token_length, score="frequency",
+                           progress=progress, stats=stats)
     return trainer.run()
+
+
+def trainer_class(device: torch.device) -> type[_Trainer]:
+    """The merge loop for words on ``device``: on the device for CUDA, on the host otherwise."""
+    from .bpe_device import DeviceTrainer, runs_on_device  # it builds on _Trainer, defined below
+
+    return DeviceTrainer if runs_on_device(device) else _Trainer
 
 
 def _check_int(name: str, value, low: int, allow_none: bool = False) -> None:
@@ -413,12 +422,7 @@ class _Trainer:
     def _merge(self, slot: int) -> tuple[str, str]:
         key = int(self.pkey[slot])
         a, b = key >> 32, key & _LOW
-        left, right = self.tokens[a], self.tokens[b]
-        joined = right[len(self.prefix):] if self.prefix and right.startswith(self.prefix) else right
-        fresh = left + joined not in self.ids
-        z = self._add(left + joined)
-        if fresh:
-            self.tlen[z] = self.tlen[a] + self.tlen[b]
+        left, right, z, fresh = self._merged_token(a, b)
         starts = self._occurrences(slot)
         if a == b:
             starts = self._without_overlaps(np.sort(starts), slot)
@@ -447,6 +451,16 @@ class _Trainer:
             self.freq[b] -= moved
             self.freq[z] += moved
         return left, right
+
+    def _merged_token(self, a: int, b: int) -> tuple[str, str, int, bool]:
+        """The tokens of ids ``a`` and ``b``, the id of their merge, and whether it is a new token."""
+        left, right = self.tokens[a], self.tokens[b]
+        joined = right[len(self.prefix):] if self.prefix and right.startswith(self.prefix) else right
+        fresh = left + joined not in self.ids
+        z = self._add(left + joined)
+        if fresh:
+            self.tlen[z] = self.tlen[a] + self.tlen[b]
+        return left, right, z, fresh
 
     def _without_overlaps(self, starts: np.ndarray, slot: int) -> np.ndarray:
         """For a pair ``(a, a)``: in each run of windows keep the 1st, 3rd, ... (left to right merging)."""
