@@ -6,7 +6,9 @@ The model is a Unigram model that sentencepiece trains on ASSETS text (vocab 800
 as the tests cache it), or ``--model``. The text is the first ``--megabytes`` of the parity corpus
 (English, the Chinese kernel docs, Shakespeare, GO terms). Engines, each in its own subprocess
 with the same thread count: gputok (Python strings in, padded tensors out, batches of
-``--batch-size`` lines, torch intra-op threads), sentencepiece's batch call
+``--batch-size`` lines, torch intra-op threads, a fresh word cache), gputok-ragged (the same,
+ids out as one flat tensor with row offsets, ``padding=False``: the output the other engines
+give, without the ``[rows, longest]`` tensors), sentencepiece's batch call
 ``encode(lines, num_threads=N)``, and huggingface ``encode_batch`` on the tokenizer.json gputok
 writes for the same model (``RAYON_NUM_THREADS=N``). Prints a table and writes JSON
 (default bench-results/encode_unigram.json). All engines must produce the same token count.
@@ -45,7 +47,7 @@ def load_lines(megabytes: float) -> tuple[list[str], int]:
 
 def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: int) -> dict:
     lines, nbytes = load_lines(megabytes)
-    if engine == "gputok":
+    if engine in ("gputok", "gputok-ragged"):
         import torch
 
         import gputok
@@ -57,7 +59,10 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
         def run():
             total = 0
             for i in range(0, len(lines), batch_size):
-                total += int(tok(lines[i:i + batch_size])["attention_mask"].sum())
+                if engine == "gputok":
+                    total += int(tok(lines[i:i + batch_size])["attention_mask"].sum())
+                else:
+                    total += tok(lines[i:i + batch_size], padding=False)["input_ids"].numel()
             return total
     elif engine == "sentencepiece":
         import sentencepiece as spm
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=65536)
     parser.add_argument("--model", default=None)
-    parser.add_argument("--engines", nargs="+", default=["gputok", "sentencepiece", "huggingface"])
+    parser.add_argument("--engines", nargs="+", default=["gputok", "gputok-ragged", "sentencepiece", "huggingface"])
     parser.add_argument("--json", default="bench-results/encode_unigram.json")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

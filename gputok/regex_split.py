@@ -117,7 +117,7 @@ import torch
 
 from . import unicode
 from .pre_tokenizers import Words
-from .ragged import Ragged, offsets_from_lengths, positions_in_rows
+from .ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows
 
 _R50K = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 _CL100K = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
@@ -233,16 +233,27 @@ def _lut(kinds: tuple[int, ...], device: torch.device) -> torch.Tensor:
     return table.to(device)
 
 
+_KINDS = 16  # kind codes are below this (the per-rule kinds above and their NONE)
+
+
+@functools.lru_cache(maxsize=16)
+def _pair_table(rule, device: torch.device) -> torch.Tensor:
+    """``rule(kind, other)`` for all ``other * _KINDS + kind``: a per-segment rule on two kinds
+    becomes one gather instead of a dozen passes."""
+    code = torch.arange(_KINDS * _KINDS)
+    return rule(code % _KINDS, code // _KINDS).to(device)
+
+
 def _next_true(brk: torch.Tensor, it: torch.dtype) -> torch.Tensor:
     """For each j < len(brk) - 1: the smallest j' > j with ``brk[j']`` (``brk[-1]`` must be True)."""
     counts = torch.cumsum(brk[:-1], 0, dtype=it)
-    return torch.nonzero(brk).flatten().to(it).index_select(0, counts)
+    return nonzero(brk).to(it).index_select(0, counts)
 
 
 def _last_true(mask: torch.Tensor, it: torch.dtype) -> torch.Tensor:
     """For each j: the largest j' <= j with ``mask[j']``, or -1."""
     counts = torch.cumsum(mask, 0, dtype=it)
-    where = torch.nonzero(mask).flatten().to(it)
+    where = nonzero(mask).to(it)
     return torch.cat([where.new_full((1,), -1), where]).index_select(0, counts)
 
 
@@ -271,7 +282,7 @@ class _Batch:
         first[offsets] = True
         brk = first.clone()
         brk[1:n] |= kind[1:] != kind[:-1]
-        self.seg_start = torch.nonzero(brk).flatten().to(it)  # m + 1 entries, the last is n
+        self.seg_start = nonzero(brk).to(it)  # m + 1 entries, the last is n
         self.m = m = self.seg_start.numel() - 1
         self.segid = torch.cumsum(brk, 0, dtype=it) - 1  # n + 1 entries, segid[n] = m
         seg_kind = kind.index_select(0, self.seg_start[:m]).to(it)
@@ -282,6 +293,11 @@ class _Batch:
         self.seg_pk = torch.where(self.seg_first[:m], none, prev)
         self.seg_row_end = self.seg_start.index_select(0, _next_true(self.seg_first, it))
         self.arange_m = torch.arange(m + 1, dtype=it, device=device)
+
+    def by_pair(self, rule, other: torch.Tensor) -> torch.Tensor:
+        """[m]: ``rule(seg_kind, other)`` for every segment, with ``other`` a per-segment kind array
+        (``seg_pk``, ``seg_nk``): one gather from the rule's table over all pairs of kinds."""
+        return _pair_table(rule, self.seg_kind.device).index_select(0, other * _KINDS + self.seg_kind[: self.m])
 
     def kinds_in(self, kinds, of: torch.Tensor) -> torch.Tensor:
         return _lut(tuple(kinds), of.device).index_select(0, of)
@@ -316,7 +332,7 @@ class _Batch:
 
     def digit_starts(self, digit: int) -> torch.Tensor:
         """Every 3rd digit of each digit run from its start: ``\\p{N}{1,3}`` starts, always forced."""
-        seg = torch.nonzero(self.seg_kind[: self.m] == digit).flatten()
+        seg = nonzero(self.seg_kind[: self.m] == digit)
         starts = self.seg_start.index_select(0, seg)
         counts = (self.seg_start.index_select(0, seg + 1) - starts + 2) // 3
         total = int(counts.sum())
@@ -335,14 +351,14 @@ class _Batch:
         the next group or at the end of the run, both forced.
         """
         m = self.m
-        starts = self.seg_start[:m][mask]
+        starts = self.seg_start.index_select(0, nonzero(mask))
         ahead = torch.cat([mask, mask.new_ones(2)])
         known = torch.where(glue, ahead[2:], ~ws & ahead[1 : m + 1])
         look = mask & ~known
         if digit is None:
-            return starts, self.seg_start[:m][look]
+            return starts, self.seg_start.index_select(0, nonzero(look))
         look &= self.seg_kind[:m] != digit
-        return torch.cat([starts, self.digit_starts(digit)]), self.seg_start[:m][look]
+        return torch.cat([starts, self.digit_starts(digit)]), self.seg_start.index_select(0, nonzero(look))
 
     def single(self) -> torch.Tensor:
         """[m]: segments of one char."""
@@ -351,10 +367,10 @@ class _Batch:
     def contraction(self, p: torch.Tensor, row_end: torch.Tensor, apos: torch.Tensor, case_sensitive: bool) -> torch.Tensor:
         """Length of ``'(?i:[sdmt]|ll|ve|re)`` at ``p`` where ``apos`` (p holds an apostrophe), else 0."""
         out = torch.zeros_like(p)
-        sel = torch.nonzero(apos).flatten()
+        sel = nonzero(apos)
         if sel.numel() == 0:
             return out
-        p, row_end = p[sel], row_end[sel]
+        p, row_end = p.index_select(0, sel), row_end.index_select(0, sel)
         letters = _letter_table(case_sensitive).to(p.device)
         last = self.n - 1
 
@@ -420,17 +436,25 @@ def _gpt2(b: _Batch):
         clen = b.contraction(q, a.re, k == K_APOS, True)
         return torch.where(clen > 0, q + clen, nx)
 
-    sk, pk = b.seg_kind[: b.m], b.seg_pk
+    sk = b.seg_kind[: b.m]
+    forced = b.seg_first[: b.m] | b.by_pair(_gpt2_forced, b.seg_pk)
+    glue = b.single() & b.by_pair(_gpt2_glue, b.seg_nk)
+    return nx_at, b.forced(forced, sk >= K_SP, glue)
+
+
+def _gpt2_forced(sk: torch.Tensor, pk: torch.Tensor) -> torch.Tensor:
+    """Whether a segment of kind ``sk`` after one of kind ``pk`` (in the same text) starts a match."""
     ws, pws = sk >= K_SP, (pk >= K_SP) & (pk != K_NONE)
-    classes = _CLASS4.to(sk.device)
-    cls, pcls = classes.index_select(0, sk), classes.index_select(0, pk)
-    forced = b.seg_first[: b.m].clone()
-    forced |= ~ws & (pk < K_SP) & (cls != pcls) & (pk != K_APOS)
+    cls, pcls = _CLASS4[sk.clamp(max=K_NONE)], _CLASS4[pk.clamp(max=K_NONE)]  # (table codes above NONE are unused)
+    forced = ~ws & (pk < K_SP) & (cls != pcls) & (pk != K_APOS)
     forced |= ~ws & ((pk == K_OWS) | (pk == K_NL))
     forced |= ws & ~pws & (pk != K_NONE)
-    nk = b.seg_nk
-    glue = b.single() & (sk == K_SP) & (nk < K_SP)
-    return nx_at, b.forced(forced, ws, glue)
+    return forced
+
+
+def _gpt2_glue(sk: torch.Tensor, nk: torch.Tensor) -> torch.Tensor:
+    """Whether one char of kind ``sk`` before a segment of kind ``nk`` takes that segment too."""
+    return (sk == K_SP) & (nk < K_SP)
 
 
 def _cl100k(b: _Batch):
@@ -454,21 +478,30 @@ def _cl100k(b: _Batch):
         clen = b.contraction(q, a.re, k == K_APOS, False)
         return torch.where(clen > 0, q + clen, nx)
 
-    sk, pk = b.seg_kind[: b.m], b.seg_pk
+    sk = b.seg_kind[: b.m]
+    forced = b.seg_first[: b.m] | b.by_pair(_cl100k_forced, b.seg_pk)
+    glue = b.single() & b.by_pair(_cl100k_glue, b.seg_nk)
+    return nx_at, b.forced(forced, sk >= K_SP, glue, K_N)
+
+
+def _cl100k_forced(sk: torch.Tensor, pk: torch.Tensor) -> torch.Tensor:
+    """Whether a segment of kind ``sk`` after one of kind ``pk`` (in the same text) starts a match."""
     ws = sk >= K_SP
     other = (sk == K_O) | (sk == K_APOS)
-    forced = b.seg_first[: b.m].clone()
-    forced |= (sk == K_N) & (pk != K_N)
+    forced = (sk == K_N) & (pk != K_N)
     forced |= (sk != K_N) & (pk == K_N)
     forced |= other & (pk == K_L)
     forced |= ws & ((pk == K_L) | (pk == K_N))
     forced |= ((sk == K_SP) | (sk == K_OWS)) & ((pk == K_O) | (pk == K_APOS))
     forced |= ~ws & (pk == K_NL)
     forced |= other & (pk == K_OWS)
-    nk = b.seg_nk
-    # (an apostrophe is not: "'s" may be a contraction)
-    glue = (((sk == K_O) | (sk == K_SP) | (sk == K_OWS)) & (nk == K_L)) | ((sk == K_SP) & ((nk == K_O) | (nk == K_APOS)))
-    return nx_at, b.forced(forced, ws, b.single() & glue, K_N)
+    return forced
+
+
+def _cl100k_glue(sk: torch.Tensor, nk: torch.Tensor) -> torch.Tensor:
+    """Whether one char of kind ``sk`` before a segment of kind ``nk`` takes that segment too
+    (an apostrophe does not: "'s" may be a contraction)."""
+    return (((sk == K_O) | (sk == K_SP) | (sk == K_OWS)) & (nk == K_L)) | ((sk == K_SP) & ((nk == K_O) | (nk == K_APOS)))
 
 
 _O_LETTERISH = (O_UP, O_LO, O_BL, O_M)
@@ -546,7 +579,7 @@ def _chain(b: _Batch, nx_at, forced: torch.Tensor, frontier: torch.Tensor) -> to
     marked[n] = True
     for _ in range(_HOPS):
         step = nx_at(frontier)
-        frontier = step[~marked.index_select(0, step)]
+        frontier = step.index_select(0, nonzero(~marked.index_select(0, step)))
         if frontier.numel() == 0:
             return marked
         marked[frontier] = True
@@ -566,7 +599,7 @@ def _chain(b: _Batch, nx_at, forced: torch.Tensor, frontier: torch.Tensor) -> to
     local = torch.cat([marked.index_select(0, where), marked.new_ones(1)])
     jump = step
     while True:
-        at = torch.nonzero(local).flatten().to(b.it)
+        at = nonzero(local).to(b.it)
         if bool(local.index_select(0, step.index_select(0, at)).all()):
             break
         local[jump.index_select(0, at)] = True
@@ -603,7 +636,7 @@ def split(text: Ragged, rule: str) -> Words:
     b = _Batch(Ragged(text.values, offsets), _kind_table(family), none)
     nx_at, (forced, frontier) = build(b)
     marked = _chain(b, nx_at, forced, frontier)
-    starts = torch.nonzero(marked[:n]).flatten()
+    starts = nonzero(marked[:n])
     row_end = b.seg_row_end.index_select(0, b.segid.index_select(0, starts.to(b.it))).long()
     following = torch.cat([starts[1:], starts.new_full((1,), n)])
     return Words(starts, torch.minimum(following, row_end), torch.searchsorted(starts, offsets))

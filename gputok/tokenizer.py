@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from . import decoders, normalizers, pre_tokenizers
+from . import _dispatch, decoders, normalizers, pre_tokenizers
 from ._atomic import write_atomic
 from .dedup import gather_words, span_hashes, unique_words
 from .ingest import TextInput, as_texts, codepoints
@@ -268,22 +268,24 @@ class Tokenizer:
         if self.normalizer is not None:
             norm, source = self.normalizer(text)
         else:
-            norm, source = text, torch.arange(text.values.numel(), device=text.device)
+            norm, source = text, None  # each character is its own source (made only if spans are asked for)
         if self.pre_tokenizer is None:
             raise ValueError("a WordPiece tokenizer needs a pre_tokenizer to split words")
         rewrite = getattr(self.pre_tokenizer, "rewrite", None)
         if rewrite is not None:  # Metaspace: spaces become "▁" and a "▁" goes first, before the split
             norm, moved = rewrite(norm)
-            source = source[moved]
+            source = moved if source is None else source[moved]
         words = self.pre_tokenizer(norm)
         lengths = words.lengths()
         in_context = getattr(self.model, "encode_in_context", None)  # Unigram: float32 ties, sampling
         if in_context is not None:
-            piece_ids, piece_ends, inverse = in_context(norm.values, words, unique_words(norm.values, words))
+            piece_ids, piece_ends, inverse = in_context(norm.values, words, unique_words(norm.values, words),
+                                                        cache=self.word_cache)
         elif self.word_cache is not None:  # one row per word: the model runs on unseen words only
             encode = lambda s, n: self.model.encode_words(gather_words(norm.values, s, n))  # noqa: E731
             piece_ids, piece_ends = self.word_cache.encode(
-                self.model, norm.values, words.starts, lengths, span_hashes(norm.values, words.starts, words.ends), encode)
+                self.model, norm.values, words.starts, lengths, span_hashes(norm.values, words.starts, words.ends), encode,
+                with_ends=with_spans)
             inverse = None
         else:
             unique = unique_words(norm.values, words)
@@ -311,6 +313,8 @@ class Tokenizer:
             first = words.starts[word_of_token]
             last = piece_ends.values[piece].long() - 1
             # Byte tokens of one character (byte fallback, byte-level BPE) each span that character.
+            if source is None:
+                source = torch.arange(text.values.numel(), device=text.device)
             start = source[first + torch.minimum(piece_starts(piece_ends)[piece], last)]
             end = source[first + last] + 1
             text_start = text.offsets[:-1][row_ids(token_offsets, total)]
@@ -422,7 +426,7 @@ class Tokenizer:
             raise ValueError(f"truncation={truncation!r} / padding={padding!r} need max_length=")
         if padding_side not in ("left", "right"):
             raise ValueError(f"padding_side={padding_side!r}; choose 'left' or 'right'")
-        device = torch.device(device) if device is not None else torch.device("cpu")
+        device = _dispatch.checked_device(device)
         allowed = self._check_special(texts + (pairs or []), allowed_special, disallowed_special)
 
         first = self.encode_ragged(texts, device=device, with_spans=return_offsets, allowed=allowed)
@@ -436,18 +440,24 @@ class Tokenizer:
         rows = truncate(first.ids.lengths(), None if second is None else second.ids.lengths(),
                         max_length=budget, strategy=truncation or "longest_first", stride=stride,
                         overflow=return_overflowing_tokens)
-        if not template:
-            template = [_A] if second is None else [_A, _B]
-        row_offsets, source, special_ids, type_ids = assemble(
-            template, rows, first.ids.offsets, None if second is None else second.ids.offsets,
-            first.ids.values.numel())
-        all_ids = first.ids.values if second is None else torch.cat([first.ids.values, second.ids.values])
-        is_token = source >= 0
-        input_ids = torch.where(is_token, all_ids[source.clamp(min=0)] if all_ids.numel() else 0, special_ids)
+        if not template and second is None and truncation is None:
+            # One sequence, no special tokens, nothing cut: the rows are the encoded texts as they are.
+            row_offsets, input_ids = first.ids.offsets, first.ids.values
+            type_ids = torch.zeros_like(input_ids)
+            offsets = first.spans
+        else:
+            if not template:
+                template = [_A] if second is None else [_A, _B]
+            row_offsets, source, special_ids, type_ids = assemble(
+                template, rows, first.ids.offsets, None if second is None else second.ids.offsets,
+                first.ids.values.numel())
+            all_ids = first.ids.values if second is None else torch.cat([first.ids.values, second.ids.values])
+            is_token = source >= 0
+            input_ids = torch.where(is_token, all_ids[source.clamp(min=0)] if all_ids.numel() else 0, special_ids)
+            if return_offsets:
+                spans = first.spans if second is None else torch.cat([first.spans, second.spans])
+                offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else spans.new_zeros(1, 2), 0)
         out: dict[str, torch.Tensor] = {}
-        if return_offsets:
-            spans = first.spans if second is None else torch.cat([first.spans, second.spans])
-            offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else spans.new_zeros(1, 2), 0)
         if padding == "do_not_pad":
             out.update(input_ids=input_ids, token_type_ids=type_ids, row_offsets=row_offsets)
             if return_offsets:
@@ -462,8 +472,11 @@ class Tokenizer:
             left = padding_side == "left"
             pad_id = self._pad_id
             out["input_ids"] = pad(input_ids, row_offsets, width=width, pad_value=pad_id, left=left)
-            out["attention_mask"] = pad(torch.ones_like(input_ids), row_offsets, width=width, pad_value=0, left=left)
-            out["token_type_ids"] = pad(type_ids, row_offsets, width=width, pad_value=0, left=left)
+            cols = torch.arange(width, device=input_ids.device)
+            filled = cols >= (width - lengths)[:, None] if left else cols < lengths[:, None]
+            out["attention_mask"] = filled.long()
+            out["token_type_ids"] = (pad(type_ids, row_offsets, width=width, pad_value=0, left=left)
+                                     if bool(type_ids.any()) else torch.zeros_like(out["attention_mask"]))
             if return_offsets:
                 out["offsets"] = torch.stack([pad(offsets[:, k].contiguous(), row_offsets, width=width, pad_value=0, left=left)
                                               for k in range(2)], -1)

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from . import normalizers, pre_tokenizers
+from . import _dispatch, normalizers, pre_tokenizers
 from .ragged import Ragged
 from .tokenizer import Tokenizer
 from .trainers import counting
@@ -155,7 +155,8 @@ def count_words(files_or_iterator: str | os.PathLike | Iterable, *, preset: str 
     """
     _, chosen = _resolve(None, preset, "frequency")
     normalizer, pre_tokenizer = _components(chosen)
-    counter = counting.WordCounter(normalizer, pre_tokenizer, byte_level=chosen.byte_level, device=device)
+    counter = counting.WordCounter(normalizer, pre_tokenizer, byte_level=chosen.byte_level,
+                                   device=_dispatch.checked_device(device))
     paths = _as_paths(files_or_iterator)
     if paths is not None:
         paths = counting.check_files(paths)
@@ -280,6 +281,7 @@ def train_from_counts(word_counts: Mapping[str, int] | tuple[Ragged, torch.Tenso
     """
     _, chosen = _resolve(model, preset, score)
     _check_numbers(vocab_size, min_frequency, limit_alphabet, max_token_length)
+    device = _dispatch.checked_device(device)
     if isinstance(word_counts, Mapping):
         words, counts = _from_mapping(word_counts, chosen.byte_level, device)
     elif isinstance(word_counts, tuple) and len(word_counts) == 2 and isinstance(word_counts[0], Ragged):
@@ -393,26 +395,31 @@ def save_sentencepiece_model(tok: Tokenizer, path: str | os.PathLike) -> None:
                               unk_token=model.pieces[model.unk_id], special_tokens=special)
 
 
-def _training_lines(files_or_iterator, progress: bool) -> list[str]:
-    """Every line (files, read as :func:`count_words` reads them) or text (an iterable) of the input."""
+def _unigram_counts(files_or_iterator, progress: bool) -> tuple[Ragged, torch.Tensor, torch.Tensor]:
+    """Unique words, counts and sentence-final counts of the input (files read line by line as
+    :func:`count_words` reads them, an iterable's items as sentences), streamed in chunks."""
+    from .trainers.unigram import UnigramWordCounter
+
+    counter = UnigramWordCounter()
     paths = _as_paths(files_or_iterator)
     if paths is None:
-        return [text for texts in counting.text_chunks(files_or_iterator) for text in texts]
+        for texts in counting.text_chunks(files_or_iterator):
+            counter.add_lines(texts)
+        return counter.result()
     paths = counting.check_files(paths)
     from tqdm import tqdm
 
-    lines: list[str] = []
     with tqdm(total=sum(p.stat().st_size for p in paths), unit="B", unit_scale=True, desc="reading",
               disable=not progress, file=sys.stderr) as bar:
         for chunk in counting.file_chunks(paths, on_bytes=bar.update):
-            lines += chunk.split("\n")
-    return lines
+            counter.add_lines(chunk.split("\n"))
+    return counter.result()
 
 
 def _train_unigram(files_or_iterator, *, vocab_size: int, special_tokens: Sequence[str] | None,
                    byte_fallback: bool, character_coverage: float, max_piece_length: int,
                    progress: bool) -> tuple[Tokenizer, UnigramTrainingSummary]:
-    from .trainers.unigram import UnigramTrainStats, learn_unigram, unigram_training_words
+    from .trainers.unigram import UnigramTrainStats, learn_unigram
 
     if not isinstance(byte_fallback, bool):
         raise ValueError(f"byte_fallback={byte_fallback!r}; pass True or False")
@@ -421,9 +428,7 @@ def _train_unigram(files_or_iterator, *, vocab_size: int, special_tokens: Sequen
         if not isinstance(token, str) or not token:
             raise ValueError(f"special token {token!r}: special tokens must be non-empty strings")
     start = time.perf_counter()
-    lines = _training_lines(files_or_iterator, progress)
-    words, counts, final = unigram_training_words(lines, return_sentence_final=True)
-    del lines
+    words, counts, final = _unigram_counts(files_or_iterator, progress)
     if not counts.numel():
         raise ValueError("the training corpus holds no words (empty, or only whitespace); nothing to train on")
     read = time.perf_counter()

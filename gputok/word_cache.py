@@ -33,7 +33,7 @@ import torch
 
 from .dedup import spans_equal, unique_spans
 from .hashing import HashMap, insert, lookup
-from .ragged import Ragged, offsets_from_lengths, segment_sum, span_indices
+from .ragged import Ragged, nonzero, offsets_from_lengths, segment_sum, span_indices
 
 Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[Ragged, Ragged]]
 
@@ -120,13 +120,13 @@ class WordCache:
         self.__init__(**state)
 
     def encode(self, owner: object, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor,
-               keys: torch.Tensor, encode: Encoder) -> tuple[Ragged, Ragged]:
+               keys: torch.Tensor, encode: Encoder, *, with_ends: bool = True) -> tuple[Ragged, Ragged | None]:
         """Token ids and token ends of every word ``values[starts[i]:starts[i] + lengths[i]]``.
 
         ``keys``: the words' hashes (:func:`gputok.dedup.span_hashes`); the words must not
         overlap. ``encode(starts, lengths)`` runs the model ``owner`` on distinct words and
         returns ``(ids, ends)`` as ragged tensors, one row per word; it sees only the distinct
-        words that miss.
+        words that miss. ``with_ends=False``: the token ends are not gathered (None is returned).
         """
         device = values.device
         with self._lock:
@@ -136,60 +136,56 @@ class WordCache:
             store = self._stores.get(device)
             if store is None:
                 store = self._stores[device] = _Store(self.capacity, device)
-            entry = self._verified(store, store.find(keys), values, starts, lengths)
-            hit = torch.nonzero(entry >= 0).flatten()
+            entry = store.find(keys)
+            hit = nonzero(entry >= 0)
             hit_entries = store.entries.index_select(0, entry.index_select(0, hit))
+            same = self._verified(store, hit_entries, values, starts.index_select(0, hit), lengths.index_select(0, hit))
+            if same is not None:  # a hash collision (rare): those words miss
+                hit, hit_entries = hit.index_select(0, same), hit_entries.index_select(0, same)
             stored_tokens = span_indices(hit_entries[:, 2], hit_entries[:, 3])[0]
             hit_ids = store.ids.data.index_select(0, stored_tokens)
-            hit_ends = store.ends.data.index_select(0, stored_tokens)
-        miss = torch.nonzero(entry < 0).flatten()
-        if not miss.numel():  # every word hit: the tokens are in order already
+            hit_ends = store.ends.data.index_select(0, stored_tokens) if with_ends else None
+        if hit.numel() == keys.numel():  # every word hit: the tokens are in order already
             offsets = offsets_from_lengths(hit_entries[:, 3])
-            return Ragged(hit_ids, offsets), Ragged(hit_ends, offsets)
+            return Ragged(hit_ids, offsets), Ragged(hit_ends, offsets) if with_ends else None
+        is_miss = torch.ones(keys.numel(), dtype=torch.bool, device=device)
+        is_miss[hit] = False
+        miss = nonzero(is_miss)
         miss_starts, miss_lengths, miss_keys = (t.index_select(0, miss) for t in (starts, lengths, keys))
         unique = unique_spans(values, miss_starts, miss_lengths, miss_keys)
         rep = unique.representative
         new_ids, new_ends = encode(miss_starts.index_select(0, rep), miss_lengths.index_select(0, rep))
-        out_lengths = torch.zeros_like(lengths)
+        # Each word's tokens are a span of [hit tokens | new tokens]: one gather lays them out.
+        out_lengths = torch.empty_like(lengths)
         out_lengths[hit] = hit_entries[:, 3]
-        miss_token_lengths = new_ids.lengths().index_select(0, unique.inverse)
-        out_lengths[miss] = miss_token_lengths
-        out_offsets = offsets_from_lengths(out_lengths)
-        ids = torch.empty(int(out_offsets[-1]), dtype=torch.int64, device=device)
-        ends = torch.empty_like(ids)
-        at = span_indices(out_offsets.index_select(0, hit), hit_entries[:, 3])[0]
-        ids[at], ends[at] = hit_ids, hit_ends
-        at = span_indices(out_offsets.index_select(0, miss), miss_token_lengths)[0]
-        source = span_indices(new_ids.offsets.index_select(0, unique.inverse), miss_token_lengths)[0]
-        ids[at] = new_ids.values.long().index_select(0, source)
-        ends[at] = new_ends.values.long().index_select(0, source)
+        out_lengths[miss] = new_ids.lengths().index_select(0, unique.inverse)
+        first = torch.empty_like(lengths)
+        first[hit] = offsets_from_lengths(hit_entries[:, 3])[:-1]
+        first[miss] = new_ids.offsets.index_select(0, unique.inverse) + hit_ids.numel()
+        source, out_offsets = span_indices(first, out_lengths)
+        ids = torch.cat([hit_ids, new_ids.values.long()]).index_select(0, source)
+        ends = torch.cat([hit_ends, new_ends.values.long()]).index_select(0, source) if with_ends else None
         self._insert(owner, device, miss_keys.index_select(0, rep), values, miss_starts.index_select(0, rep),
                      miss_lengths.index_select(0, rep), new_ids, new_ends)
-        return Ragged(ids, out_offsets), Ragged(ends, out_offsets)
+        return Ragged(ids, out_offsets), Ragged(ends, out_offsets) if with_ends else None
 
-    def _verified(self, store: _Store, entry: torch.Tensor, values: torch.Tensor, starts: torch.Tensor,
-                  lengths: torch.Tensor) -> torch.Tensor:
-        """``entry`` where the word equals the stored one character for character, else -1."""
-        found = torch.nonzero(entry >= 0).flatten()
-        stored = store.entries.index_select(0, entry.index_select(0, found))
-        word_starts, word_lengths = starts.index_select(0, found), lengths.index_select(0, found)
-        if bool(torch.equal(stored[:, 1], word_lengths)) and spans_equal(
-                values, word_starts, word_lengths, store.chars.data[:store.chars.size], stored[:, 0]):
-            return entry  # the common case: no collision at all
+    def _verified(self, store: _Store, stored: torch.Tensor, values: torch.Tensor, starts: torch.Tensor,
+                  lengths: torch.Tensor) -> torch.Tensor | None:
+        """None if every word equals its ``stored`` entry character for character (the common
+        case: no collision at all), else the indices of the words that do."""
+        chars = store.chars.data[:store.chars.size]
+        if bool(torch.equal(stored[:, 1], lengths)) and spans_equal(values, starts, lengths, chars, stored[:, 0]):
+            return None
         # A hash collision somewhere (rare): find the words, character by character.
-        same = stored[:, 1] == word_lengths
-        found, stored = found[same], stored[same]
-        word_chars, offsets = span_indices(starts.index_select(0, found), stored[:, 1])
-        stored_chars = span_indices(stored[:, 0], stored[:, 1])[0]
-        differ = values.index_select(0, word_chars) != store.chars.data.index_select(0, stored_chars)
-        keep = torch.full_like(entry, -1)
-        keep[found] = entry.index_select(0, found)
-        keep[found[segment_sum(differ.long(), offsets) > 0]] = -1
-        return keep
+        same = nonzero(stored[:, 1] == lengths)
+        word_chars, offsets = span_indices(starts.index_select(0, same), lengths.index_select(0, same))
+        stored_chars = span_indices(stored[:, 0].index_select(0, same), lengths.index_select(0, same))[0]
+        differ = values.index_select(0, word_chars) != chars.index_select(0, stored_chars)
+        return same.index_select(0, nonzero(segment_sum(differ.long(), offsets) == 0))
 
     def _insert(self, owner: object, device: torch.device, keys: torch.Tensor, values: torch.Tensor, starts: torch.Tensor,
                 lengths: torch.Tensor, ids: Ragged, ends: Ragged) -> None:
-        fits = torch.nonzero(lengths <= self.max_word_length).flatten()
+        fits = nonzero(lengths <= self.max_word_length)
         with self._lock:
             store = self._stores.get(device)
             if store is None or self._owner() is not owner:  # another model took the cache meanwhile

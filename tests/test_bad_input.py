@@ -273,3 +273,18 @@ def test_decode_out_of_range(bert):
         bert.decode_batch([[7592], [30522]])
     last = bert.vocab_size - 1  # the largest valid id decodes
     assert bert.decode([7592, last]) == "hello" + bert.id_to_token(last).removeprefix("##")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error of a torch without CUDA")
+def test_cuda_device_without_cuda_is_a_clear_error(bert):
+    import gputok
+
+    message = r"device='cuda' but this torch has no usable CUDA device .*pass device='cpu'"
+    with pytest.raises(ValueError, match=message):
+        bert(["hello"], device="cuda")
+    with pytest.raises(ValueError, match=message):
+        gputok.train(iter(["a b c"]), preset="byte-level-bpe", vocab_size=300, device="cuda", progress=False)
+    with pytest.raises(ValueError, match=message):
+        gputok.train_from_counts({"ab": 3}, model="bpe", vocab_size=300, device="cuda")
+    with pytest.raises(ValueError, match=r"device='gpu' is not a torch device"):
+        bert(["hello"], device="gpu")

@@ -9,7 +9,7 @@ from gputok import Tokenizer, assets
 from gputok.hashing import HashMap
 from gputok.ingest import utf8_bytes
 from gputok.models.bpe import BPE, bpe_merge_torch
-from gputok.ragged import Ragged
+from gputok.ragged import Ragged, offsets_from_lengths
 
 tiktoken = pytest.importorskip("tiktoken")
 from tiktoken.load import load_tiktoken_bpe  # noqa: E402
@@ -98,6 +98,37 @@ def test_merge_rounds_match_one_at_a_time():
     tokens, offsets = bpe_merge_torch(torch.tensor([0, 1, 0, 1]), torch.tensor([0, 4]), slot_keys=keys,
                                       slot_values=values, hash_mask=m.mask, max_probes=m.max_probes, vocab_size=5)
     assert tokens.tolist() == [4, 1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merge_rounds_equal_the_heap_on_random_merge_tables(seed):
+    """Random merge tables (ranks in any order, so merges often create pairs ranked below the
+    one being merged) and words with repeated pairs: the rounds give the one-at-a-time result,
+    and stopping early (min_progress) leaves a state the heap finishes to the same result."""
+    import random
+
+    from gputok.models.bpe import bpe_merge_heap
+
+    rng = random.Random(seed)
+    vocab, made = 4, []
+    while vocab < 40:
+        pair = (rng.randrange(vocab), rng.randrange(vocab))
+        if pair not in made:
+            made.append(pair)
+            vocab += 1
+    ranks = rng.sample(range(len(made)), len(made))  # distinct, in no particular order
+    pairs = {pair: (rank, 4 + i) for i, (pair, rank) in enumerate(zip(made, ranks))}
+    m = HashMap(torch.tensor([a * vocab + b for a, b in pairs]), torch.tensor([(r << 32) | t for r, t in pairs.values()]))
+    table = dict(zip(["slot_keys", "slot_values"], m.tensors("cpu")), hash_mask=m.mask, max_probes=m.max_probes,
+                 vocab_size=vocab)
+    words = [[rng.randrange(4) for _ in range(rng.randint(0, 30))] for _ in range(300)]
+    words += [[0] * 17, [0, 1] * 9, [1, 1, 0] * 7]
+    flat = torch.tensor([t for w in words for t in w], dtype=torch.int64)
+    offsets = offsets_from_lengths(torch.tensor([len(w) for w in words]))
+    expected = [bpe_merge_heap(w, pairs) for w in words]
+    assert Ragged(*bpe_merge_torch(flat, offsets, **table)).tolist() == expected
+    partial = Ragged(*bpe_merge_torch(flat, offsets, min_progress=0.5, **table)).tolist()
+    assert [bpe_merge_heap(w, pairs) for w in partial] == expected
 
 
 def test_utf8_bytes_matches_python():

@@ -17,8 +17,11 @@ import torch
 from gputok import _dispatch, assets
 from gputok.ragged import Ragged
 from gputok.sentencepiece_model import read_model
-from gputok.trainers.unigram import (UnigramTrainStats, _Trainer, learn_unigram, nmt_nfkc, unigram_expect,
-                                     unigram_expect_torch, unigram_training_words, write_sentencepiece_model)
+from gputok.trainers import unigram
+from gputok.trainers.counting import file_chunks
+from gputok.trainers.unigram import (UnigramTrainStats, UnigramWordCounter, _Trainer, learn_unigram, nmt_nfkc,
+                                     unigram_expect, unigram_expect_torch, unigram_training_words,
+                                     write_sentencepiece_model)
 
 spm = pytest.importorskip("sentencepiece")
 
@@ -145,6 +148,43 @@ def test_training_words_match_sentencepiece_normalizer(corpus, english_lines):
     assert ours == theirs
 
 
+def _as_dict(words, *columns):
+    return {"".join(map(chr, w)): tuple(c[i] for c in columns)
+            for i, w in enumerate(words.tolist())} if len(words) else {}
+
+
+def test_streamed_counts_equal_counts_of_all_lines(english_lines):
+    """UnigramWordCounter, fed in chunks (merged by hash), gives the table of all lines at once."""
+    lines = english_lines[:6000] + ["", "  a  b ", "a", "\t", "ﬁne\nﬁne"] + english_lines[6000:9000]
+    words, counts, final = unigram_training_words(lines, return_sentence_final=True)
+    counter = UnigramWordCounter()
+    for i in range(0, len(lines), 997):
+        counter.add_lines(lines[i:i + 997])
+    got_words, got_counts, got_final = counter.result()
+    assert got_words.values.dtype == torch.int32 and got_counts.dtype == got_final.dtype == torch.int64
+    expected = _as_dict(words, counts.tolist(), final.tolist())
+    assert _as_dict(got_words, got_counts.tolist(), got_final.tolist()) == expected and len(expected) > 10000
+    empty = UnigramWordCounter()
+    empty.add_lines(["", "   "])
+    assert [t.numel() for t in empty.result()[1:]] == [0, 0]
+
+
+def test_lattice_batches_do_not_change_the_result(english_lines, monkeypatch):
+    """Training with the lattice cut into many word batches gives the pieces of one batch."""
+    words, counts, final = unigram_training_words(english_lines[:400], return_sentence_final=True)
+    results = []
+    for batch_edges in (1 << 30, 1000):
+        monkeypatch.setattr(unigram, "_BATCH_EDGES", batch_edges)
+        trainer = _Trainer(words, counts, final, vocab_size=300, coverage=0.9995, max_len=16, num_meta=3,
+                           seed_size=10**6, shrinking=0.75, sub_iterations=2, progress=False,
+                           stats=UnigramTrainStats())
+        results.append((trainer.run(), len(trainer.lattices)))
+    (one, batches_one), (many, batches_many) = results
+    assert batches_one == 1 and batches_many > 10
+    assert [p for p, _ in one] == [p for p, _ in many]
+    assert max(abs(a - b) for (_, a), (_, b) in zip(one, many)) < 1e-6
+
+
 def test_nmt_nfkc_keeps_lines():
     assert nmt_nfkc("a\nb\tc") == "a\nb c"
 
@@ -169,7 +209,7 @@ def test_expect_kernel_matches_twin(num_words):
     words = ["▁" + "".join(rng.choice(alphabet[1:]) for _ in range(rng.choice([1, 2, 5, 17, 40]))) for _ in range(num_words)]
     words += ["▁ab", "▁ab", "▁abc", "▁abc", "▁zq"]  # repeated pieces; rare characters become unknown
     trainer = _lattice(words, [rng.randint(1, 9) for _ in words])
-    lat = trainer.lattice
+    lat = trainer.lattices[0]
     # One score per seed, and last the unknown character's; removed pieces score -inf.
     scores = torch.tensor([rng.uniform(-12, -1) for _ in range(trainer.num_seeds + 1)], dtype=torch.float64)
     scores[:-1][torch.rand(trainer.num_seeds, generator=torch.Generator().manual_seed(num_words)) < 0.2] = -float("inf")
@@ -192,7 +232,7 @@ def test_expect_kernel_matches_twin(num_words):
 def test_expect_twin_is_exact_on_a_small_lattice():
     """Against brute force: every segmentation of "▁abab" into seed pieces, weighted by its probability."""
     trainer = _lattice(["▁abab", "▁ab", "▁ab", "▁ba"], [2, 3, 1, 1], vocab_size=20)
-    lat = trainer.lattice
+    lat = trainer.lattices[0]
     strings = [trainer._piece_string(s) for s in range(trainer.num_seeds)]
     scores = torch.linspace(-1, -4, trainer.num_seeds + 1, dtype=torch.float64)  # last: unknown (unused here)
     expected, log_z = unigram_expect_torch(lat.lengths, trainer.counts.double(), lat.step_base, lat.row_ptr,
@@ -243,10 +283,16 @@ def test_full_20mb_parity(english_lines, tmp_path):
     spm.SentencePieceTrainer.train(input=str(train_path), model_prefix=str(tmp_path / "sp"), model_type="unigram",
                                    vocab_size=8000, num_threads=2, minloglevel=2)
     reference = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
-    words, counts, final = unigram_training_words(english_lines, return_sentence_final=True)
+    counter = UnigramWordCounter()  # streamed, as gputok.train reads a file
+    for chunk in file_chunks([train_path]):
+        counter.add_lines(chunk.split("\n"))
+    words, counts, final = counter.result()
     pieces = learn_unigram(words, counts, vocab_size=8000, sentence_final_counts=final, progress=False)
     write_sentencepiece_model(pieces, tmp_path / "g.model",
                               precompiled_charsmap=read_model(tmp_path / "sp.model").normalizer.precompiled_charsmap)
     ours = spm.SentencePieceProcessor(model_file=str(tmp_path / "g.model"))
     theirs, mine = sum(map(len, reference.encode(held_out))), sum(map(len, ours.encode(held_out)))
+    overlap = len({p for p, _ in pieces} & {reference.id_to_piece(i) for i in range(8000)}) / 8000
+    print(f"held-out tokens: gputok {mine}, sentencepiece {theirs} ({mine / theirs:.4f}); vocabulary overlap {overlap:.3f}")
     assert abs(mine / theirs - 1) < 0.01, (mine, theirs)
+    assert overlap > 0.95, overlap

@@ -146,6 +146,26 @@ def test_float32_near_ties_follow_sentencepiece(sp_test_model_path, sp_test_toke
     assert sp_test_tokenizer.encode_batch(texts) == sp.encode(texts)
 
 
+def test_word_cache_keeps_parity_and_margins(sp_test_model_path, lines):
+    """Words seen in an earlier batch come from the tokenizer's word cache, with their margins:
+    the near-tie sentences must still take the float32 path when every word is a cache hit."""
+    sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
+    tok = gputok.Tokenizer.from_sentencepiece(sp_test_model_path)
+    # Lines of the kernel docs where the per-word float64 segmentation differs from sentencepiece's.
+    ties = ["  +------------+         +---------------------------------------+",
+            "  |  PCI BUS   | <-----> |  PCI EP BUS   |        |  Virtual PCI |",
+            " |       BAR5      |    |      |                |   | |     +-----------------+"]
+    texts = lines[:400] + ties
+    want = sp.encode(texts)
+    assert [ids for i in range(0, len(texts), 37) for ids in tok.encode_batch(texts[i:i + 37])] == want
+    stored = len(tok.word_cache)
+    assert stored > 100
+    assert tok.encode_batch(texts) == want  # every word a hit
+    assert len(tok.word_cache) == stored
+    tok.word_cache = None
+    assert tok.encode_batch(texts) == want
+
+
 def test_bytes_invalid_utf8_and_lone_surrogates(sp_test_model_path, sp_test_tokenizer):
     sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
     assert sp_test_tokenizer.encode_batch([b"ab\xffcd", "x\ud800y", ""]) == [

@@ -4,29 +4,36 @@ import pytest
 import torch
 
 from gputok._dispatch import use_backend
-from gputok.models.unigram import Unigram, unigram_viterbi, unigram_viterbi_torch
+from gputok.models.unigram import PieceTrie, Unigram, unigram_viterbi, unigram_viterbi_torch
 from gputok.ragged import Ragged, offsets_from_lengths
 
 
 def random_lattice(lengths: list[int], seed: int, ties: bool):
-    """Edges from every position: always length 1, and random longer ones; scores with ties if asked."""
+    """Edges from every position: always length 1, and random longer ones; scores with ties if
+    asked. Laid out column by column, rows sorted longest first, as the twin's contract says."""
     g = torch.Generator().manual_seed(seed)
-    row_offsets = offsets_from_lengths(torch.tensor(lengths, dtype=torch.int64))
-    counts, lens = [], []
-    for length in lengths:
+    lengths = sorted(lengths, reverse=True)
+    width = max(lengths, default=0) + 1
+    at_least = [sum(n >= e for n in lengths) for e in range(width)]
+    node_offsets = [0]
+    for count in at_least:
+        node_offsets.append(node_offsets[-1] + count)
+    edges = {}  # node -> [(target, length)]
+    for r, length in enumerate(lengths):
         for s in range(length):
             sizes = [1] + sorted({int(k) for k in torch.randint(2, 6, (int(torch.randint(0, 4, (1,), generator=g)),),
                                                                  generator=g) if s + int(k) <= length})
-            counts.append(len(sizes))
-            lens += sizes
-    edge_len = torch.tensor(lens, dtype=torch.int32)
+            edges[node_offsets[s] + r] = [(node_offsets[s + k] + r, k) for k in sizes]
+    counts = [len(edges.get(t, [])) for t in range(node_offsets[-1])]
+    flat = [e for t in range(node_offsets[-1]) for e in edges.get(t, [])]
+    edge_target = torch.tensor([t for t, _ in flat], dtype=torch.int64)
+    edge_len = torch.tensor([k for _, k in flat], dtype=torch.int64)
     if ties:  # scores proportional to length: many equal paths
         scores = -edge_len.double() * 0.5
     else:
-        scores = -torch.rand(len(lens), generator=g, dtype=torch.float64) * 10
+        scores = -torch.rand(len(flat), generator=g, dtype=torch.float64) * 10
     edge_offsets = offsets_from_lengths(torch.tensor(counts, dtype=torch.int64))
-    init = -torch.rand(len(lengths), generator=g, dtype=torch.float64) * 100
-    return edge_offsets, edge_len, scores, row_offsets, init
+    return edge_offsets, edge_target, scores, torch.tensor(node_offsets, dtype=torch.int64)
 
 
 @pytest.mark.parametrize("lengths", [[], [0], [1], [3, 0, 5], [7] * 3 + [130, 1, 64, 65], list(range(70))])
@@ -66,3 +73,19 @@ def test_tokenizer_on_the_triton_path_matches_sentencepiece(sp_test_model_path, 
     texts = ["Hello, unaffable world!", "+" + "-" * 17 + "+---+", "中文 ｶﾞ", "", "word " * 12]
     with use_backend("triton"):
         assert sp_test_tokenizer.encode_batch(texts) == sp.encode(texts)
+
+
+def test_lattice_rare_codes_take_the_binary_search(sp_test_tokenizer):
+    """With a 3-code table nearly every step after the first character goes through the sorted
+    keys of the rare edges: the segmentation must not change."""
+    model = sp_test_tokenizer.model
+    words = ["▁Hello", "▁unaffable", "▁x", "▁", "▁ﬁ€漢字", "▁" + "ab" * 40, "▁international", "▁the▁"]
+    ragged = Ragged.from_lengths(torch.tensor([ord(c) for w in words for c in w]), torch.tensor([len(w) for w in words]))
+    want = model.encode_words(ragged)
+    pieces = {p: i for i, p in enumerate(model.pieces) if model.types[i] in (1, 4) and p}
+    small = Unigram.__new__(Unigram)
+    small.__dict__.update(model.__dict__)
+    small.trie = PieceTrie(pieces, dense=3)
+    assert small.trie.rare_keys.numel() > 1000
+    got = small.encode_words(ragged)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()

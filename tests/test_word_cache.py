@@ -166,3 +166,21 @@ def test_tokenizers_pickle_with_an_empty_cache(bert):
     assert len(copy.word_cache) == 0 and copy.word_cache.capacity == bert.word_cache.capacity
     assert copy.encode_batch(texts) == expected
     assert len(copy.word_cache) > 0
+
+
+@pytest.mark.parametrize("block_below", [0, 1 << 30])
+def test_hash_lookup_long_probe_sequences(monkeypatch, block_below):
+    """Keys crowded onto a few home slots: lookups equal a dict, whether the probes past the
+    first are passes (many keys pending) or one block (few pending)."""
+    from gputok import hashing
+
+    monkeypatch.setattr(hashing, "_BLOCK_BELOW", block_below)
+    candidates = torch.arange(1, 200_000)
+    homes = hashing.home_slot(candidates, 1023)  # the slots of a 1024-slot table, as HashMap makes for 256 keys
+    crowded = torch.cat([candidates[homes == h][:40] for h in (5, 6, 1022)])  # chains wrap past the end
+    keys = torch.cat([crowded, torch.arange(300_000, 300_000 + 256 - crowded.numel())])
+    table = hashing.HashMap(keys, keys * 3)
+    assert table.mask == 1023 and table.max_probes > 40
+    query = torch.cat([keys, candidates[homes == 5][40:60], torch.tensor([0, 7, 123456789])])
+    expected = [3 * k if k in set(keys.tolist()) else -1 for k in query.tolist()]
+    assert table.get(query).tolist() == expected

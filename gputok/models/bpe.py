@@ -10,14 +10,16 @@ ranks a pair by the rank of its concatenated bytes; a merges list ranks it by it
 ``ignore_merges`` (tiktoken's rule too), a word that is itself a token is that token.
 
 Batched (``bpe_merge_torch``): the unique words' tokens are one flat tensor with a row per word.
-Each round ranks every adjacent pair through a :class:`gputok.hashing.HashMap` (pair -> rank and
-merged token), takes each word's minimum rank (a segment min), and merges *all* occurrences of
-that pair in the word, left to right without overlap ("a a a" merges once). That equals the
-one-merge-at-a-time rule unless a merge creates, next to it, a pair ranked below the pair being
-merged; the round checks exactly that for every merge, and a word where it happens takes only
-its leftmost merge this round. Words leave the working set when no pair of theirs has a rank,
-so a round costs the tokens of unfinished words only. Memory: a few int64 tensors the size of
-the unique words' bytes; the pair map is ~4 slots of 16 bytes per mergeable pair.
+Every adjacent pair is ranked once through a :class:`gputok.hashing.HashMap` (pair -> rank and
+merged token); each round takes each word's minimum rank (a segment min) and merges *all*
+occurrences of that pair in the word, left to right without overlap ("a a a" merges once), and
+only the two pairs next to each merge are ranked again. That equals the one-merge-at-a-time
+rule unless a merge creates, next to it, a pair ranked below the pair being merged; the round
+checks exactly that for every merge, and a word where it happens stops this round after that
+merge. Words leave the working set when no pair of theirs has a rank, so a round costs the
+tokens of unfinished words only (a segment min, a compare and a compaction over them; the rest
+is per merge). Memory: a few int64 tensors the size of the unique words' bytes; the pair map is
+~4 slots of 16 bytes per mergeable pair.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from typing import Any
 import torch
 
 from .. import _dispatch
-from ..dedup import word_hashes
+from ..dedup import span_hashes
 from ..hashing import HashMap, lookup
 from ..ingest import utf8_bytes
-from ..ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum, span_indices
+from ..ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, row_ids, segment_sum, span_indices
 
 NO_RANK = torch.iinfo(torch.int64).max
 # Longer words merge one pair at a time with a heap (below): a merge round only merges one rank
@@ -53,6 +55,12 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     tokens; the rows are then an exact intermediate state of the reference rule (each round is
     a prefix of its one-at-a-time merges), which :func:`bpe_merge_heap` can finish.
 
+    Each position keeps the pair map's value for the pair it starts (``NO_RANK`` if none), so
+    only the pairs next to a merge are looked up again; a round costs a segment min, a compare
+    and a compaction over the unfinished tokens, everything else is per merge. Comparing the
+    packed values compares ranks: pairs of equal rank merge into the same token (tiktoken) or
+    are the same pair (a merges list).
+
     >>> m = HashMap(torch.tensor([0 * 9 + 1, 3 * 9 + 2]), torch.tensor([(0 << 32) | 3, (1 << 32) | 4]))
     >>> t, o = bpe_merge_torch(torch.tensor([0, 1, 2, 0, 1, 0, 1]), torch.tensor([0, 3, 7]), vocab_size=9,
     ...                        **dict(zip(["slot_keys", "slot_values"], m.tensors("cpu")), hash_mask=m.mask, max_probes=m.max_probes))
@@ -66,63 +74,71 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     done_tok, done_row = [], []
     pair_map = dict(slot_keys=slot_keys, slot_values=slot_values, mask=hash_mask, max_probes=max_probes)
 
-    def pair_info(left: torch.Tensor, right: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def pair_value(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         found = lookup(query=left * vocab_size + right, default=-1, **pair_map)
-        return torch.where(found >= 0, found >> 32, NO_RANK), found & 0xFFFFFFFF
+        return torch.where(found >= 0, found, NO_RANK)
 
-    while tok.numel():
-        n = tok.numel()
-        same_row = row[1:] == row[:-1]
-        rank = torch.full((n,), NO_RANK, dtype=torch.int64, device=device)  # rank of pair (i, i+1)
-        merged = torch.zeros(n, dtype=torch.int64, device=device)
-        at = torch.nonzero(same_row).flatten()
-        rank[at], merged[at] = pair_info(tok[at], tok[at + 1])
+    n = tok.numel()
+    value = torch.full((n,), NO_RANK, dtype=torch.int64, device=device)  # of the pair (i, i + 1)
+    if n > 1:
+        value[:-1] = torch.where(row[1:] == row[:-1], pair_value(tok[:-1], tok[1:]), NO_RANK)
+    while n:
         best = torch.full((num_rows,), NO_RANK, dtype=torch.int64, device=device)
-        best.scatter_reduce_(0, row, rank, reduce="amin")
-        finished = best[row] == NO_RANK
-        if bool(finished.any()):
-            done_tok.append(tok[finished])
-            done_row.append(row[finished])
-            keep = ~finished
-            tok, row, rank, merged = tok[keep], row[keep], rank[keep], merged[keep]
-            n = tok.numel()
-            if not n:
-                break
-        candidate = rank == best[row]
+        best.scatter_reduce_(0, row, value, reduce="amin")
+        best_here = best.index_select(0, row)
+        finished = best_here == NO_RANK
+        cand = nonzero((value == best_here) & ~finished)
         # Non-overlapping, left to right: inside a run of consecutive candidates, every other one.
-        index = torch.arange(n, device=device)
-        prev = torch.zeros_like(candidate)
-        prev[1:] = candidate[:-1]
-        run_start = torch.where(candidate & ~prev, index, -1)
-        run_start = torch.cummax(run_start, 0).values
-        chosen = candidate & ((index - run_start) % 2 == 0)
-        # Would the one-at-a-time rule merge something else first? Check each merge's new pairs.
-        left_of = index - 1
-        has_left = left_of >= 0
-        has_left[1:] &= row[1:] == row[:-1]
-        prev_chosen = torch.zeros_like(chosen)
-        prev_chosen[2:] = chosen[:-2]
-        left_tok = torch.where(prev_chosen, merged[(index - 2).clamp(min=0)], tok[left_of.clamp(min=0)])
-        has_right = torch.zeros_like(chosen)
-        has_right[:-2] = row[2:] == row[:-2]
-        right_tok = tok[(index + 2).clamp(max=n - 1)]
-        c = torch.nonzero(chosen).flatten()
-        r = best[row[c]]
-        rank_left, _ = pair_info(left_tok[c], merged[c])
-        rank_right, _ = pair_info(merged[c], right_tok[c])
-        early = (has_left[c] & (rank_left < r)) | (has_right[c] & (rank_right < r))
+        # (Consecutive candidates share a row: a row's last position has no pair.)
+        run_start = torch.ones_like(cand, dtype=torch.bool)
+        run_start[1:] = cand[1:] != cand[:-1] + 1
+        c = cand
+        if not bool(run_start.all()):  # a repeated pair ("aaaa"): rare, so checked first
+            k = torch.arange(cand.numel(), device=device)
+            first_of_run = torch.cummax(torch.where(run_start, k, 0), 0).values
+            c = cand.index_select(0, nonzero((k - first_of_run) % 2 == 0))
+        # The pairs each merge makes with its neighbours, as the one-at-a-time rule sees them:
+        # the left one after the merge two to the left (if chosen), the right one before the
+        # merge two to the right. One at a time would merge a new pair ranked below the
+        # merged one first: the word stops this round at its first merge that makes one.
+        m = value.index_select(0, c)
+        new_tok = m & 0xFFFFFFFF
+        c_row = row.index_select(0, c)
+        has_left = c > 0
+        left_at = (c - 1).clamp(min=0)
+        has_left &= row.index_select(0, left_at) == c_row
+        chosen_before = torch.zeros_like(has_left)
+        chosen_before[1:] = c[1:] == c[:-1] + 2
+        before = torch.cat([new_tok[:1], new_tok[:-1]])
+        left_tok = torch.where(chosen_before, before, tok.index_select(0, left_at))
+        right_at = (c + 2).clamp(max=n - 1)
+        has_right = (c + 2 < n) & (row.index_select(0, right_at) == c_row)
+        both = pair_value(torch.cat([left_tok, new_tok]), torch.cat([new_tok, tok.index_select(0, right_at)]))
+        left_value = torch.where(has_left, both[:c.numel()], NO_RANK)
+        right_value = torch.where(has_right, both[c.numel():], NO_RANK)
+        early = ((left_value >> 32) < (m >> 32)) | ((right_value >> 32) < (m >> 32))
         if bool(early.any()):
-            # One at a time would merge this word's occurrences up to the first such merge, then
-            # the new pair: so this round stops there.
             first_early = torch.full((num_rows,), n, dtype=torch.int64, device=device)
-            first_early.scatter_reduce_(0, row[c[early]], c[early], reduce="amin")
-            chosen[c] = c <= first_early[row[c]]
-            c = torch.nonzero(chosen).flatten()
-        tok[c] = merged[c]
-        keep = torch.ones(n, dtype=torch.bool, device=device)
-        keep[c + 1] = False
-        tok, row = tok[keep], row[keep]
-        if c.numel() < min_progress * n:
+            first_early.scatter_reduce_(0, c_row[early], c[early], reduce="amin")
+            keep_c = nonzero(c <= first_early.index_select(0, c_row))
+            c, new_tok, has_left, chosen_before, left_value, right_value = (
+                t.index_select(0, keep_c) for t in (c, new_tok, has_left, chosen_before, left_value, right_value))
+        # Apply: the merged token at c, its right part dropped; the pair values next to it.
+        tok[c] = new_tok
+        value[c] = right_value
+        owner = nonzero(has_left)
+        value[c.index_select(0, owner) - 1 - chosen_before.index_select(0, owner).long()] = left_value.index_select(0, owner)
+        drop = finished.clone()
+        drop[c + 1] = True
+        out = nonzero(finished)
+        if out.numel():
+            done_tok.append(tok.index_select(0, out))
+            done_row.append(row.index_select(0, out))
+        active = n - out.numel()
+        keep = nonzero(~drop)
+        tok, row, value = tok.index_select(0, keep), row.index_select(0, keep), value.index_select(0, keep)
+        n = tok.numel()
+        if c.numel() < min_progress * active:
             done_tok.append(tok)
             done_row.append(row)
             break
@@ -234,10 +250,25 @@ class BPE:
         self._units = lengths if self.byte_level else _symbol_units(self.vocab_size, merges)
         self.whole = None
         if ignore_merges:  # whole-word lookup
-            hashes = word_hashes(self._token_keys.values, self._token_keys.offsets)
+            hashes = span_hashes(self._token_keys.values, self._token_keys.offsets[:-1], self._token_keys.offsets[1:])
             real = torch.nonzero(lengths > 0).flatten()
             self.whole = HashMap(hashes[real] & ((1 << 63) - 1), real)
         self._tie_chars = torch.tensor(sorted(map(ord, set(tie_chars))), dtype=torch.int64)
+        self._on_device: dict[torch.device, dict[str, Any]] = {}
+
+    def _on(self, device: torch.device) -> dict[str, Any]:
+        """The model's lookup tensors on ``device``, copied there once (a dict swap: thread-safe)."""
+        device = torch.device(device)
+        tensors = self._on_device.get(device)
+        if tensors is None:
+            names = {"token_keys": self._token_keys, "units": self._units, "tie_chars": self._tie_chars}
+            if self.byte_level:
+                names["byte_to_id"] = self.byte_to_id
+            else:
+                names["fallback_ids"] = self._fallback_ids
+            tensors = {name: t.to(device) for name, t in names.items()}
+            self._on_device = {**self._on_device, device: tensors}
+        return tensors
 
     @classmethod
     def from_tiktoken(cls, path: str | os.PathLike) -> BPE:
@@ -282,7 +313,7 @@ class BPE:
         codes = words.values.long()
         if self.byte_level:
             data, source = utf8_bytes(words)
-            symbols = Ragged(self.byte_to_id.to(device)[data.values.long()], data.offsets)
+            symbols = Ragged(self._on(device)["byte_to_id"].index_select(0, data.values.long()), data.offsets)
             keys = Ragged(data.values.long(), data.offsets)
         else:
             symbols, source = self._char_symbols(words)
@@ -290,7 +321,7 @@ class BPE:
         whole_ids = self._whole_word_ids(keys) if self.ignore_merges else None
         one_at_a_time = torch.zeros(len(words), dtype=torch.bool, device=device)
         if self._tie_chars.numel():
-            tied = torch.isin(codes, self._tie_chars.to(device)).long()
+            tied = torch.isin(codes, self._on(device)["tie_chars"]).long()
             one_at_a_time = segment_sum(tied, words.offsets) >= 3
         return symbols, source, whole_ids, one_at_a_time
 
@@ -312,7 +343,7 @@ class BPE:
         if self.byte_fallback and unknown.numel():
             # The bytes of the symbol's string, prefix and suffix included, as the reference does.
             fallback, fb_offsets = self._fallback_bytes(codes[unknown], variant[unknown])
-            fallback = self._fallback_ids.to(device)[fallback]
+            fallback = self._on(device)["fallback_ids"][fallback]
             fallback_ok = segment_sum((fallback < 0).long(), fb_offsets) == 0
             count[unknown[fallback_ok]] = fb_offsets[1:][fallback_ok] - fb_offsets[:-1][fallback_ok]
             fallback = fallback[_gather_rows(fb_offsets, torch.nonzero(fallback_ok).flatten())]
@@ -362,17 +393,18 @@ class BPE:
         device = keys.device
         lengths = keys.lengths()
         found = lookup(*self.whole.tensors(device), self.whole.mask, self.whole.max_probes,
-                       word_hashes(keys.values, keys.offsets) & ((1 << 63) - 1))
+                       span_hashes(keys.values, keys.offsets[:-1], keys.offsets[1:]))
         # Verify the keys (a 63-bit hash collision must not change a token).
-        hit = torch.nonzero(found >= 0).flatten()
-        tk = self._token_keys.to(device) if device.type != "cpu" else self._token_keys
-        ok = tk.lengths()[found[hit]] == lengths[hit]
-        hit, ok_ids = hit[ok], found[hit][ok]
-        same = segment_sum((keys.values[_gather_rows(keys.offsets, hit)]
-                            != tk.values[_gather_rows(tk.offsets, ok_ids)]).long(),
-                           offsets_from_lengths(lengths[hit])) == 0
+        hit = nonzero(found >= 0)
+        tk = self._on(device)["token_keys"]
+        hit_ids, hit_lengths = found.index_select(0, hit), lengths.index_select(0, hit)
+        ok = nonzero(tk.lengths().index_select(0, hit_ids) == hit_lengths)
+        hit, ok_ids, hit_lengths = hit.index_select(0, ok), hit_ids.index_select(0, ok), hit_lengths.index_select(0, ok)
+        same = nonzero(segment_sum((keys.values.index_select(0, _gather_rows(keys.offsets, hit))
+                                    != tk.values.index_select(0, _gather_rows(tk.offsets, ok_ids))).long(),
+                                   offsets_from_lengths(hit_lengths)) == 0)
         whole_ids = torch.full_like(lengths, -1)
-        whole_ids[hit[same]] = ok_ids[same]
+        whole_ids[hit.index_select(0, same)] = ok_ids.index_select(0, same)
         return whole_ids
 
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
@@ -387,11 +419,11 @@ class BPE:
         if self.ignore_merges:
             done |= whole_ids >= 0
         by_heap = ~done & ((lengths > LONG_WORD) | one_at_a_time)
-        long_words = torch.nonzero(by_heap).flatten()
+        long_words = nonzero(by_heap)
         done |= by_heap
-        todo = torch.nonzero(~done).flatten()
-        sub_lengths = lengths[todo]
-        sub = byte_ids[_gather_rows(data.offsets, todo)]
+        todo = nonzero(~done)
+        sub_lengths = lengths.index_select(0, todo)
+        sub = byte_ids.index_select(0, _gather_rows(data.offsets, todo))
         keys, values = self.pairs.tensors(data.device)
         merged, merged_offsets = bpe_merge(sub, offsets_from_lengths(sub_lengths), slot_keys=keys, slot_values=values,
                                            hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes,
@@ -416,7 +448,7 @@ class BPE:
         out = torch.empty(int(out_offsets[-1]), dtype=torch.int64, device=data.device)
         if long_ids:
             out[_gather_rows(out_offsets, long_words)] = torch.cat(long_ids)
-        single = torch.nonzero(done & (lengths > 0) & ~by_heap).flatten()
+        single = nonzero(done & (lengths > 0) & ~by_heap)
         first_ids = byte_ids[data.offsets[:-1][single]]
         if self.ignore_merges:
             first_ids = torch.where(whole_ids[single] >= 0, whole_ids[single], first_ids)
@@ -424,15 +456,15 @@ class BPE:
         out[_gather_rows(out_offsets, todo)] = merged
         ids = Ragged(out, out_offsets)
         # Byte end of each token within its word -> the character holding its last byte, + 1.
-        token_len = self._units.to(out.device)[out]  # initial symbols per token
+        token_len = self._on(out.device)["units"].index_select(0, out)  # initial symbols per token
         csum = torch.cumsum(token_len, 0)
-        word_start = torch.zeros(out.numel(), dtype=torch.int64, device=out.device)
-        if out.numel():
-            before = torch.cat([csum.new_zeros(1), csum])[out_offsets[:-1]]
-            word_start = before[row_ids(out_offsets, out.numel())]
-        last_byte = data.offsets[:-1][row_ids(out_offsets, out.numel())] + csum - word_start - 1
-        char_first = words.offsets[:-1][row_ids(out_offsets, out.numel())]
-        ends = byte_char[last_byte] - char_first + 1 if out.numel() else out.clone()
+        if not out.numel():
+            return ids, Ragged(out.clone(), out_offsets)
+        token_word = row_ids(out_offsets, out.numel())
+        before = torch.cat([csum.new_zeros(1), csum]).index_select(0, out_offsets[:-1])
+        # the word's first byte + the token's last byte within the word
+        last_byte = (data.offsets[:-1] - before).index_select(0, token_word) + csum - 1
+        ends = byte_char.index_select(0, last_byte) - words.offsets[:-1].index_select(0, token_word) + 1
         return ids, Ragged(ends, out_offsets)
 
     @property

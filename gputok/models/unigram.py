@@ -9,11 +9,15 @@ consecutive unks become one unk token, or, with ``byte_fallback``, the UTF-8 byt
 character as ``<0xNN>`` pieces. User-defined pieces score ``bytes * max_score - 0.1`` (so they
 win, as in SentencePiece's encoder); unused pieces never match.
 
-Batched as three tensor passes: (1) the lattice: every (word, start) pair walks the vocabulary trie
-(:class:`gputok.trie.Trie`) in lock-step, one step per character of the longest piece, emitting an
-edge at each node that ends a piece; (2) the dynamic programme over the edges, one step per start
-position for all words together (``unigram_viterbi_torch``, or the Triton kernel
+Batched as three tensor passes over the unique words, laid out *column by column* (words sorted
+longest first; the nodes after ``e`` characters of all words at least ``e`` long are one run, see
+:class:`Lattice`), so that the edges of one start position are contiguous without a sort:
+(1) the lattice: every (word, start) pair walks the vocabulary trie (:class:`PieceTrie`, over
+alphabet codes: one gather per step) in lock-step, one step per character of the longest match,
+emitting an edge at each node that ends a piece; (2) the dynamic programme over the edges, one
+step per start position for all words together (``unigram_viterbi_torch``, or the Triton kernel
 ``gputok.kernels.unigram_viterbi`` with one lane per word); (3) backtracking, one step per token.
+With a :class:`gputok.word_cache.WordCache` only words unseen in earlier batches run these passes.
 Sampling (subword regularization) is forward filtering over the same lattice and backward
 sampling per word occurrence; n-best lists keep the k best partial paths per position.
 
@@ -29,8 +33,9 @@ together with its whole sentence in SentencePiece's float32 arithmetic
 (:meth:`Unigram.encode_in_context`; a few sentences per MB of text). Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
 (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
-Memory: the lattice (~2 edges per character, 24 bytes each) plus three float64 / int64 values
-per position for the programme; sampling keeps one more float64 per position.
+Memory: the trie's tables (at most ~40 MB), the lattice (~2 edges per character, ~48 bytes each
+while it is built) plus three float64 / int64 values per position for the programme; sampling
+keeps one more float64 per position.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import contextlib
 import math
 import struct
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -46,9 +52,10 @@ import torch
 from .. import _dispatch
 from ..dedup import UniqueWords, gather_words
 from ..ingest import utf8_bytes
-from ..pre_tokenizers import Words, words_from_starts
+from ..pre_tokenizers import Metaspace, Words
 from ..ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
-from ..trie import Trie
+from ..word_cache import WordCache
+from ..unicode import MAX_CODEPOINT
 
 UNK_PENALTY = 10.0
 # SentencePiece piece types (sentencepiece_model.proto)
@@ -61,82 +68,200 @@ def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_len: torch.Tensor, edge_score: torch.Tensor,
-                          row_offsets: torch.Tensor, init: torch.Tensor, *, float32_scores: bool
-                          ) -> tuple[torch.Tensor, torch.Tensor]:
+def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor, edge_score: torch.Tensor,
+                          node_offsets: torch.Tensor, *, float32_scores: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Best path of every row's lattice: for each node, the edge of the best path ending there.
 
-    The lattice of row ``r`` (characters ``row_offsets[r] .. row_offsets[r + 1]``) has nodes
-    ``row_offsets[r] + r + e`` for end positions ``e = 0 .. length``; the edges starting at flat
-    character ``p`` are ``edge_offsets[p] .. edge_offsets[p + 1]`` (any order: they reach
-    distinct ends), ``edge_len`` characters long, scored ``edge_score`` (float64). ``init`` is each row's
-    starting score. Candidates reach a node in order of start; a later one replaces
-    the best only if strictly greater. ``float32_scores``: best scores are stored rounded to
-    float32 (SentencePiece), else kept in float64 (huggingface).
+    Rows are laid out column by column (:class:`Lattice`): row ``r`` of the rows sorted longest
+    first has nodes ``node_offsets[e] + r`` for ``e = 0 .. length`` (characters read), so column
+    ``e`` is the run of rows at least ``e`` long. The edges leaving node ``t`` are
+    ``edge_offsets[t] .. edge_offsets[t + 1]`` (any order: they reach distinct nodes), reaching
+    ``edge_target``, scored ``edge_score`` (float64). Every path starts at 0. Candidates reach a
+    node in order of start; a later one replaces the best only if strictly greater.
+    ``float32_scores``: best scores are stored rounded to float32 (SentencePiece), else kept in
+    float64 (huggingface).
 
     Returns ``choice`` (int64 [nodes]: the chosen edge, -1 at row starts) and ``margin``
-    (float64 [rows]: the smallest gap between best and runner-up candidate at any node, inf if
-    no node had two).
+    (float64 [rows], sorted order: the smallest gap between best and runner-up candidate at any
+    node, inf if no node had two).
 
-    >>> # "ab": a (-1), b (-1), ab (-1.5): the single edge ab wins.
-    >>> choice, margin = unigram_viterbi_torch(torch.tensor([0, 2, 3]), torch.tensor([1, 2, 1]),
-    ...     torch.tensor([-1.0, -1.5, -1.0], dtype=torch.float64), torch.tensor([0, 2]),
-    ...     torch.zeros(1, dtype=torch.float64), float32_scores=False)
+    >>> # One row "ab": a (-1), b (-1), ab (-1.5); nodes 0 (start), 1 (after a), 2 (after ab).
+    >>> choice, margin = unigram_viterbi_torch(torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 2]),
+    ...     torch.tensor([-1.0, -1.5, -1.0], dtype=torch.float64), torch.tensor([0, 1, 2, 3]),
+    ...     float32_scores=False)
     >>> choice.tolist(), margin.tolist()
     ([-1, 0, 1], [0.5])
     """
-    device = edge_len.device
-    rows = row_offsets.numel() - 1
-    n = int(row_offsets[-1])
-    num_nodes = n + rows
+    device = edge_target.device
+    num_nodes = edge_offsets.numel() - 1
+    rows = int(node_offsets[1] - node_offsets[0]) if node_offsets.numel() > 1 else 0
     best = torch.full((num_nodes,), -math.inf, dtype=torch.float64, device=device)
+    best[:rows] = 0.0
     second = torch.full_like(best, -math.inf)
     choice = torch.full((num_nodes,), -1, dtype=torch.int64, device=device)
-    starts = row_offsets[:-1] + torch.arange(rows, device=device)
-    best[starts] = init.float().double() if float32_scores else init
-    num_edges = edge_len.numel()
-    if num_edges:
-        edge_pos = row_ids(edge_offsets, num_edges)
-        row_of_char = row_ids(row_offsets, n)
-        edge_row = row_of_char[edge_pos]
-        start = edge_pos - row_offsets[edge_row]
-        source = edge_pos + edge_row
-        # One step per start position; all rows' edges from that position update distinct nodes.
-        # The edges are laid out in that order once, so each step reads contiguous slices.
-        order = torch.argsort(start, stable=True)
-        bounds = offsets_from_lengths(torch.bincount(start)).tolist()
-        source = source[order]
-        target_all = source + edge_len.long()[order]
-        score_all = edge_score[order]
-        for s in range(len(bounds) - 1):
-            lo, hi = bounds[s], bounds[s + 1]
-            src, target = source[lo:hi], target_all[lo:hi]
-            cand = best[src] + score_all[lo:hi]
-            if float32_scores:  # SentencePiece adds float32 scores in float32
-                cand = cand.float().double()
-            cur = best[target]
-            # A node's first candidate always beats its -inf; later ones must be strictly greater.
-            better = cand > cur
-            second[target] = torch.where(better, cur, torch.maximum(second[target], cand))
-            best[target] = torch.where(better, cand, cur)
-            won = torch.nonzero(better).flatten()
-            choice[target[won]] = order[lo + won]
-    gap = best - second
+    # One step per column: the edges leaving it reach distinct nodes, so each step is a few
+    # gathers and scatters (index_select / index_copy_: half the time of [] indexing on CPU).
+    # The edges are cut into their columns once: small batches of long words take many steps,
+    # where the per-step cost is the number of tensor calls.
+    sizes = torch.diff(edge_offsets.index_select(0, node_offsets)).tolist()
+    columns = zip(row_ids(edge_offsets, edge_target.numel()).split(sizes), edge_target.split(sizes),
+                  edge_score.split(sizes), torch.arange(edge_target.numel(), device=device).split(sizes))
+    for source, target, score, edge in columns:
+        if not edge.numel():
+            continue
+        cand = best.index_select(0, source) + score
+        if float32_scores:  # SentencePiece adds float32 scores in float32
+            cand = cand.float().double()
+        cur = best.index_select(0, target)
+        # A node's first candidate always beats its -inf; later ones must be strictly greater.
+        better = cand > cur
+        second.index_copy_(0, target, torch.maximum(second.index_select(0, target), torch.minimum(cand, cur)))
+        best.index_copy_(0, target, torch.maximum(cand, cur))
+        choice.index_copy_(0, target, torch.where(better, edge, choice.index_select(0, target)))
     margin = torch.full((rows,), math.inf, dtype=torch.float64, device=device)
-    if num_nodes:
-        node_row = row_ids(row_offsets + torch.arange(rows + 1, device=device), num_nodes)
-        margin.scatter_reduce_(0, node_row, gap, reduce="amin")
+    if rows:
+        lane = torch.arange(num_nodes, device=device) - torch.repeat_interleave(
+            node_offsets[:-1], torch.diff(node_offsets), output_size=num_nodes)
+        margin.scatter_reduce_(0, lane, best - second, reduce="amin")
     return choice, margin
 
 
-def unigram_viterbi(edge_offsets, edge_len, edge_score, row_offsets, init, *, float32_scores: bool):
-    if _dispatch.backend(edge_len.device) == "triton":
+def unigram_viterbi(edge_offsets, edge_target, edge_score, node_offsets, *, float32_scores: bool):
+    if _dispatch.backend(edge_target.device) == "triton":
         from ..kernels.unigram_viterbi import unigram_viterbi_triton
 
-        return unigram_viterbi_triton(edge_offsets, edge_len, edge_score, row_offsets, init,
+        return unigram_viterbi_triton(edge_offsets, edge_target, edge_score, node_offsets,
                                       float32_scores=float32_scores)
-    return unigram_viterbi_torch(edge_offsets, edge_len, edge_score, row_offsets, init,
-                                 float32_scores=float32_scores)
+    return unigram_viterbi_torch(edge_offsets, edge_target, edge_score, node_offsets, float32_scores=float32_scores)
+
+
+class PieceTrie:
+    """The matchable pieces as a trie over *alphabet codes*, for the lock-step lattice walk.
+
+    Each character of the pieces gets a code: ``1 ..`` for those that follow another character in
+    some piece, by falling frequency there, then those that only start pieces (0: in no piece,
+    so it matches nothing, and ends every word as its sentinel). A step from the root is one
+    gather of ``root_child[code]``; any other step, for the first ``dense - 1`` codes, is one
+    gather of ``table[row_base[node] + code]`` (column ``dense``, all -1, is read by the other
+    codes), and only for the rarer following characters a binary search in the sorted
+    ``(node, code)`` keys of the remaining edges. Memory: the table, 4 bytes per entry, at most
+    32 MB (``dense`` is chosen to fit); 4.4 MB for the codepoint-to-code table.
+
+    >>> t = PieceTrie({"ab": 7, "a": 3, "b": 5})
+    >>> a = t.root_child[t.code_of[ord("a")]]
+    >>> t.token_of_node[a].item(), t.token_of_node[t.table[t.row_base[a] + t.code_of[ord("b")]]].item()
+    (3, 7)
+    """
+
+    def __init__(self, pieces: dict[str, int], *, dense: int | None = None) -> None:
+        """``dense``: the number of codes in the table (default: as many as fit in 32 MB)."""
+        # Only characters after a piece's first one are ever read by a non-root step: they take
+        # the small codes, most frequent first; characters that only start pieces come after.
+        inner: dict[str, int] = {}
+        for piece in pieces:
+            for ch in piece[1:]:
+                inner[ch] = inner.get(ch, 0) + 1
+        first_only = {ch for piece in pieces for ch in piece[:1]} - set(inner)
+        alphabet = sorted(inner, key=lambda c: (-inner[c], c)) + sorted(first_only)
+        code = {c: i + 1 for i, c in enumerate(alphabet)}
+        self.codes = codes = len(alphabet) + 1
+        self.inner = len(inner)  # codes dense .. inner need the binary search
+        children: dict[tuple[int, int], int] = {}
+        tokens = [-1]
+        for piece, token_id in pieces.items():
+            node = 0
+            for ch in piece:
+                key = (node, code[ch])
+                child = children.get(key)
+                if child is None:
+                    child = children[key] = len(tokens)
+                    tokens.append(-1)
+                node = child
+            tokens[node] = token_id
+        self.code_of = torch.zeros(MAX_CODEPOINT, dtype=torch.int32)
+        if alphabet:
+            self.code_of[torch.tensor([ord(c) for c in alphabet])] = torch.arange(1, codes, dtype=torch.int32)
+        self.token_of_node = torch.tensor(tokens, dtype=torch.int64)
+        parent, label, child = (torch.tensor(v, dtype=torch.int64).reshape(-1) for v in
+                                (list(k[0] for k in children), list(k[1] for k in children), list(children.values())))
+        self.root_child = torch.full((codes,), -1, dtype=torch.int64)
+        at_root = parent == 0
+        self.root_child[label[at_root]] = child[at_root]
+        # Rows of the dense table for nodes with a common-code child; row 0 is all -1s. As many
+        # codes as keep the table within 2**23 entries (32 MB): all 579 following characters of
+        # the 8k English + Chinese test model, so its English batches never take the binary search
+        # (2**22 entries left 299 codes, and the search cost 9% of the lattice).
+        parents = int(torch.unique(parent[~at_root]).numel())
+        if dense is None:
+            dense = min(self.inner + 1, max(256, (1 << 23) // max(parents, 1)))
+        self.dense = dense
+        common = ~at_root & (label < dense)
+        has_row = torch.zeros(len(tokens), dtype=torch.bool)
+        has_row[parent[common]] = True
+        width = dense + 1
+        self.row_base = torch.where(has_row, torch.cumsum(has_row, 0) * width, 0)
+        self.table = torch.full(((int(has_row.sum()) + 1) * width,), -1, dtype=torch.int32)
+        self.table[self.row_base[parent[common]] + label[common]] = child[common].int()
+        # The other edges, sorted by (node, code) for a binary search.
+        rare = ~at_root & (label >= dense)
+        self.rare_keys, by_key = torch.sort(parent[rare] * codes + label[rare])
+        self.rare_child = child[rare][by_key]
+        self._on: dict = {}
+
+    def tensors(self, device: torch.device) -> tuple[torch.Tensor, ...]:
+        if device not in self._on:
+            self._on[device] = tuple(t.to(device) for t in (self.code_of, self.root_child, self.row_base,
+                                                             self.table, self.token_of_node))
+        return self._on[device]
+
+    def rare_step(self, node: torch.Tensor, code: torch.Tensor) -> torch.Tensor:
+        """Children of non-root ``node`` along rare ``code`` (-1 where there is none)."""
+        keys, children = self.rare_keys.to(node.device), self.rare_child.to(node.device)
+        if not keys.numel():
+            return torch.full_like(node, -1)
+        query = node.long() * self.codes + code
+        at = torch.searchsorted(keys, query).clamp(max=keys.numel() - 1)
+        return torch.where(keys.index_select(0, at) == query, children.index_select(0, at), -1)
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """Every row's lattice, rows laid out column by column (see :func:`unigram_viterbi_torch`).
+
+    ``order``: the rows sorted longest first (lane ``r`` is row ``order[r]``); node ``(r, e)`` is
+    ``node_offsets[e] + r``. Edges grouped by their source node (``edge_offsets``, so also by
+    column, i.e. by start position), with their target node, float64 score and piece
+    (``len(pieces)`` for an unk candidate). Lengths and sources are derived on demand (most
+    callers need them for a few edges only): ``found_order`` is each edge's index in the order
+    the trie walk found them, one depth (= length) after another, ending at ``depth_ends``; the
+    unk candidates, of length 1, come last.
+    """
+
+    order: torch.Tensor
+    node_offsets: torch.Tensor
+    edge_offsets: torch.Tensor
+    target: torch.Tensor
+    scores: torch.Tensor
+    piece: torch.Tensor
+    found_order: torch.Tensor
+    found_source: torch.Tensor
+    depth_ends: torch.Tensor
+    unk_piece: int
+    unk_id: int
+
+    def source(self, edges: torch.Tensor) -> torch.Tensor:
+        """Source node of each of ``edges``."""
+        return self.found_source.index_select(0, self.found_order.index_select(0, edges))
+
+    def length(self, edges: torch.Tensor) -> torch.Tensor:
+        """Characters covered by each of ``edges``."""
+        depth = torch.searchsorted(self.depth_ends, self.found_order.index_select(0, edges), right=True) + 1
+        return torch.where(depth >= self.depth_ends.numel(), 1, depth)
+
+    def ids(self, edges: torch.Tensor) -> torch.Tensor:
+        """Piece id of each of ``edges`` (the unk id for unk candidates)."""
+        piece = self.piece.index_select(0, edges)
+        return torch.where(piece == self.unk_piece, self.unk_id, piece)
 
 
 class Unigram:
@@ -182,8 +307,7 @@ class Unigram:
             matchable = set(range(len(vocab)))
             score64 = self.scores
         self.score64 = torch.tensor(score64, dtype=torch.float64)
-        self.trie = Trie([{p: i for i, p in enumerate(self.pieces) if i in matchable and p}])
-        self.max_piece_length = max((len(self.pieces[i]) for i in matchable), default=1)
+        self.trie = PieceTrie({p: i for i, p in enumerate(self.pieces) if i in matchable and p})
         # Words may be cut before each '▁' only if no matchable piece holds one after its start.
         self.splits_at_space = not any(ESCAPED_SPACE in self.pieces[i][1:] for i in matchable)
         byte_ids = [self.vocab.get(f"<0x{b:02X}>", -1) for b in range(256)]
@@ -229,109 +353,151 @@ class Unigram:
     # ---- encoding -----------------------------------------------------------------------
     def _tensors(self, device: torch.device):
         if device not in self._on:
-            self._on[device] = (self.score64.to(device), self.byte_ids.to(device))
+            # The unk candidate's score goes last: edges of unk candidates read it as piece len(pieces).
+            unk = torch.tensor([self.unk_score], dtype=torch.float64)
+            self._on[device] = (torch.cat([self.score64, unk]).to(device), self.byte_ids.to(device))
         return self._on[device]
 
-    def lattice(self, words: Ragged) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Edges of every word's lattice grouped by start character (CSR offsets), with their
-        lengths, piece ids and float64 scores (the unk candidates scored ``unk_score``)."""
+    def lattice(self, words: Ragged) -> Lattice:
+        """Every vocabulary match at every position of every row (word or sentence), plus the unk
+        candidate (scored ``unk_score``) of every character no single-character piece covers.
+
+        The rows are laid out column by column (:class:`Lattice`), each character at its node,
+        a code-0 sentinel at each row's end node. The trie is walked from every node at once, one
+        step per character of the longest match (a step reads the next character of each walk
+        at its node's successor, ``node + rows at least that long``); each step's matches are
+        edges. Edges are then placed by source node with a running count per node (no sort).
+        """
         device = words.device
-        values = words.values.long()
-        n = values.numel()
-        score64, _ = self._tensors(device)
-        token_of_node = self.trie.tensors(device)["token_of_node"]
-        pos, rank, lens, ids = [], [], [], []
-        count = torch.zeros(n, dtype=torch.int64, device=device)  # edges found so far per start
-        active = torch.arange(n, device=device)
-        remaining = words.offsets[1:][row_ids(words.offsets, n)] - active  # characters left in the row
-        node = torch.zeros_like(active)
-        for depth in range(self.max_piece_length):
-            # One integer index per step (boolean masks cost a nonzero per tensor).
-            child = self.trie.step(node, values[(active + depth).clamp(max=max(n - 1, 0))])
-            keep = torch.nonzero((child >= 0) & (remaining > depth)).flatten()
+        values = words.values
+        n, rows = values.numel(), len(words)
+        code_of, root_child, row_base, table, token_of_node = self.trie.tensors(device)
+        score_ext, _ = self._tensors(device)
+        lengths = words.lengths()
+        order = torch.argsort(lengths, descending=True, stable=True)
+        max_len = int(lengths.max()) if rows else 0
+        at_least = rows - offsets_from_lengths(torch.bincount(lengths, minlength=max_len + 1))[:-1]
+        node_offsets = offsets_from_lengths(at_least)
+        num_nodes = n + rows
+        rank = torch.empty_like(order).index_copy_(0, order, torch.arange(rows, device=device))
+        position = positions_in_rows(words.offsets, n)
+        char_node = node_offsets.index_select(0, position) + torch.repeat_interleave(rank, lengths, output_size=n)
+        codes = torch.zeros(num_nodes, dtype=torch.int64, device=device)
+        codes.index_copy_(0, char_node, code_of.index_select(0, values.long()).long())
+        following = torch.empty(num_nodes, dtype=torch.int64, device=device)
+        following.index_copy_(0, char_node, char_node + at_least.index_select(0, position))
+        rare = bool(self.trie.rare_keys.numel()) and bool(
+            ((codes >= self.trie.dense) & (codes <= self.trie.inner)).any())
+        common_codes = codes.clamp(max=self.trie.dense)  # the rarer codes read the -1 column
+
+        child = root_child.index_select(0, codes)
+        start = torch.nonzero(child >= 0).flatten()
+        node, cur = child.index_select(0, start), start
+        count = torch.zeros(num_nodes, dtype=torch.int64, device=device)  # edges found so far per node
+        sources, ranks, targets, pieces, found_by_depth = [], [], [], [], [0]
+        while True:
+            after = following.index_select(0, cur)
+            token = token_of_node.index_select(0, node)
+            hit = torch.nonzero(token >= 0).flatten()
+            found = start.index_select(0, hit)
+            sources.append(found), pieces.append(token.index_select(0, hit)), targets.append(after.index_select(0, hit))
+            found_by_depth.append(found_by_depth[-1] + found.numel())
+            if len(sources) == 1:  # the first matches of their nodes
+                ranks.append(torch.zeros_like(found))
+                count.index_fill_(0, found, 1)
+            else:
+                ranks.append(count.index_select(0, found))
+                count.index_add_(0, found, torch.ones_like(found))
+            child = table.index_select(0, row_base.index_select(0, node) + common_codes.index_select(0, after))
+            if rare:
+                other = torch.nonzero(codes.index_select(0, after) >= self.trie.dense).flatten()
+                child.index_copy_(0, other, self.trie.rare_step(node.index_select(0, other), codes.index_select(
+                    0, after.index_select(0, other))).to(child.dtype))
+            keep = torch.nonzero(child >= 0).flatten()
             if not keep.numel():
                 break
-            active, node, remaining = active[keep], child[keep], remaining[keep]
-            token = token_of_node[node].long()
-            hit = torch.nonzero(token >= 0).flatten()
-            found = active[hit]
-            pos.append(found), ids.append(token[hit]), rank.append(count[found])
-            lens.append(torch.full((found.numel(),), depth + 1, dtype=torch.int64, device=device))
-            count[found] += 1
-        # The unk candidate of every character no single-character piece covers.
-        single = torch.zeros(n, dtype=torch.bool, device=device)
-        if pos:
-            single[pos[0]] = True
+            start, cur, node = start.index_select(0, keep), after.index_select(0, keep), child.index_select(0, keep)
+        # The unk candidate of every character (not end node) with no single-character piece.
+        single = torch.zeros(num_nodes, dtype=torch.bool, device=device)
+        single[sources[0]] = True
+        single[node_offsets.index_select(0, lengths) + rank] = True  # end nodes
         unk = torch.nonzero(~single).flatten()
         if unk.numel() and self.unk_id is None:
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
                              "give the model an unk piece")
-        pos.append(unk), ids.append(torch.full_like(unk, self.unk_id or 0)), rank.append(count[unk])
-        lens.append(torch.ones_like(unk))
-        count[unk] += 1
-        num_unk = unk.numel()
-        pos, rank, lens_, ids_ = torch.cat(pos), torch.cat(rank), torch.cat(lens), torch.cat(ids)
-        # Place every edge in its start's group: no sort (order within a start does not matter,
-        # its edges reach distinct ends).
+        sources.append(unk), pieces.append(torch.full_like(unk, len(self.pieces)))
+        ranks.append(count.index_select(0, unk))
+        targets.append(following.index_select(0, unk))
+        count.index_add_(0, unk, torch.ones_like(unk))
+        # Place every edge in its source's group (order within a node does not matter: its edges
+        # reach distinct nodes): one scatter of the found order, then gathers through it.
+        found = torch.cat(sources)
         edge_offsets = offsets_from_lengths(count)
-        dest = edge_offsets[:-1][pos] + rank
-        total = pos.numel()
-        lens = torch.empty(total, dtype=torch.int64, device=device)
-        ids = torch.empty(total, dtype=torch.int64, device=device)
-        scores = torch.empty(total, dtype=torch.float64, device=device)
-        lens[dest], ids[dest] = lens_, ids_
-        is_unk = torch.zeros(total, dtype=torch.bool, device=device)
-        is_unk[dest[total - num_unk:]] = True
-        scores[dest] = score64[ids_]
-        scores[is_unk] = self.unk_score
-        return edge_offsets, lens, ids, scores
+        dest = edge_offsets.index_select(0, found) + torch.cat(ranks)
+        found_order = torch.empty_like(dest).index_copy_(0, dest, torch.arange(dest.numel(), device=device))
+        piece = torch.cat(pieces).index_select(0, found_order)
+        return Lattice(order, node_offsets, edge_offsets, torch.cat(targets).index_select(0, found_order),
+                       score_ext.index_select(0, piece), piece, found_order, found,
+                       torch.tensor(found_by_depth[1:] + [dest.numel()], device=device), len(self.pieces),
+                       self.unk_id or 0)
 
     def _graph(self, words: Ragged):
-        """The lattice of every row as one graph, for sampling and n-best: row ``r`` has nodes
-        ``offsets[r] + r`` (its start) to ``offsets[r + 1] + r`` (its end). Returns each edge's
-        length, piece id, score, source and target node; the number of nodes; each row's start
-        node; and the edges ordered by start position within their row, with the bounds of each
-        start position (one start's edges have distinct targets, so a step over them scatters
-        without clashes)."""
-        edge_offsets, lens, ids, scores = self.lattice(words)
-        rows, n = len(words), words.values.numel()
-        edge_pos = row_ids(edge_offsets, lens.numel())
-        edge_row = row_ids(words.offsets, n)[edge_pos]
-        source = edge_pos + edge_row
-        start = edge_pos - words.offsets[edge_row]
-        order = torch.argsort(start, stable=True)
-        bounds = offsets_from_lengths(torch.bincount(start)).tolist() if lens.numel() else [0]
-        node_start = words.offsets[:-1] + torch.arange(rows, device=words.device)
-        return lens, ids, scores, source, source + lens, n + rows, node_start, order, bounds
+        """The lattice of every row as one graph in row order, for sampling and n-best: row ``r``
+        has nodes ``offsets[r] + r`` (its start) to ``offsets[r + 1] + r`` (its end). Returns each
+        edge's length, piece id, score, source and target node; the number of nodes; each row's
+        start node; and the edges ordered by start position within their row, with the bounds of
+        each start position (one start's edges have distinct targets, so a step over them
+        scatters without clashes)."""
+        lat = self.lattice(words)
+        rows, n, device = len(words), words.values.numel(), words.device
+        column = row_ids(lat.node_offsets, n + rows)
+        lane = torch.arange(n + rows, device=device) - lat.node_offsets.index_select(0, column)
+        row = lat.order.index_select(0, lane)
+        in_rows = words.offsets.index_select(0, row) + row + column  # each node's number in row order
+        bounds = lat.edge_offsets.index_select(0, lat.node_offsets).tolist()
+        node_start = words.offsets[:-1] + torch.arange(rows, device=device)
+        edges = torch.arange(lat.target.numel(), device=device)
+        return (lat.length(edges), lat.ids(edges), lat.scores, in_rows.index_select(0, lat.source(edges)),
+                in_rows.index_select(0, lat.target), n + rows, node_start, edges, bounds)
 
-    def segment(self, words: Ragged, init: torch.Tensor | None = None, *, float32_scores: bool = False
+    def segment(self, words: Ragged, *, float32_scores: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Best segmentation of each row: token ids, token ends (characters), tokens per row,
         each row's margin (see :func:`unigram_viterbi_torch`) and each token's score."""
         device = words.device
-        rows = len(words)
-        edge_offsets, lens, ids, scores = self.lattice(words)
-        if init is None:
-            init = torch.zeros(rows, dtype=torch.float64, device=device)
-        choice, margin = unigram_viterbi(edge_offsets, lens.int(), scores, words.offsets, init,
+        lat = self.lattice(words)
+        choice, margin = unigram_viterbi(lat.edge_offsets, lat.target, lat.scores, lat.node_offsets,
                                          float32_scores=float32_scores)
-        # Backtrack from every row's end, one token per step for all rows.
-        ends_node = words.offsets[1:] + torch.arange(rows, device=device)
-        start_node = words.offsets[:-1] + torch.arange(rows, device=device)
-        cur = ends_node[ends_node > start_node]
-        stops = start_node[ends_node > start_node]
-        taken = []
-        while cur.numel():
-            taken.append(cur)
-            cur = cur - lens[choice[cur]]
-            keep = cur > stops
-            cur, stops = cur[keep], stops[keep]
-        nodes = torch.sort(torch.cat(taken)).values if taken else torch.zeros(0, dtype=torch.int64, device=device)
-        edge = choice[nodes]
-        node_row = torch.searchsorted(ends_node, nodes)
-        token_end = nodes - start_node[node_row]
-        counts = torch.bincount(node_row, minlength=rows)
-        return ids[edge], token_end, counts, margin, scores[edge]
+        # Backtrack every row at once by pointer doubling: each node's predecessor on its best
+        # path (row starts point at themselves); a row's tokens end at the ancestors of its end
+        # node, found in log2(longest row) rounds (a round per token costs a long row hundreds).
+        jump = torch.arange(choice.numel(), device=device)
+        chosen = torch.nonzero(choice >= 0).flatten()  # every node but the row starts
+        jump.index_copy_(0, chosen, lat.source(choice.index_select(0, chosen)))
+        length = words.lengths().index_select(0, lat.order)
+        live = int((length > 0).sum())  # the rows are sorted longest first
+        path = lat.node_offsets.index_select(0, length[:live]) + torch.arange(live, device=device)  # end nodes
+        reach = 1  # path holds the ancestors of the end nodes at distances below reach
+        while reach < lat.node_offsets.numel() - 2:
+            more = jump.index_select(0, path)
+            path = torch.cat([path, more.index_select(0, torch.nonzero(choice.index_select(0, more) >= 0).flatten())])
+            jump = jump.index_select(0, jump)
+            reach *= 2
+        # Mark each token at its last character (in row order): the marks read in order are
+        # the tokens in order.
+        end = torch.searchsorted(lat.node_offsets, path, right=True) - 1
+        lane = path - lat.node_offsets.index_select(0, end)
+        token_at = torch.full((words.values.numel(),), -1, dtype=torch.int64, device=device)
+        token_at.index_copy_(0, words.offsets.index_select(0, lat.order.index_select(0, lane)) + end - 1,
+                             choice.index_select(0, path))
+        marked = token_at >= 0
+        last = torch.nonzero(marked).flatten()
+        edge = token_at.index_select(0, last)
+        counts = segment_sum(marked.long(), words.offsets)
+        token_row = row_ids(offsets_from_lengths(counts), last.numel())
+        margin = torch.empty_like(margin).index_copy_(0, lat.order, margin)
+        return (lat.ids(edge), last + 1 - words.offsets.index_select(0, token_row), counts, margin,
+                lat.scores.index_select(0, edge))
 
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints) and each token's end, in characters."""
@@ -438,46 +604,56 @@ class Unigram:
             out.append(paths)
         return out
 
-    def encode_in_context(self, values: torch.Tensor, words: Words, unique: UniqueWords
-                          ) -> tuple[Ragged, Ragged, torch.Tensor]:
+    def encode_in_context(self, values: torch.Tensor, words: Words, unique: UniqueWords, *,
+                          cache: WordCache | None = None) -> tuple[Ragged, Ragged, torch.Tensor]:
         """Segmentation of every word occurrence. SentencePiece mode: the unique words' own, except
         where the float32 rounding of the sentence score could reorder a near tie (see the module
         docstring): those sentences are segmented whole, in float32, and their words get rows of
         their own. huggingface mode: the unique words' own. Inside :meth:`sampling`: a sample per
         occurrence. Returns the rows' ids and ends and each occurrence's row.
+
+        ``cache`` (:class:`gputok.word_cache.WordCache`): unique words seen in earlier batches
+        are not segmented again. It stores each word's ids and ends after one extra entry each,
+        the bit patterns of the word's float64 margin and score, which the float32 check needs.
         """
         device = values.device
         lengths = words.lengths()
         rep = unique.representative
-        unique_words = gather_words(values, words.starts[rep], lengths[rep])
         settings = getattr(self._local, "sampling", None)
         if settings is not None:  # every occurrence draws its own segmentation
+            unique_words = gather_words(values, words.starts[rep], lengths[rep])
             ids, ends, counts = self.sample(unique_words, unique.inverse, *settings)
             piece_ids, piece_ends = self._finish(gather_words(values, words.starts, lengths), ids, ends, counts)
             return piece_ids, piece_ends, torch.arange(lengths.numel(), device=device)
-        if not self.sentencepiece:  # huggingface: every word on its own, in float64
-            ids, ends, counts, _, _ = self.segment(unique_words)
-            piece_ids, piece_ends = self._finish(unique_words, ids, ends, counts)
-            return piece_ids, piece_ends, unique.inverse
-        if not self.splits_at_space:  # the words are whole sentences: segment them as SentencePiece does
+        if self.sentencepiece and not self.splits_at_space:  # the words are whole sentences: as SentencePiece does
+            unique_words = gather_words(values, words.starts[rep], lengths[rep])
             ids, ends, counts, _, _ = self.segment(unique_words, float32_scores=True)
             piece_ids, piece_ends = self._finish(unique_words, ids, ends, counts)
             return piece_ids, piece_ends, unique.inverse
-        ids, ends, counts, margin, token_score = self.segment(unique_words)
-        piece_ids, piece_ends = self._finish(unique_words, ids, ends, counts)
-        if not lengths.numel():
+        starts, sizes = words.starts.index_select(0, rep), lengths.index_select(0, rep)
+        if cache is None or unique.keys is None:
+            piece_ids, piece_ends, margin, word_score = self._segment_words(values, starts, sizes)
+        else:
+            def encode(s: torch.Tensor, n: torch.Tensor) -> tuple[Ragged, Ragged]:
+                ids, ends, margin, score = self._segment_words(values, s, n)
+                return _append(ids, margin.view(torch.int64)), _append(ends, score.view(torch.int64))
+
+            with_ids, with_ends = cache.encode(self, values, starts, sizes, unique.keys, encode)
+            (piece_ids, margin), (piece_ends, word_score) = _split_last(with_ids), _split_last(with_ends)
+            margin, word_score = margin.view(torch.float64), word_score.view(torch.float64)
+        if not self.sentencepiece or not lengths.numel():  # huggingface: every word on its own, in float64
             return piece_ids, piece_ends, unique.inverse
-        word_score = segment_sum(token_score, offsets_from_lengths(counts))
         score64, _ = self._tensors(device)
         max_abs = max(float(score64.abs().max()), abs(self.unk_score))
         sentence = row_ids(words.text_offsets, lengths.numel())
-        magnitude = segment_sum(word_score[unique.inverse].abs(), words.text_offsets)[sentence] + lengths * max_abs
+        magnitude = segment_sum(word_score.abs().index_select(0, unique.inverse), words.text_offsets)
         # float32 keeps 24 bits: each stored score is off by at most magnitude * 2**-24, and a
         # decision sees at most (length + 1) of them on each side.
-        fragile = margin[unique.inverse] <= (2 * lengths + 4) * magnitude * 2.0 ** -23
-        if not bool(fragile.any()):
+        bound = (2 * lengths + 4) * (magnitude.index_select(0, sentence) + lengths * max_abs) * 2.0 ** -23
+        fragile = torch.nonzero(margin.index_select(0, unique.inverse) <= bound).flatten()
+        if not fragile.numel():
             return piece_ids, piece_ends, unique.inverse
-        texts = torch.unique(sentence[fragile])
+        texts = torch.unique(sentence.index_select(0, fragile))
         first, last = words.text_offsets[texts], words.text_offsets[texts + 1] - 1
         starts = words.starts[first]
         rows = gather_words(values, starts, words.ends[last] - starts)
@@ -498,6 +674,15 @@ class Unigram:
                 Ragged(torch.cat([piece_ends.values, new_ends.values]),
                        torch.cat([piece_ends.offsets, new_ends.offsets[1:] + piece_ends.offsets[-1]])),
                 inverse)
+
+    def _segment_words(self, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor
+                       ) -> tuple[Ragged, Ragged, torch.Tensor, torch.Tensor]:
+        """Ids and ends (unks fused or as bytes) of the words ``values[starts[i]:][:lengths[i]]``, with
+        each word's margin and float64 score."""
+        words = gather_words(values, starts, lengths)
+        ids, ends, counts, margin, token_score = self.segment(words)
+        piece_ids, piece_ends = self._finish(words, ids, ends, counts)
+        return piece_ids, piece_ends, margin, segment_sum(token_score, offsets_from_lengths(counts))
 
     def _finish(self, words: Ragged, ids: torch.Tensor, ends: torch.Tensor, counts: torch.Tensor
                 ) -> tuple[Ragged, Ragged]:
@@ -562,6 +747,33 @@ class Unigram:
                    types=[p.type for p in model.pieces], sentencepiece=True)
 
 
+def _append(rows: Ragged, last: torch.Tensor) -> Ragged:
+    """Each row of ``rows`` (int64) followed by one more value from ``last``.
+
+    >>> _append(Ragged.from_lengths(torch.tensor([1, 2, 3]), torch.tensor([2, 0, 1])), torch.tensor([7, 8, 9])).tolist()
+    [[1, 2, 7], [8], [3, 9]]
+    """
+    count = rows.values.numel()
+    offsets = rows.offsets + torch.arange(len(rows) + 1, device=rows.device)
+    out = torch.empty(count + len(rows), dtype=torch.int64, device=rows.device)
+    out.index_copy_(0, offsets[1:] - 1, last)
+    out.index_copy_(0, torch.arange(count, device=rows.device) + row_ids(rows.offsets, count), rows.values.long())
+    return Ragged(out, offsets)
+
+
+def _split_last(rows: Ragged) -> tuple[Ragged, torch.Tensor]:
+    """The rows without their last value (every row has one), and those last values.
+
+    >>> r, last = _split_last(Ragged.from_lengths(torch.tensor([1, 2, 7, 8, 3, 9]), torch.tensor([3, 1, 2])))
+    >>> r.tolist(), last.tolist()
+    ([[1, 2], [], [3]], [7, 8, 9])
+    """
+    offsets = rows.offsets - torch.arange(len(rows) + 1, device=rows.device)
+    count = int(offsets[-1])
+    keep = torch.arange(count, device=rows.device) + row_ids(offsets, count)
+    return Ragged(rows.values.index_select(0, keep), offsets), rows.values.index_select(0, rows.offsets[1:] - 1)
+
+
 def serde_json_f64(x: float) -> float:
     """The float huggingface ``tokenizers`` gets for the JSON number ``repr(x)``.
 
@@ -588,32 +800,23 @@ def serde_json_f64(x: float) -> float:
     return math.copysign(value, x)
 
 
-class MetaspaceSplit:
-    """Words of SentencePiece-normalized text: a new word starts at each ``▁`` (``split=True``),
-    or each text is one word; the words tile the text. huggingface's Metaspace pre-tokenizer with
-    ``prepend_scheme="never"`` (the normalizer already put the ``▁`` in).
+class MetaspaceSplit(Metaspace):
+    """Words of SentencePiece-normalized text: huggingface's Metaspace split (a new word at each
+    ``▁`` with ``split=True``, else each text one word), saved as Metaspace with
+    ``prepend_scheme="never"``, but *without* Metaspace's rewrite. Metaspace also turns spaces
+    into ``▁`` before it splits; here the SentencePiece normalizer has already written the exact
+    text, spaces included when the model does not escape them (``escape_whitespaces=false``),
+    where that rewrite would change the ids. (It would also cost a pass over the batch.)
 
     >>> w = MetaspaceSplit()(Ragged.from_lengths(torch.tensor([0x2581, 97, 0x2581, 0x2581, 98]), torch.tensor([5])))
     >>> w.starts.tolist(), w.ends.tolist(), w.text_offsets.tolist()
     ([0, 2, 3], [2, 3, 5], [0, 3])
     """
 
-    type = "Metaspace"
+    rewrite = None  # the Tokenizer skips a pre-tokenizer's rewrite when it has none
 
     def __init__(self, *, split: bool = True) -> None:
-        self.split = split
-
-    def __call__(self, text: Ragged) -> Words:
-        n = text.values.numel()
-        device = text.device
-        first = torch.zeros(n + 1, dtype=torch.bool, device=device)
-        first[text.offsets[:-1]] = True
-        first = first[:n]
-        starts_word = first | (text.values == ord(ESCAPED_SPACE)) if self.split else first
-        return words_from_starts(text, starts_word)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "replacement": ESCAPED_SPACE, "prepend_scheme": "never", "split": self.split}
+        super().__init__(replacement=ESCAPED_SPACE, prepend_scheme="never", split=split)
 
 
 class SentencePieceDecoder:

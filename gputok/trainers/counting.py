@@ -51,7 +51,8 @@ class WordCounts:
     """Unique words (ragged codepoints) and how often each occurred (int64).
 
     ``hashes``: two 64-bit hashes of each word (:func:`gputok.dedup.word_hashes` with seeds
-    ``2 * seed`` and ``2 * seed + 1``) as ``[words, 2]``, or None until computed.
+    ``2 * seed`` and ``2 * seed + 1``) as ``[words, 2]``, or None until computed. ``counts`` may
+    be ``[words, k]``: k counts per word, each summed on its own when tables merge.
     """
 
     words: Ragged
@@ -60,7 +61,7 @@ class WordCounts:
     seed: int = 0
 
     def __len__(self) -> int:
-        return self.counts.numel()
+        return self.counts.shape[0]
 
     def to_dict(self) -> dict[str, int]:
         """``{word: count}`` (slow: a Python string per word; for tests and small tables)."""
@@ -119,7 +120,8 @@ def merge_tables(tables: list[WordCounts], *, seed: int = 0) -> tuple[WordCounts
             break
         seed += 1
     counts = torch.cat([t.counts for t in tables])
-    summed = torch.zeros(keys.numel(), dtype=torch.int64, device=counts.device).index_add_(0, inverse, counts)
+    summed = torch.zeros((keys.numel(), *counts.shape[1:]), dtype=torch.int64, device=counts.device)
+    summed.index_add_(0, inverse, counts)
     values = torch.cat([t.words.values for t in tables])
     offsets = offsets_from_lengths(lengths)
     words = gather_words(values, offsets[:-1][rep], lengths[rep])
@@ -181,7 +183,11 @@ class WordCounter:
         found = gather_words(text.values, words.starts[rep], lengths[rep])
         if self.byte_level:
             found = to_byte_level(found)
-        self._pending.append(WordCounts(Ragged(found.values.int(), found.offsets), counts))
+        self.add_table(WordCounts(Ragged(found.values.int(), found.offsets), counts))
+
+    def add_table(self, table: WordCounts) -> None:
+        """Add words counted elsewhere (unique within ``table``; int32 codepoints keep the merges small)."""
+        self._pending.append(table)
         if sum(len(t) for t in self._pending) >= (len(self._merged) if self._merged is not None else 0):
             self._flush()
 

@@ -12,7 +12,8 @@ The reference is SentencePiece's ``unigram_model_trainer.cc`` and ``trainer_inte
    ``seed_size``; initial scores are their log shares. The reference finds them with a suffix array
    over the whole corpus; here every substring of every unique word is hashed (a polynomial hash
    modulo 2**64, one length at a time) and counted with ``torch.unique``, weighted by the word counts,
-   which gives the same frequencies.
+   which gives the same frequencies. Only the candidates' occurrences are kept (their end
+   positions, int32): they are the lattice's edges.
 3. EM, ``num_sub_iterations`` times per round: the E-step computes every piece's expected count by
    forward-backward over each word's lattice (``unigram_expect``: a Triton kernel on CUDA, its torch
    twin :func:`unigram_expect_torch` on CPU); the M-step drops pieces expected less than 0.5 times
@@ -25,21 +26,28 @@ The reference is SentencePiece's ``unigram_model_trainer.cc`` and ``trainer_inte
    by score, ``vocab_size`` in all with the special tokens and, with ``byte_fallback``, the 256
    ``<0xNN>`` pieces; ordered as the reference orders its ``.model``.
 
-Layout: words are sorted by length (longest first) and the lattice is stored step-major, so the DP
-runs one vectorized step per character position over all words still that long: the row of
-(word w, end position e) is ``step_base[e] + w``; its edges (pieces ending there, longest first) are
+Layout: words are sorted by length (longest first) and cut into batches of consecutive words of
+about ``_BATCH_EDGES`` lattice edges; each batch's lattice is stored step-major, so the DP runs one
+vectorized step per character position over all its words still that long: the row of (word w,
+end position e) is ``step_base[e] + w``; its edges (pieces ending there, longest first) are
 ``row_ptr[row] .. row_ptr[row + 1]``. Every position has a one-character edge (the character's piece
-or the unknown character, scored ``min score - 10`` as in the reference).
+or the unknown character, scored ``min score - 10`` as in the reference). The E-step and Viterbi
+run batch by batch, so their scratch is bounded by the batch, not by the corpus.
 
 Deliberate differences from the reference: right-branching is decided per word: the end of a word
 counts as followed by ``▁`` and, for the occurrences that end a sentence (``sentence_final_counts``;
 without them none), by the sentence boundary, as the reference sees it in its sentences; ties in
 the seed ranking are broken by hash order, not suffix-array order; expected counts are float64 (the
-reference sums float32); unknown-character nodes count for no piece. Hash collisions between two substrings (probability ~n^2 / 2**64 for n distinct ones)
-are not checked. Memory: a dense int32 table of ``positions x max_piece_length`` seed ids (positions: the
-characters of the unique words; 270 MB for the 4.2M of 20 MB of English), the lattice (17 bytes per
-edge; 14M edges there at the start), and per E-step two float64 arrays of ``words + positions`` and
-one per edge.
+reference sums float32); unknown-character nodes count for no piece. Hash collisions between two
+substrings (probability ~n^2 / 2**64 for n distinct ones) are not checked.
+
+Memory follows the unique words (positions: their characters, 4.2M for the 385k unique words of
+20 MB of English), not the corpus: :class:`UnigramWordCounter` streams the text in chunks; the
+seed search holds ~10 arrays (int32 or int64) of the positions for one length at a time and the
+candidates' occurrences (8 bytes each); the lattice takes 13 bytes per edge and 4 per position (14M edges
+there at the start: 200 MB), and an E-step ~16 bytes per edge of one batch. Freed heap pages go
+back to the system between phases (:func:`_release_free_memory`). Peak RSS on that set, vocab
+8000: ~690 MB, of which ~230 MB is torch itself (``benchmarks/train_unigram.py``).
 
 :func:`unigram_training_words` makes the unique words from text lines as SentencePiece sees them
 (nmt_nfkc normalization, whitespace rules, words cut at spaces with a ``▁`` in front), and
@@ -70,6 +78,7 @@ UNKNOWN_CHAR = 0x110000  # stands for a character outside the required set (past
 _BASE = 0x9E3779B97F4A7C15 - (1 << 64)  # odd multiplier of the substring hash
 _UNK_PENALTY = 10.0  # the reference's kUnkPenalty
 _MIN_EXPECTED = 0.5  # the reference's kExpectedFrequencyThreshold
+_BATCH_EDGES = 1 << 20  # lattice edges per batch of words: bounds the E-step's float64 scratch (~16 bytes an edge)
 
 # SentencePiece's nmt_nfkc rules on top of NFKC (builder.cc): control characters go, other breaks and
 # invisible spaces become spaces; U+FF5E (fullwidth tilde) is kept as it is.
@@ -150,6 +159,46 @@ def unigram_training_words(lines: Iterable[str], *, max_sentence_length: int = 4
     final = torch.ones(starts.numel(), dtype=torch.int64)  # a line break (or the end) follows the word
     final[:-1] = (cp[starts[1:]] == 10).long()
     return words, counts, torch.zeros_like(counts).index_add_(0, unique.inverse, final)
+
+
+class UnigramWordCounter:
+    """:func:`unigram_training_words` over a corpus streamed in chunks of lines: each chunk's table
+    (words, counts, sentence-final counts) is merged by hash as :class:`gputok.trainers.counting.WordCounter`
+    merges, so memory follows the unique words and one chunk, not the corpus.
+
+    >>> counter = UnigramWordCounter()
+    >>> counter.add_lines(["a b", "b"])
+    >>> counter.add_lines(["b a"])
+    >>> words, counts, final = counter.result()
+    >>> sorted(zip(["".join(map(chr, w)) for w in words.tolist()], counts.tolist(), final.tolist()))
+    [('▁a', 2, 1), ('▁b', 3, 2)]
+    """
+
+    def __init__(self, *, max_sentence_length: int = 4192) -> None:
+        from .counting import WordCounter
+
+        self.max_sentence_length = max_sentence_length
+        self._counter = WordCounter(None, None)  # only its merging of tables is used
+
+    def add_lines(self, lines: Iterable[str]) -> None:
+        """Count the words of ``lines`` (each a sentence; a ``\\n`` inside one also ends a sentence)."""
+        from .counting import WordCounts
+
+        words, counts, final = unigram_training_words(lines, max_sentence_length=self.max_sentence_length,
+                                                      return_sentence_final=True)
+        if counts.numel():
+            self._counter.add_table(WordCounts(words, torch.stack([counts, final], 1)))
+
+    def result(self) -> tuple[Ragged, torch.Tensor, torch.Tensor]:
+        """The unique words (ragged int32 code points), their counts and sentence-final counts."""
+        table = self._counter.result()
+        if not len(table):
+            return unigram_training_words([], return_sentence_final=True)
+        words = Ragged(table.words.values.int(), table.words.offsets)
+        counts, final = table.counts[:, 0].contiguous(), table.counts[:, 1].contiguous()
+        del table
+        _release_free_memory()  # the merges' temporaries, before training allocates
+        return words, counts, final
 
 
 def _codepoints(text: str) -> torch.Tensor:
@@ -236,9 +285,14 @@ def _scripts(chars: np.ndarray) -> np.ndarray:
 
 
 class _Lattice:
-    """The edges of many words' lattices, step-major (see the module docstring)."""
+    """The edges of a batch of words' lattices, step-major (see the module docstring).
 
-    def __init__(self, lengths: torch.Tensor, edge_word: torch.Tensor, edge_end: torch.Tensor,
+    ``row_ptr`` (int32): the edges of row r are ``row_ptr[r] .. row_ptr[r + 1]``, longest first;
+    ``edge_word`` (int32, the word in the batch), ``edge_len`` (int8) and ``edge_piece`` (int32)
+    per edge. The end of an edge is not stored: it follows from ``step_ptr``.
+    """
+
+    def __init__(self, lengths: torch.Tensor, row_ptr: torch.Tensor, edge_word: torch.Tensor,
                  edge_len: torch.Tensor, edge_piece: torch.Tensor) -> None:
         self.lengths = lengths  # int64 [W], non-increasing
         self.num_words = lengths.numel()
@@ -246,20 +300,64 @@ class _Lattice:
         base = _step_base(lengths)
         self.step_base = base  # row of (w, e) = base[e] + w, e >= 1
         self.rows = int(base[-1])
-        self.edge_word, self.edge_end, self.edge_len, self.edge_piece = edge_word, edge_end, edge_len, edge_piece
-        start = (edge_end.long() - edge_len.long())
-        self.edge_src = torch.where(start > 0, self.num_words + base[start], 0).add_(edge_word).int()
-        row = base[edge_end.long()] + edge_word
-        self.row_ptr = offsets_from_lengths(torch.bincount(row, minlength=self.rows))
-        self.step_ptr = self.row_ptr[base[1:]].tolist()  # edges of step e: step_ptr[e-1] .. step_ptr[e]
+        self.row_ptr = row_ptr.int()  # a batch's edges fit int32
+        self.edge_word, self.edge_len, self.edge_piece = edge_word, edge_len, edge_piece
+        step_ptr = row_ptr[base[1:]]
+        self.step_ptr = step_ptr.tolist()  # edges of step e: step_ptr[e-1] .. step_ptr[e]
+        # int32 throughout: these temporaries are the largest of a batch
+        end = torch.repeat_interleave(torch.arange(1, self.max_len + 1, dtype=torch.int32), step_ptr.diff(),
+                                      output_size=self.num_edges)
+        start = end.sub_(edge_len)
+        src = (base + self.num_words).int()[start]
+        self.edge_src = src.masked_fill_(start == 0, 0).add_(edge_word)
 
     @property
     def num_edges(self) -> int:
         return self.edge_piece.numel()
 
     def keep(self, edges: torch.Tensor) -> _Lattice:
-        return _Lattice(self.lengths, self.edge_word[edges], self.edge_end[edges], self.edge_len[edges],
+        """The lattice of the edges where the bool mask ``edges`` is set."""
+        kept = torch.zeros(self.num_edges + 1, dtype=torch.int64)
+        torch.cumsum(edges, 0, out=kept[1:])
+        return _Lattice(self.lengths, kept[self.row_ptr], self.edge_word[edges], self.edge_len[edges],
                         self.edge_piece[edges])
+
+    @staticmethod
+    def build(lengths: torch.Tensor, char_piece: torch.Tensor, multi: list) -> _Lattice:
+        """The lattice of words of ``lengths`` (non-increasing) from the piece of each character position
+        (``char_piece``, flat over the words) and, per piece length L >= 2, the positions (sorted, into
+        ``char_piece``) where a piece of length L ends and that piece: ``multi = [(L, ends, pieces)]``.
+
+        Within one length every row has at most one edge, so each length's edges go to their slots
+        with one scatter, longest first, without sorting.
+        """
+        offsets = offsets_from_lengths(lengths)
+        n = char_piece.numel()
+        word = row_ids(offsets, n)
+        row_of = _step_base(lengths)[torch.arange(1, n + 1) - offsets[:-1][word]].add_(word)  # row of each position
+        count = torch.ones(n, dtype=torch.int64)  # rows and positions correspond one to one
+        for _, ends, _ in multi:
+            count[row_of[ends]] += 1
+        row_ptr = offsets_from_lengths(count)
+        del count
+        fill = row_ptr[:-1].clone()
+        total = int(row_ptr[-1])
+        edge_word = torch.empty(total, dtype=torch.int32)
+        edge_len = torch.empty(total, dtype=torch.int8)
+        edge_piece = torch.empty(total, dtype=torch.int32)
+        for length, ends, pieces in sorted(multi, key=lambda item: -item[0]):
+            rows = row_of[ends]
+            slot = fill[rows]
+            fill[rows] += 1
+            edge_word[slot] = word[ends].int()
+            edge_len[slot] = length
+            edge_piece[slot] = pieces
+        del fill
+        slot = row_ptr[1:][row_of] - 1  # the one-character edge ends every row
+        edge_word[slot] = word.int()
+        edge_len[slot] = 1
+        edge_piece[slot] = char_piece
+        return _Lattice(lengths, row_ptr, edge_word, edge_len, edge_piece)
 
 
 def unigram_expect_torch(lengths: torch.Tensor, counts: torch.Tensor, step_base: torch.Tensor,
@@ -367,6 +465,21 @@ def _viterbi(lattice: _Lattice, edge_score: torch.Tensor) -> tuple[torch.Tensor,
     return torch.cat(chosen), torch.cat(owner)
 
 
+def _release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
+
+    The seed search, the lattice build and compaction free hundreds of MB of tensors too small
+    for their own mapping; glibc keeps those pages resident, and without this the peak RSS of the
+    later phases stood ~100 MB higher (20 MB of English at vocab 8000). It takes milliseconds.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError, TypeError):  # not glibc
+        pass
+
+
 def _step_base(lengths: torch.Tensor) -> torch.Tensor:
     """``base[e]``: the first row of end position ``e`` (``base[e + 1] - base[e]`` words are at least ``e`` long).
 
@@ -393,7 +506,7 @@ class _Trainer:
         keep = torch.nonzero(used).squeeze(1)
         order = keep[torch.argsort(lengths[keep], descending=True, stable=True)]
         index, self.offsets = span_indices(words.offsets[order], lengths[order])
-        self.values = words.values[index].long()
+        self.values = words.values[index].int()
         self.counts = counts[order]
         self.final = final[order]
         self.lengths = lengths[order]
@@ -408,7 +521,7 @@ class _Trainer:
     # -- characters and seeds ------------------------------------------------------------------
     def _required_chars(self) -> None:
         row = row_ids(self.offsets, self.values.numel())
-        self.row = row
+        self.row = row.int()  # int32 (as the positions in _seeds): it halves the seed search's largest arrays
         chars, inverse = torch.unique(self.values, return_inverse=True)
         char_count = torch.zeros(chars.numel(), dtype=torch.int64).index_add_(0, inverse, self.counts[row])
         rank = torch.argsort(-char_count, stable=True)  # count desc, then code point asc
@@ -424,8 +537,8 @@ class _Trainer:
                 f"{self.coverage}) plus {self.num_meta} special/byte pieces need a larger vocab_size; "
                 f"increase vocab_size or decrease character_coverage")
         self.stats.required_chars = required.numel()
-        seed_of_char = torch.full((chars.numel(),), -1, dtype=torch.int64)
-        seed_of_char[required] = torch.arange(required.numel())
+        seed_of_char = torch.full((chars.numel(),), -1, dtype=torch.int32)
+        seed_of_char[required] = torch.arange(required.numel(), dtype=torch.int32)
         self.char_seed = seed_of_char[inverse]  # seed id of every position's character, -1: unknown
         self.values = torch.where(self.char_seed >= 0, self.values, UNKNOWN_CHAR)
         self.required_codepoints = chars[required]
@@ -440,45 +553,66 @@ class _Trainer:
 
     def _seeds(self) -> None:
         N = self.values.numel()
-        word_end = self.offsets[1:][self.row]
-        weight = self.counts[self.row]
-        final_of = self.final[self.row]
+        row = self.row
         # Positions whose substring of length L is still a valid piece (validity is prefix-closed).
-        p = torch.nonzero(self.values != UNKNOWN_CHAR).squeeze(1)
-        end_p = word_end[p]
+        p = torch.nonzero(self.values != UNKNOWN_CHAR).squeeze(1).int()
+        end_p = self.offsets[1:][row[p]].int()
         h = torch.zeros(p.numel(), dtype=torch.int64)
-        found = []  # per length L >= 2: (L, occurrence positions, their unique index, candidate uniques)
+        # Per length L >= 2: (L, end positions of the candidates' occurrences, candidate index): only
+        # candidates are kept, the lattice needs no other occurrence.
+        occurrences = []
         cand_score, cand_len, cand_rep = [], [], []
+        num_cand = 0
         for L in range(1, self.max_len + 1):
             if L > 1:
                 q = p + (L - 1)
                 keep = (q < end_p) & ~self.blocked[q.clamp(max=N - 1)]
                 p, h, end_p = p[keep], h[keep], end_p[keep]
+                del q, keep
             if not p.numel():
                 break
             h = h * _BASE + (self.values[p + (L - 1)] + 1)
             if L == 1:
                 continue
-            pv, hv = p, h
-            uniq, inverse = torch.unique(hv, sorted=False, return_inverse=True)
-            w, f = weight[pv], final_of[pv]
-            freq = torch.zeros(uniq.numel(), dtype=torch.int64).index_add_(0, inverse, w)
+            uniq, inverse = torch.unique(h, sorted=False, return_inverse=True)
+            n_uniq = uniq.numel()
+            del uniq
+            w_of = row[p]
+            w, f = self.counts[w_of], self.final[w_of]
+            del w_of
+            freq = torch.zeros(n_uniq, dtype=torch.int64).index_add_(0, inverse, w)
             # What follows: the next character, or at a word's end the next word's "▁" (-1) and, for
             # occurrences that end a sentence, the sentence boundary (-2).
-            inside = pv + L < end_p
-            follow = torch.where(inside, self.values[(pv + L).clamp(max=N - 1)], -1)
+            inside = p + L < end_p
             at_end = ~inside & (f > 0)
-            first_follow = torch.where(at_end & (f == w), -2, follow)
-            last_follow = torch.where(at_end, -2, follow)
-            low = torch.full((uniq.numel(),), UNKNOWN_CHAR + 1, dtype=torch.int64).scatter_reduce_(0, inverse, last_follow, "amin")
-            high = torch.full((uniq.numel(),), -3, dtype=torch.int64).scatter_reduce_(0, inverse, first_follow, "amax")
-            rep = torch.empty(uniq.numel(), dtype=torch.int64).scatter_(0, inverse, pv)
+            always_final = at_end & (f == w)
+            del w, f
+            follow = torch.where(inside, self.values[(p + L).clamp(max=N - 1)], -1)
+            del inside
+            first_follow = torch.where(always_final, -2, follow)
+            del always_final
+            low = torch.full((n_uniq,), UNKNOWN_CHAR + 1, dtype=torch.int32).scatter_reduce_(
+                0, inverse, follow.masked_fill_(at_end, -2), "amin")
+            del follow, at_end
+            high = torch.full((n_uniq,), -3, dtype=torch.int32).scatter_reduce_(0, inverse, first_follow, "amax")
+            del first_follow
+            rep = torch.empty(n_uniq, dtype=torch.int32).scatter_(0, inverse, p)
             # Occurs twice and is followed by two different things somewhere.
             pick = torch.nonzero((freq >= 2) & (low != high)).squeeze(1)
+            del low, high
             cand_score.append(freq[pick] * L)
             cand_len.append(torch.full((pick.numel(),), L, dtype=torch.int64))
             cand_rep.append(rep[pick])
-            found.append((L, pv.int(), inverse.int(), uniq.numel(), pick))
+            cand = torch.full((n_uniq,), -1, dtype=torch.int32)
+            cand[pick] = torch.arange(num_cand, num_cand + pick.numel(), dtype=torch.int32)
+            num_cand += pick.numel()
+            occ = cand[inverse]
+            del cand, inverse, freq, rep
+            hit = occ >= 0
+            occurrences.append((L, (p[hit] + (L - 1)).int(), occ[hit]))
+            del occ, hit
+            _release_free_memory()  # before the next length's arrays: they go where this one's were
+        del p, h, end_p
         empty = torch.zeros(0, dtype=torch.int64)
         score = torch.cat(cand_score) if cand_score else empty
         top = torch.argsort(-score, stable=True)[: self.seed_size]
@@ -490,46 +624,53 @@ class _Trainer:
         self.seed_len = torch.cat([torch.ones(C, dtype=torch.int64), (torch.cat(cand_len) if cand_len else empty)[top]])
         char_pos = torch.full((C,), -1, dtype=torch.int64)
         char_pos[self.char_seed[self.char_seed >= 0]] = torch.nonzero(self.char_seed >= 0).squeeze(1)
-        self.seed_pos = torch.cat([char_pos, (torch.cat(cand_rep) if cand_rep else empty)[top]])
+        self.seed_pos = torch.cat([char_pos, (torch.cat(cand_rep).long() if cand_rep else empty)[top]])
         self.scores = seed_score.log() - math.log(float(seed_score.sum().float()))
         self.stats.seed_pieces = S
-        # The seed id of every occurrence, in a [rows, max_len] table: column max_len - L holds the piece
-        # of length L that ends at the row's position (-1: none, -2: an unknown character).
-        row_of = self._row_of_position()
-        self.seed_table = torch.full((N, self.max_len), -1, dtype=torch.int32)
-        self.seed_table[row_of, self.max_len - 1] = torch.where(self.char_seed >= 0, self.char_seed, -2).int()
-        first = 0
-        for L, pv, inverse, n_uniq, pick in found:
-            mine = torch.nonzero((top >= first) & (top < first + pick.numel())).squeeze(1)
-            seed_of_unique = torch.full((n_uniq,), -1, dtype=torch.int64)
-            seed_of_unique[pick[top[mine] - first]] = C + mine
-            first += pick.numel()
-            occ_seed = seed_of_unique[inverse]
-            hit = occ_seed >= 0
-            self.seed_table[row_of[pv[hit].long() + (L - 1)], self.max_len - L] = occ_seed[hit].int()
-        found.clear()  # the occurrence lists are the largest temporaries: free them before the lattice
-
-    def _row_of_position(self) -> torch.Tensor:
-        """Step-major row of every (word, end position), indexed by the flat position of the end's character."""
-        base = _step_base(self.lengths)
-        end = torch.arange(self.values.numel()) - self.offsets[:-1][self.row] + 1
-        return base[end] + self.row
+        # The lattice's edges: every position's character (or the unknown character, id S), and every
+        # occurrence of a seed substring, by the position where it ends.
+        seed_of_cand = torch.full((num_cand,), -1, dtype=torch.int32)
+        seed_of_cand[top] = torch.arange(C, S, dtype=torch.int32)
+        self.multi = []
+        while occurrences:
+            L, ends, cand = occurrences.pop()
+            seed = seed_of_cand[cand]
+            hit = seed >= 0
+            self.multi.append((L, ends[hit], seed[hit]))
+        self.char_piece = torch.where(self.char_seed >= 0, self.char_seed, S).int()
+        del self.char_seed, self.blocked, self.row
 
     def _build_lattice(self) -> None:
-        """The words' lattice from the seed table (rows are already step-major, columns longest first)."""
-        rows, cols = torch.nonzero(self.seed_table != -1, as_tuple=True)
-        piece = self.seed_table[rows, cols]
-        piece = torch.where(piece == -2, self.num_seeds, piece)
-        length = (self.max_len - cols).to(torch.int8)
-        del cols
-        base = _step_base(self.lengths)
-        # Step of every row: rows of step e are base[e] .. base[e + 1].
-        end = torch.searchsorted(base[1:], rows, right=True)
-        word = (rows - base[end]).int()
-        del rows
-        self.lattice = _Lattice(self.lengths, word, end.int(), length, piece)
-        self.stats.lattice_edges = self.lattice.num_edges
+        """The words' lattices, in batches of consecutive words of about ``_BATCH_EDGES`` edges each."""
+        edges_at = torch.ones(self.values.numel(), dtype=torch.int32)  # edges ending at each position
+        for _, ends, _ in self.multi:
+            edges_at[ends] += 1
+        cum = torch.cumsum(edges_at, 0)
+        del edges_at
+        per_word_end = cum[self.offsets[1:] - 1]
+        del cum
+        total = int(per_word_end[-1])
+        cuts = torch.searchsorted(per_word_end, torch.arange(_BATCH_EDGES, max(total, _BATCH_EDGES), _BATCH_EDGES))
+        W = self.lengths.numel()
+        bounds = torch.unique(torch.cat([torch.tensor([0, W]), cuts.clamp(min=1, max=W)])).tolist()
+        self.batch_start = torch.tensor(bounds)
+        self.lattices = []
+        for w0, w1 in zip(bounds[:-1], bounds[1:]):
+            p0, p1 = int(self.offsets[w0]), int(self.offsets[w1])
+            multi = []
+            for i, (L, ends, seeds) in enumerate(self.multi):
+                hi = int(torch.searchsorted(ends, torch.tensor([p1], dtype=torch.int32)))
+                multi.append((L, ends[:hi].long() - p0, seeds[:hi].clone()))
+                self.multi[i] = (L, ends[hi:].clone(), seeds[hi:].clone())  # frees what this batch took
+            self.lattices.append(_Lattice.build(self.lengths[w0:w1], self.char_piece[p0:p1], multi))
+            del multi
+            _release_free_memory()
+        del self.multi, self.char_piece
+        self.stats.lattice_edges = self._num_edges()
         self._count_edges()
+
+    def _num_edges(self) -> int:
+        return sum(lat.num_edges for lat in self.lattices)
 
     # -- EM ----------------------------------------------------------------------------------------
     def _unk_score(self) -> float:
@@ -546,23 +687,29 @@ class _Trainer:
     def _compact(self) -> None:
         """Drop the edges of removed pieces once they are a quarter of the lattice (until then they
         only score -inf: rebuilding costs about as much as an E-step)."""
-        lat = self.lattice
         removed = torch.cat([~self.alive, torch.tensor([False])])
-        if int(self.edges_per_piece[removed].sum()) * 4 < lat.num_edges:
+        if int(self.edges_per_piece[removed].sum()) * 4 < self._num_edges():
             return
-        dead = removed[lat.edge_piece]
-        single = lat.edge_len == 1
-        lat.edge_piece = torch.where(dead & single, self.num_seeds, lat.edge_piece)
-        self.lattice = lat.keep(~dead | single)
+        for i, lat in enumerate(self.lattices):
+            dead = removed[lat.edge_piece]
+            single = lat.edge_len == 1
+            lat.edge_piece = torch.where(dead & single, self.num_seeds, lat.edge_piece)
+            self.lattices[i] = lat.keep(~dead | single)
+            del lat
+            _release_free_memory()  # each batch's old arrays, before the next batch allocates its new ones
         self._count_edges()
 
     def _count_edges(self) -> None:
-        self.edges_per_piece = torch.bincount(self.lattice.edge_piece, minlength=self.num_seeds + 1)
+        self.edges_per_piece = sum(torch.bincount(lat.edge_piece, minlength=self.num_seeds + 1) for lat in self.lattices)
 
     def _em_step(self) -> None:
         t = time.perf_counter()
         unk = self._unk_score()
-        expected, _ = unigram_expect(self.lattice, self.counts.double(), self._piece_scores(unk), self.max_len)
+        scores = self._piece_scores(unk)
+        counts = self.counts.double()
+        bounds = self.batch_start.tolist()
+        expected = sum(unigram_expect(lat, counts[w0:w1], scores, self.max_len)[0]
+                       for lat, w0, w1 in zip(self.lattices, bounds[:-1], bounds[1:]))
         t2 = time.perf_counter()
         self.seconds["e_step"] += t2 - t
         freq = expected[self.order]
@@ -579,13 +726,15 @@ class _Trainer:
 
     def _prune(self) -> None:
         t = time.perf_counter()
-        lat = self.lattice
         unk = self._unk_score()
         score = self._piece_scores(unk)
-        edges, owner = _viterbi(lat, score.index_select(0, lat.edge_piece))
-        used = lat.edge_piece[edges].long()
-        ok = torch.cat([self.alive, torch.tensor([False])])[used]
-        freq = torch.zeros(self.num_seeds, dtype=torch.float64).index_add_(0, used[ok], self.counts[owner[ok]].double())
+        alive = torch.cat([self.alive, torch.tensor([False])])
+        freq = torch.zeros(self.num_seeds, dtype=torch.float64)
+        for lat, w0 in zip(self.lattices, self.batch_start.tolist()):
+            edges, owner = _viterbi(lat, score.index_select(0, lat.edge_piece))
+            used = lat.edge_piece[edges].long()
+            ok = alive[used]
+            freq.index_add_(0, used[ok], self.counts[owner[ok] + w0].double())
         vsum = float(self.counts.sum())
         total = float(freq.sum())
         order = self.order
@@ -594,7 +743,7 @@ class _Trainer:
         single = length == 1
         keep_first = order[single & (f > 0)]
         multi = torch.nonzero(~single & (f > 0)).squeeze(1)
-        alt_score, alt_pieces, alt_owner = self._alternatives(order[multi], score, unk)
+        alt_score, alt_pieces, alt_owner = self._alternatives(order[multi], score)
         wins = score[order[multi]] >= alt_score
         # loss of replacing the piece by its alternative (the reference's formula)
         fi = f[multi]
@@ -616,10 +765,31 @@ class _Trainer:
         self._compact()
         self.seconds["prune"] += time.perf_counter() - t
 
-    def _alternatives(self, pieces: torch.Tensor, score: torch.Tensor, unk: float):
+    def _edges_ending(self, word: torch.Tensor, end: torch.Tensor, k: int) -> torch.Tensor:
+        """``[n, k]`` pieces of the lattice edges of at most ``k`` characters that end at character ``end``
+        of ``word`` (global word ids): column ``k - length`` (-1: no such edge; ``num_seeds``: the
+        unknown character)."""
+        out = torch.full((word.numel(), k), -1, dtype=torch.int64)
+        batch = torch.searchsorted(self.batch_start, word, right=True) - 1
+        for b, lat in enumerate(self.lattices):
+            mine = torch.nonzero(batch == b).squeeze(1) if len(self.lattices) > 1 else torch.arange(word.numel())
+            if not mine.numel():
+                continue
+            row = lat.step_base[end[mine]] + (word[mine] - int(self.batch_start[b]))
+            lo = lat.row_ptr[row]
+            edges, offsets = span_indices(lo, lat.row_ptr[row + 1] - lo)
+            owner = mine[row_ids(offsets, edges.numel())]
+            length = lat.edge_len[edges].long()
+            short = length <= k
+            out[owner[short], k - length[short]] = lat.edge_piece[edges[short]].long()
+        return out
+
+    def _alternatives(self, pieces: torch.Tensor, score: torch.Tensor):
         """Best segmentation of each piece's own string without the piece itself (dense DP over <= max_len steps).
 
         Returns each piece's best score, and the pieces of its best segmentation (flat, with owners).
+        The segmentations come from the lattice at an occurrence of the piece, so only live pieces
+        (and removed characters, as the unknown character) take part.
         """
         n = pieces.numel()
         if n == 0:
@@ -630,32 +800,28 @@ class _Trainer:
         pieces = pieces[by_length]
         L0 = self.seed_len[pieces]
         start = self.seed_pos[pieces]
-        word = self.row[start]
-        in_word = start - self.offsets[:-1][word]  # characters before the piece in its word
+        word = torch.searchsorted(self.offsets, start, right=True) - 1
+        in_word = start - self.offsets[word]  # characters before the piece in its word
         M = self.max_len
-        table = torch.full((self.num_seeds + 2,), -math.inf, dtype=torch.float64)
-        table[0] = unk  # id -2: an unknown character
-        table[2:] = score[:-1]
+        table = torch.cat([torch.tensor([-math.inf], dtype=torch.float64), score])  # id -1: no edge
         best = torch.full((n, M + 1), -math.inf, dtype=torch.float64)
         best[:, 0] = 0.0
-        back_len = torch.zeros((n, M + 1), dtype=torch.int64)
-        back_piece = torch.full((n, M + 1), -1, dtype=torch.int64)
-        base = _step_base(self.lengths)
+        back_len = torch.zeros((n, M + 1), dtype=torch.int8)  # small types: n is up to the seed count
+        back_piece = torch.full((n, M + 1), -1, dtype=torch.int32)
         at_least = torch.bincount(L0, minlength=M + 1).flip(0).cumsum(0).flip(0).tolist()
         for k in range(1, int(L0[0]) + 1):
             a = at_least[k]
-            rows = base[in_word[:a] + k] + word[:a]
-            # Columns M - k .. M - 1 hold the pieces of length k .. 1 ending here; they start at
+            # Columns 0 .. k - 1 hold the pieces of length k .. 1 ending here; they start at
             # positions 0 .. k - 1 of the piece, whose best scores are best[:, :k].
-            ids = self.seed_table[rows, M - k:].long()
-            v = table[ids + 2].add_(best[:a, :k])
+            ids = self._edges_ending(word[:a], in_word[:a] + k, k)
+            v = table[ids + 1].add_(best[:a, :k])
             whole = L0[:a] == k  # the piece itself is not its own alternative
             v[whole, 0] = -math.inf
             top, arg = v.max(1)
             best[:a, k] = top
             back_len[:a, k] = k - arg
             pick = ids.gather(1, arg[:, None]).squeeze(1)
-            back_piece[:a, k] = torch.where(pick == -2, -1, pick)
+            back_piece[:a, k] = torch.where(pick == self.num_seeds, -1, pick)
         alt_score = best[torch.arange(n), L0]
         owners, chosen = [], []
         who = torch.arange(n)
@@ -674,10 +840,13 @@ class _Trainer:
     def run(self) -> list[tuple[str, float]]:
         t = time.perf_counter()
         self._required_chars()
+        _release_free_memory()
         self._seeds()
+        _release_free_memory()
         t2 = time.perf_counter()
         self.seconds["seeds"] = t2 - t
         self._build_lattice()
+        _release_free_memory()
         self.seconds["lattice"] = time.perf_counter() - t2
         self.order = torch.arange(self.num_seeds)
         self.alive = torch.ones(self.num_seeds, dtype=torch.bool)
@@ -689,10 +858,11 @@ class _Trainer:
             self.stats.rounds += 1
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(pieces=self.order.numel(), edges=self.lattice.num_edges)
+                bar.set_postfix(pieces=self.order.numel(), edges=self._num_edges())
             if self.order.numel() <= self.desired:
                 break
             self._prune()
+            _release_free_memory()
         if bar is not None:
             bar.close()
         t = time.perf_counter()
