@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from . import _dispatch, normalizers, pre_tokenizers
+from ._memory import release_free_memory
 from .ragged import Ragged
 from .tokenizer import Tokenizer
 from .trainers import counting
@@ -219,6 +220,7 @@ def train_with_summary(files_or_iterator, *, model: str | None = None, preset: s
     if not len(table):
         raise ValueError("the training corpus holds no words (empty, or only whitespace); nothing to train on")
     counted = time.perf_counter()
+    release_free_memory()  # counting's freed temporaries, before the merge loop allocates
     tok, summary = _learn(chosen, table.words, table.counts, vocab_size=vocab_size, min_frequency=min_frequency,
                           special_tokens=special_tokens, score=score, limit_alphabet=limit_alphabet,
                           initial_alphabet=initial_alphabet, max_token_length=max_token_length, progress=progress)
@@ -512,6 +514,7 @@ def _learn(chosen: Preset, words: Ragged, counts: torch.Tensor, *, vocab_size: i
         vocab = learn_wordpiece(words, counts, continuing_subword_prefix=chosen.continuing_subword_prefix,
                                 score=score, stats=stats, **options)
     learned = time.perf_counter()
+    release_free_memory()  # the merge loop's arrays, before the tokenizer's tables
     tok = Tokenizer.from_str(json.dumps(tokenizer_json(chosen, vocab, merges, specials), ensure_ascii=False),
                              source="the trained tokenizer")
     summary = TrainingSummary(unique_words=counts.numel(), vocab_size=len(vocab),

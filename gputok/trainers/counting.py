@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from .._memory import release_free_memory
 from ..dedup import gather_words, unique_words, word_hashes
 from ..ingest import codepoints, utf8_bytes
 from ..ragged import Ragged, offsets_from_lengths, segment_sum
@@ -198,6 +199,7 @@ class WordCounter:
         self._pending = []
         if len(tables) > 1:
             self._merged, self._seed = merge_tables(tables, seed=self._seed)
+            release_free_memory()  # the merge's temporaries, so the next chunks reuse no stale pages
         else:
             self._merged = tables[0]
 

@@ -46,8 +46,8 @@ Memory follows the unique words (positions: their characters, 4.2M for the 385k 
 seed search holds ~10 arrays (int32 or int64) of the positions for one length at a time and the
 candidates' occurrences (8 bytes each); the lattice takes 13 bytes per edge and 4 per position (14M edges
 there at the start: 200 MB), and an E-step ~16 bytes per edge of one batch. Freed heap pages go
-back to the system between phases (:func:`_release_free_memory`). Peak RSS on that set, vocab
-8000: ~690 MB, of which ~230 MB is torch itself (``benchmarks/train_unigram.py``).
+back to the system between phases (:func:`gputok._memory.release_free_memory`). Peak RSS on that
+set, vocab 8000: ~690 MB, of which ~230 MB is torch itself (``benchmarks/train_unigram.py``).
 
 :func:`unigram_training_words` makes the unique words from text lines as SentencePiece sees them
 (nmt_nfkc normalization, whitespace rules, words cut at spaces with a ``▁`` in front), and
@@ -69,6 +69,7 @@ import numpy as np
 import torch
 
 from .. import _dispatch
+from .._memory import release_free_memory
 from ..dedup import gather_words, unique_words
 from ..pre_tokenizers import Words
 from ..ragged import Ragged, offsets_from_lengths, row_ids, span_indices
@@ -197,7 +198,7 @@ class UnigramWordCounter:
         words = Ragged(table.words.values.int(), table.words.offsets)
         counts, final = table.counts[:, 0].contiguous(), table.counts[:, 1].contiguous()
         del table
-        _release_free_memory()  # the merges' temporaries, before training allocates
+        release_free_memory()  # the merges' temporaries, before training allocates
         return words, counts, final
 
 
@@ -465,21 +466,6 @@ def _viterbi(lattice: _Lattice, edge_score: torch.Tensor) -> tuple[torch.Tensor,
     return torch.cat(chosen), torch.cat(owner)
 
 
-def _release_free_memory() -> None:
-    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing).
-
-    The seed search, the lattice build and compaction free hundreds of MB of tensors too small
-    for their own mapping; glibc keeps those pages resident, and without this the peak RSS of the
-    later phases stood ~100 MB higher (20 MB of English at vocab 8000). It takes milliseconds.
-    """
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError, TypeError):  # not glibc
-        pass
-
-
 def _step_base(lengths: torch.Tensor) -> torch.Tensor:
     """``base[e]``: the first row of end position ``e`` (``base[e + 1] - base[e]`` words are at least ``e`` long).
 
@@ -611,7 +597,7 @@ class _Trainer:
             hit = occ >= 0
             occurrences.append((L, (p[hit] + (L - 1)).int(), occ[hit]))
             del occ, hit
-            _release_free_memory()  # before the next length's arrays: they go where this one's were
+            release_free_memory()  # before the next length's arrays: they go where this one's were
         del p, h, end_p
         empty = torch.zeros(0, dtype=torch.int64)
         score = torch.cat(cand_score) if cand_score else empty
@@ -664,7 +650,7 @@ class _Trainer:
                 self.multi[i] = (L, ends[hi:].clone(), seeds[hi:].clone())  # frees what this batch took
             self.lattices.append(_Lattice.build(self.lengths[w0:w1], self.char_piece[p0:p1], multi))
             del multi
-            _release_free_memory()
+            release_free_memory()
         del self.multi, self.char_piece
         self.stats.lattice_edges = self._num_edges()
         self._count_edges()
@@ -696,7 +682,7 @@ class _Trainer:
             lat.edge_piece = torch.where(dead & single, self.num_seeds, lat.edge_piece)
             self.lattices[i] = lat.keep(~dead | single)
             del lat
-            _release_free_memory()  # each batch's old arrays, before the next batch allocates its new ones
+            release_free_memory()  # each batch's old arrays, before the next batch allocates its new ones
         self._count_edges()
 
     def _count_edges(self) -> None:
@@ -840,13 +826,13 @@ class _Trainer:
     def run(self) -> list[tuple[str, float]]:
         t = time.perf_counter()
         self._required_chars()
-        _release_free_memory()
+        release_free_memory()
         self._seeds()
-        _release_free_memory()
+        release_free_memory()
         t2 = time.perf_counter()
         self.seconds["seeds"] = t2 - t
         self._build_lattice()
-        _release_free_memory()
+        release_free_memory()
         self.seconds["lattice"] = time.perf_counter() - t2
         self.order = torch.arange(self.num_seeds)
         self.alive = torch.ones(self.num_seeds, dtype=torch.bool)
@@ -862,7 +848,7 @@ class _Trainer:
             if self.order.numel() <= self.desired:
                 break
             self._prune()
-            _release_free_memory()
+            release_free_memory()
         if bar is not None:
             bar.close()
         t = time.perf_counter()
