@@ -288,10 +288,9 @@ class _Trainer:
             last = np.flatnonzero(np.append(wid[1:] != wid[:-1], True))
             self.nxt[last] = -1
             self.prv[np.append(0, last[:-1] + 1)] = -1
-        device = self.device if self.device.type == "cuda" else torch.device("cpu")
-        keys, totals, slot = (t.cpu().numpy() for t in pair_count(
-            torch.from_numpy(sym).to(device), torch.from_numpy(wid).to(device),
-            torch.from_numpy(self.word_counts).to(device), num_symbols=len(self.tokens)))
+        keys, totals, slot = (t.numpy() for t in pair_count(
+            torch.from_numpy(sym), torch.from_numpy(wid), torch.from_numpy(self.word_counts),
+            num_symbols=len(self.tokens)))
         self.num_pairs = keys.size
         self.stats.pairs = keys.size
         capacity = max(16, 2 * keys.size)

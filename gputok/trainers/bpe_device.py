@@ -59,17 +59,18 @@ class DeviceTrainer(_Trainer):
     def _setup_pairs(self) -> None:
         dev = self.device
         n = self.symbols.size
-        self.sym = torch.from_numpy(self.symbols).to(dev)
-        self.wid_t = torch.from_numpy(self.wid.astype(np.int64)).to(dev)
-        self.count_t = torch.from_numpy(self.word_counts).to(dev)
+        # the host arrays of the shared setup give way to their device copies, under the same names
+        self.symbols = torch.from_numpy(self.symbols).to(dev)
+        self.wid = torch.from_numpy(self.wid.astype(np.int64)).to(dev)
+        self.word_counts = torch.from_numpy(self.word_counts).to(dev)
         ends = torch.ones(n, dtype=torch.bool, device=dev)
-        ends[:-1] = self.wid_t[1:] != self.wid_t[:-1]
+        ends[:-1] = self.wid[1:] != self.wid[:-1]
         heads = torch.ones(n, dtype=torch.bool, device=dev)
         heads[1:] = ends[:-1]
         positions = torch.arange(n, dtype=torch.int32, device=dev)
         self.nxt = torch.where(ends, -1, positions + 1).int()
         self.prv = torch.where(heads, -1, positions - 1).int()
-        keys, totals, slot = pair_count(self.sym, self.wid_t, self.count_t, num_symbols=len(self.tokens))
+        keys, totals, slot = pair_count(self.symbols, self.wid, self.word_counts, num_symbols=len(self.tokens))
         self.num_pairs = keys.numel()
         self.stats.pairs = keys.numel()
         capacity = max(16, 2 * keys.numel())
@@ -90,7 +91,7 @@ class DeviceTrainer(_Trainer):
         self.rescan: set[int] = set()  # pairs that gained windows after birth: found by a pslot scan
         self.marks = torch.zeros(n, dtype=torch.bool, device=dev)
         if self.score == "likelihood":
-            self.freq_t = torch.from_numpy(self.freq).to(dev)
+            self.freq = torch.from_numpy(self.freq).to(dev)
         self.picked: tuple[int, int, int] = (0, 0, 0)
 
     # -- choosing ---------------------------------------------------------------------------------
@@ -128,11 +129,11 @@ class DeviceTrainer(_Trainer):
         if cand.numel() == 0:
             return self._stop()
         counts, keys = self.pcnt[cand], self.pkey[cand]
-        score = counts / (self.freq_t[keys >> 32].double() * self.freq_t[keys & _LOW])
+        score = counts / (self.freq[keys >> 32].double() * self.freq[keys & _LOW])
         close = torch.nonzero(score >= score.max() * (1 - 1e-9)).flatten()
         # float scores only shortlist; the exact rational order decides
-        rows = torch.stack((counts[close], keys[close], self.freq_t[keys[close] >> 32],
-                            self.freq_t[keys[close] & _LOW], cand[close]), 1).tolist()
+        rows = torch.stack((counts[close], keys[close], self.freq[keys[close] >> 32],
+                            self.freq[keys[close] & _LOW], cand[close]), 1).tolist()
         best = max((Fraction(c, fa * fb), c, -k, s) for c, k, fa, fb, s in rows)[3]
         self.picked = tuple(torch.stack((self.pkey[best], self.pstart[best], self.plen[best])).tolist())
         return best
@@ -165,18 +166,18 @@ class DeviceTrainer(_Trainer):
         has_right = r >= 0
         # windows that disappear: (l, p) and (q, r); (p, q) is the merged pair, zeroed below
         gone = torch.cat((old_left[lone_left], q[has_right]))
-        self.pcnt.index_add_(0, pslot[gone].long(), -self.count_t[self.wid_t[gone]])
+        self.pcnt.index_add_(0, pslot[gone].long(), -self.word_counts[self.wid[gone]])
         self.pcnt[slot] = 0
-        apply_merge(self.sym, nxt, prv, starts.int(), z)
+        apply_merge(self.symbols, nxt, prv, starts.int(), z)
         pslot[q] = -1
         pslot[starts[~has_right]] = -1
         born = torch.cat((prv[starts[lone_left]].long(), starts[has_right]))
         self._count_new_windows(born, z, fresh)
         if self.score == "likelihood":
-            moved = self.count_t[self.wid_t[starts]].sum()
-            self.freq_t[a] -= moved
-            self.freq_t[b] -= moved
-            self.freq_t[z] += moved
+            moved = self.word_counts[self.wid[starts]].sum()
+            self.freq[a] -= moved
+            self.freq[b] -= moved
+            self.freq[z] += moved
         return left, right
 
     def _without_overlaps(self, starts: torch.Tensor, slot: int) -> torch.Tensor:
@@ -192,7 +193,7 @@ class DeviceTrainer(_Trainer):
         if born.numel() == 0:
             return
         dev = self.device
-        keys = (self.sym[born].long() << 32) | self.sym[self.nxt[born].long()].long()
+        keys = (self.symbols[born].long() << 32) | self.symbols[self.nxt[born].long()].long()
         keys, order = torch.sort(keys, stable=True)
         born = born[order]
         first = torch.ones(keys.numel(), dtype=torch.bool, device=dev)
@@ -200,7 +201,7 @@ class DeviceTrainer(_Trainer):
         group = torch.cumsum(first, 0) - 1
         unique = keys[first]
         sums = torch.zeros(unique.numel(), dtype=torch.int64, device=dev)
-        sums.index_add_(0, group, self.count_t[self.wid_t[born]])
+        sums.index_add_(0, group, self.word_counts[self.wid[born]])
         sizes = torch.bincount(group, minlength=unique.numel())
         run_starts = torch.nonzero(first).flatten()
         slots = torch.empty(unique.numel(), dtype=torch.int64, device=dev)
