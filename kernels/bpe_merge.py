@@ -4,8 +4,8 @@ Torch twin: ``gputok.models.bpe.bpe_merge_torch`` (same arguments, same result):
 merged by the reference rule, the adjacent pair of lowest rank first, the leftmost among equals,
 until no adjacent pair has a rank. The twin gets there by batched merge rounds over all rows;
 the kernel follows the rule literally inside each program: rank every adjacent pair of its row
-(the pair map is a :class:`gputok.hashing.HashMap` probed in the kernel, as
-``kernels/hash_lookup.py`` does), take the minimum and its leftmost position, write the merged
+(the pair map is a :class:`gputok.hashing.HashMap` probed in the kernel by
+``kernels/hash_lookup.py``'s ``probe``), take the minimum and its leftmost position, write the merged
 token there and shift the rest of the row left by one. The row lives in the output buffer and
 is walked in chunks of ``BLOCK`` lanes, so rows of any length work (a merge costs the row's
 length: BPE gives the kernel words of at most ``gputok.models.bpe.LONG_WORD`` symbols).
@@ -15,7 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-FIBONACCI = 0x9E3779B97F4A7C15 - (1 << 64)  # gputok.hashing.home_slot
+from .hash_lookup import probe
+
 NO_RANK = (1 << 63) - 1
 
 
@@ -37,16 +38,8 @@ def _bpe_merge_kernel(tokens_ptr, offsets_ptr, lengths_ptr, slot_keys_ptr, slot_
             inside = i < n - 1
             left = tl.load(base + i, mask=inside, other=0)
             right = tl.load(base + i + 1, mask=inside, other=0)
-            key = left * vocab_size + right
-            slot = ((key * FIBONACCI) >> hash_shift) & hash_mask  # & mask makes the shift logical
-            found = tl.full([BLOCK], -1, dtype=tl.int64)
-            searching = inside
-            for _ in range(max_probes):
-                stored = tl.load(slot_keys_ptr + slot, mask=searching, other=-1)
-                hit = searching & (stored == key)
-                found = tl.where(hit, tl.load(slot_values_ptr + slot, mask=hit, other=-1), found)
-                searching = searching & ~hit & (stored != -1)
-                slot = (slot + 1) & hash_mask
+            found = probe(left * vocab_size + right, inside, tl.full([BLOCK], -1, dtype=tl.int64),
+                          slot_keys_ptr, slot_values_ptr, hash_mask, hash_shift, max_probes)
             rank = tl.where(found >= 0, found >> 32, NO_RANK)
             chunk_best = tl.min(rank, 0)
             chunk_at = tl.min(tl.where(inside & (rank == chunk_best), i, n), 0)

@@ -12,20 +12,27 @@ FIBONACCI = 0x9E3779B97F4A7C15 - (1 << 64)  # gputok.hashing.home_slot
 
 
 @triton.jit
+def probe(key, searching, result, slot_keys_ptr, slot_values_ptr, hash_mask, hash_shift, max_probes):
+    """The value stored under each ``key`` where ``searching``, else ``result``: linear probing
+    from the key's home slot (the one helper of every kernel that reads a ``HashMap``)."""
+    slot = ((key * FIBONACCI) >> hash_shift) & hash_mask  # & mask makes the shift logical
+    for _ in range(max_probes):
+        found = tl.load(slot_keys_ptr + slot, mask=searching, other=-1)
+        hit = searching & (found == key)
+        result = tl.where(hit, tl.load(slot_values_ptr + slot, mask=hit, other=-1), result)
+        searching = searching & ~hit & (found != -1)
+        slot = (slot + 1) & hash_mask
+    return result
+
+
+@triton.jit
 def _hash_lookup_kernel(query_ptr, out_ptr, slot_keys_ptr, slot_values_ptr, n, hash_mask, hash_shift,
                         max_probes, default, BLOCK: tl.constexpr):
     index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = index < n
     key = tl.load(query_ptr + index, mask=inside, other=0)
-    slot = ((key * FIBONACCI) >> hash_shift) & hash_mask  # & mask makes the shift logical
-    result = tl.full([BLOCK], default, dtype=tl.int64)
-    searching = inside
-    for _ in range(max_probes):
-        found = tl.load(slot_keys_ptr + slot, mask=searching, other=-1)
-        hit = searching & (found == key)
-        result = tl.where(hit, tl.load(slot_values_ptr + slot, mask=hit, other=default), result)
-        searching = searching & ~hit & (found != -1)
-        slot = (slot + 1) & hash_mask
+    result = probe(key, inside, tl.full([BLOCK], default, dtype=tl.int64), slot_keys_ptr, slot_values_ptr,
+                   hash_mask, hash_shift, max_probes)
     tl.store(out_ptr + index, result, mask=inside)
 
 

@@ -14,8 +14,9 @@ import torch
 import triton
 import triton.language as tl
 
+from .hash_lookup import probe
+
 MAX_CODEPOINT = 0x110000
-FIBONACCI = 0x9E3779B97F4A7C15 - (1 << 64)  # gputok.hashing.home_slot
 
 
 @triton.jit
@@ -41,15 +42,8 @@ def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_p
         dense_row = tl.load(ascii_row_ptr + node, mask=alive & is_ascii, other=-1).to(tl.int64)
         dense = alive & is_ascii & (dense_row >= 0)
         child = tl.load(ascii_children_ptr + dense_row * 128 + codepoint, mask=dense, other=-1).to(tl.int64)
-        key = node * MAX_CODEPOINT + codepoint
-        slot = ((key * FIBONACCI) >> hash_shift) & hash_mask  # & mask makes the shift logical
-        searching = alive & ~is_ascii
-        for _ in range(max_probes):
-            found = tl.load(slot_keys_ptr + slot, mask=searching, other=-1)
-            hit = searching & (found == key)
-            child = tl.where(hit, tl.load(slot_values_ptr + slot, mask=hit, other=-1), child)
-            searching = searching & ~hit & (found != -1)
-            slot = (slot + 1) & hash_mask
+        child = probe(node * MAX_CODEPOINT + codepoint, alive & ~is_ascii, child, slot_keys_ptr, slot_values_ptr,
+                      hash_mask, hash_shift, max_probes)
         moved = alive & (child >= 0)
         node = tl.where(moved, child, node)
         cur = tl.where(moved, cur + 1, cur)
