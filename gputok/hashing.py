@@ -5,8 +5,9 @@
 int64 values with linear probing: one Fibonacci hash (a multiply and a shift: three tensor ops,
 where mix64 takes twelve, which matters in the trie's inner loop), then ``max_probes`` gathers at
 most, for any number of queries at once (the first probe is one pass over all queries, later
-ones cover only the keys not resolved yet, and the last few keys probe all their slots at once). It is the transition table of the vocabulary trie (``gputok.trie``) and is built
-once per vocabulary. Memory: two int64 arrays of ``4 * len(keys)`` slots (load factor 1/4, which
+ones cover only the keys not resolved yet, and the last few keys probe all their slots at once).
+It is the transition table of the vocabulary trie (``gputok.trie``) and is built once per
+vocabulary. Memory: two int64 arrays of ``4 * len(keys)`` slots (load factor 1/4, which
 keeps the longest probe sequence short).
 """
 
@@ -103,10 +104,10 @@ def insert(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, keys: 
     n = keys.numel()
     home = home_slot(keys, mask)
     pending = torch.arange(n, device=keys.device)
-    probe = torch.zeros(n, dtype=torch.int64, device=keys.device)
+    attempt = 0  # every pending key has lost all its earlier rounds: it probes slot home + attempt
     max_probe = 0
     while pending.numel():
-        slot = (home.index_select(0, pending) + probe.index_select(0, pending)) & mask
+        slot = (home.index_select(0, pending) + attempt) & mask
         free = nonzero(slot_keys.index_select(0, slot) == HashMap.EMPTY)
         # Conflicts are resolved over the wanted slots only (a table-sized scratch array would
         # cost the whole table per call: the word cache inserts a few words per batch).
@@ -119,11 +120,11 @@ def insert(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, keys: 
         slot_keys[won_slot] = keys.index_select(0, won_key)
         slot_values[won_slot] = values.index_select(0, won_key)
         if won.numel():
-            max_probe = max(max_probe, int(probe.index_select(0, won_key).max()))
+            max_probe = attempt
         lost = torch.ones(pending.numel(), dtype=torch.bool, device=keys.device)
         lost[free.index_select(0, won)] = False
         pending = pending.index_select(0, nonzero(lost))
-        probe[pending] += 1
+        attempt += 1
     return max_probe + 1
 
 

@@ -32,11 +32,8 @@ def as_texts(inputs: TextInput | Iterable[TextInput]) -> list[str]:
     if isinstance(inputs, (str, bytes, bytearray)):
         inputs = [inputs]
     texts = list(inputs)
-    try:
-        "".join(texts)  # checks that every text is a str at C speed: no Python work per text
+    if set(map(type, texts)) <= {str}:  # every text a str, checked at C speed without copying them
         return texts
-    except TypeError:
-        pass
     for i, text in enumerate(texts):
         if isinstance(text, (bytes, bytearray)):
             texts[i] = bytes(text).decode("utf-8", errors="replace")

@@ -79,7 +79,7 @@ def repeat_rows(values: torch.Tensor, offsets: torch.Tensor, total: int) -> torc
 
     A scatter-add of the differences at the row starts and one cumsum: ~2x faster than
     ``repeat_interleave`` on CPU (540k rows, 2.1M values: 4.5 ms against 8.1 ms). Integer
-    differences wrap around modulo 2**64 and the cumsum undoes them exactly.
+    differences wrap around modulo the dtype's width and the cumsum undoes them exactly.
 
     >>> repeat_rows(torch.tensor([7, 8, 9]), torch.tensor([0, 2, 2, 5]), 5).tolist()
     [7, 7, 9, 9, 9]

@@ -225,15 +225,15 @@ def _letter_table(case_sensitive: bool) -> torch.Tensor:
     return exact
 
 
+_KINDS = 16  # kind codes are below this (the per-rule kinds above and their NONE)
+
+
 @functools.lru_cache(maxsize=64)
 def _lut(kinds: tuple[int, ...], device: torch.device) -> torch.Tensor:
     """Boolean table over the kind codes: is the kind one of ``kinds``."""
-    table = torch.zeros(16, dtype=torch.bool)
+    table = torch.zeros(_KINDS, dtype=torch.bool)
     table[list(kinds)] = True
     return table.to(device)
-
-
-_KINDS = 16  # kind codes are below this (the per-rule kinds above and their NONE)
 
 
 @functools.lru_cache(maxsize=16)

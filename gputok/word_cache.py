@@ -142,12 +142,11 @@ class WordCache:
             same = self._verified(store, hit_entries, values, starts.index_select(0, hit), lengths.index_select(0, hit))
             if same is not None:  # a hash collision (rare): those words miss
                 hit, hit_entries = hit.index_select(0, same), hit_entries.index_select(0, same)
-            stored_tokens = span_indices(hit_entries[:, 2], hit_entries[:, 3])[0]
+            stored_tokens, hit_offsets = span_indices(hit_entries[:, 2], hit_entries[:, 3])
             hit_ids = store.ids.data.index_select(0, stored_tokens)
             hit_ends = store.ends.data.index_select(0, stored_tokens) if with_ends else None
         if hit.numel() == keys.numel():  # every word hit: the tokens are in order already
-            offsets = offsets_from_lengths(hit_entries[:, 3])
-            return Ragged(hit_ids, offsets), Ragged(hit_ends, offsets) if with_ends else None
+            return Ragged(hit_ids, hit_offsets), Ragged(hit_ends, hit_offsets) if with_ends else None
         is_miss = torch.ones(keys.numel(), dtype=torch.bool, device=device)
         is_miss[hit] = False
         miss = nonzero(is_miss)
@@ -160,7 +159,7 @@ class WordCache:
         out_lengths[hit] = hit_entries[:, 3]
         out_lengths[miss] = new_ids.lengths().index_select(0, unique.inverse)
         first = torch.empty_like(lengths)
-        first[hit] = offsets_from_lengths(hit_entries[:, 3])[:-1]
+        first[hit] = hit_offsets[:-1]
         first[miss] = new_ids.offsets.index_select(0, unique.inverse) + hit_ids.numel()
         source, out_offsets = span_indices(first, out_lengths)
         ids = torch.cat([hit_ids, new_ids.values.long()]).index_select(0, source)

@@ -75,8 +75,8 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     pair_map = dict(slot_keys=slot_keys, slot_values=slot_values, mask=hash_mask, max_probes=max_probes)
 
     def pair_value(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-        found = lookup(query=left * vocab_size + right, default=-1, **pair_map)
-        return torch.where(found >= 0, found, NO_RANK)
+        # stored values (rank << 32 | id) are never negative: a missing pair reads as NO_RANK
+        return lookup(query=left * vocab_size + right, default=NO_RANK, **pair_map)
 
     n = tok.numel()
     value = torch.full((n,), NO_RANK, dtype=torch.int64, device=device)  # of the pair (i, i + 1)
@@ -252,7 +252,7 @@ class BPE:
         if ignore_merges:  # whole-word lookup
             hashes = span_hashes(self._token_keys.values, self._token_keys.offsets[:-1], self._token_keys.offsets[1:])
             real = torch.nonzero(lengths > 0).flatten()
-            self.whole = HashMap(hashes[real] & ((1 << 63) - 1), real)
+            self.whole = HashMap(hashes[real], real)  # span_hashes are non-negative already
         self._tie_chars = torch.tensor(sorted(map(ord, set(tie_chars))), dtype=torch.int64)
         self._on_device: dict[torch.device, dict[str, Any]] = {}
 
