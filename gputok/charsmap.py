@@ -32,7 +32,7 @@ import torch
 
 from . import unicode
 from .hashing import HashMap, mix64
-from .ragged import Ragged, expand_rows, offsets_from_lengths, positions_in_rows, row_ids, span_indices
+from .ragged import Ragged, expand_rows, nonzero, offsets_from_lengths, positions_in_rows, row_ids, span_indices
 
 SPACE, ESCAPED_SPACE = ord(" "), 0x2581  # '▁'
 _VERSION = 1  # of the cached rule arrays
@@ -116,15 +116,15 @@ class Charsmap:
         key = Ragged.from_lengths(torch.from_numpy(arrays["key_values"]), torch.from_numpy(arrays["key_lengths"]))
         value = Ragged.from_lengths(torch.from_numpy(arrays["value_values"]), torch.from_numpy(arrays["value_lengths"]))
         lengths = key.lengths()
-        single = torch.nonzero(lengths == 1).flatten()
+        single = nonzero(lengths == 1)
         self.table = _single_table(key.values[key.offsets[single]].long(), _rows(value, single))
-        longer = torch.nonzero(lengths > 1).flatten()
+        longer = nonzero(lengths > 1)
         self.long_keys, self.long_table = _rows(key, longer), _rows(value, longer)
         self.max_long = int(lengths.max()) if lengths.numel() else 0
         # One hash map per key length, from the hash of the key's codepoints to its rule.
         self.long_maps = {}
         for length in range(2, self.max_long + 1):
-            rules = torch.nonzero(self.long_keys.lengths() == length).flatten()
+            rules = nonzero(self.long_keys.lengths() == length)
             if rules.numel():
                 grams = self.long_keys.values[self.long_keys.offsets[rules][:, None] + torch.arange(length)].long()
                 self.long_maps[length] = HashMap(_gram_hashes(grams.T)[-1], rules)
@@ -135,10 +135,9 @@ class Charsmap:
         if longer.numel():
             starts[self.long_keys.values[self.long_keys.offsets[:-1]].long()] = True
             seconds[self.long_keys.values[self.long_keys.offsets[:-1] + 1].long()] = True
-        self.starts_long, self.seconds_long = starts, seconds
-        # The common case in one gather: per codepoint, its one-codepoint rewrite (or -1 where a
-        # rule writes zero or several), with bits 21 and 22 set where it can start / continue a
-        # long rule.
+        # The common case in one gather: per codepoint, its one-codepoint rewrite (0 with bit 23
+        # set where a rule writes zero or several), with bits 21 and 22 set where it can start /
+        # continue a long rule.
         one = self.table.offsets[1:] - self.table.offsets[:-1] == 1
         first = self.table.offsets[:-1].clamp(max=max(self.table.values.numel() - 1, 0))
         direct = torch.where(one, self.table.values[first].long(), -1)
@@ -163,7 +162,7 @@ class Charsmap:
         if self.long_maps and n > 1:
             # Codepoints that can continue a long rule are rare (combining marks, jamo): find
             # those first, then keep the ones whose predecessor can start one.
-            maybe = torch.nonzero(packed[1:] & (1 << 22)).flatten()
+            maybe = nonzero(packed[1:] & (1 << 22))
             maybe = maybe[(packed.index_select(0, maybe) & (1 << 21)) != 0]
             candidates = maybe[~torch.isin(maybe + 1, text.offsets)]  # a rule never spans two texts
         if candidates is None or not candidates.numel():
@@ -178,7 +177,7 @@ class Charsmap:
         rule[candidates], span[candidates] = rule_c, span_c
         # A position is a unit start unless an earlier unit start's long match covers it.
         start = torch.ones(n, dtype=torch.bool, device=device)
-        long_pos = torch.nonzero(span > 1).flatten()
+        long_pos = nonzero(span > 1)
         if long_pos.numel():
             while True:
                 chosen = long_pos[start[long_pos]]
@@ -189,7 +188,7 @@ class Charsmap:
                 if bool((new_start == start).all()):
                     break
                 start = new_start
-        unit = torch.nonzero(start).flatten()
+        unit = nonzero(start)
         is_long = rule[unit] >= 0
         out_len = torch.where(is_long, long_table.offsets[rule[unit].clamp(min=0) + 1]
                               - long_table.offsets[rule[unit].clamp(min=0)],
@@ -289,7 +288,7 @@ def whitespace_rules(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix: bool,
         starts = offsets[:-1]
         after_space.index_fill_(0, starts[starts < n], True)  # the start of a text counts as after a space
         drop = is_space & after_space
-        dropped = torch.nonzero(drop).flatten()
+        dropped = nonzero(drop)
         # Only a space that a non-space precedes within its own unit's rewrite escapes the rule
         # (a rule whose output holds "x  "): rare, so computed only when a dropped space shares
         # its unit with the character before it.
@@ -300,8 +299,8 @@ def whitespace_rules(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix: bool,
             non_space_before = torch.cumsum((~is_space).long(), 0) - (~is_space).long()
             unit_start = torch.cummax(torch.where(same_unit, 0, torch.arange(n, device=device)), 0).values
             drop &= non_space_before == non_space_before.index_select(0, unit_start)
-            dropped = torch.nonzero(drop).flatten()
-        kept = torch.nonzero(~drop).flatten()
+            dropped = nonzero(drop)
+        kept = nonzero(~drop)
         bounds = offsets - torch.searchsorted(dropped, offsets)  # kept characters before each text
         begin, end = bounds[:-1], bounds[1:].clone()
         # Trailing spaces go (and a literal '▁' when escaping, as SentencePiece checks the output).

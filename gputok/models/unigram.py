@@ -53,7 +53,7 @@ from .. import _dispatch
 from ..dedup import UniqueWords, gather_words
 from ..ingest import utf8_bytes
 from ..pre_tokenizers import Metaspace, Words
-from ..ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
+from ..ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
 from ..word_cache import WordCache
 from ..unicode import MAX_CODEPOINT
 
@@ -120,8 +120,7 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
         choice.index_copy_(0, target, torch.where(better, edge, choice.index_select(0, target)))
     margin = torch.full((rows,), math.inf, dtype=torch.float64, device=device)
     if rows:
-        lane = torch.arange(num_nodes, device=device) - torch.repeat_interleave(
-            node_offsets[:-1], torch.diff(node_offsets), output_size=num_nodes)
+        lane = positions_in_rows(node_offsets, num_nodes)
         margin.scatter_reduce_(0, lane, best - second, reduce="amin")
     return choice, margin
 
@@ -207,6 +206,7 @@ class PieceTrie:
         self.rare_keys, by_key = torch.sort(parent[rare] * codes + label[rare])
         self.rare_child = child[rare][by_key]
         self._on: dict = {}
+        self._rare_on: dict = {}
 
     def tensors(self, device: torch.device) -> tuple[torch.Tensor, ...]:
         if device not in self._on:
@@ -216,7 +216,9 @@ class PieceTrie:
 
     def rare_step(self, node: torch.Tensor, code: torch.Tensor) -> torch.Tensor:
         """Children of non-root ``node`` along rare ``code`` (-1 where there is none)."""
-        keys, children = self.rare_keys.to(node.device), self.rare_child.to(node.device)
+        if node.device not in self._rare_on:  # copied to a device once, not once per lattice step
+            self._rare_on[node.device] = (self.rare_keys.to(node.device), self.rare_child.to(node.device))
+        keys, children = self._rare_on[node.device]
         if not keys.numel():
             return torch.full_like(node, -1)
         query = node.long() * self.codes + code
@@ -391,14 +393,14 @@ class Unigram:
         common_codes = codes.clamp(max=self.trie.dense)  # the rarer codes read the -1 column
 
         child = root_child.index_select(0, codes)
-        start = torch.nonzero(child >= 0).flatten()
+        start = nonzero(child >= 0)
         node, cur = child.index_select(0, start), start
         count = torch.zeros(num_nodes, dtype=torch.int64, device=device)  # edges found so far per node
         sources, ranks, targets, pieces, found_by_depth = [], [], [], [], [0]
         while True:
             after = following.index_select(0, cur)
             token = token_of_node.index_select(0, node)
-            hit = torch.nonzero(token >= 0).flatten()
+            hit = nonzero(token >= 0)
             found = start.index_select(0, hit)
             sources.append(found), pieces.append(token.index_select(0, hit)), targets.append(after.index_select(0, hit))
             found_by_depth.append(found_by_depth[-1] + found.numel())
@@ -410,10 +412,10 @@ class Unigram:
                 count.index_add_(0, found, torch.ones_like(found))
             child = table.index_select(0, row_base.index_select(0, node) + common_codes.index_select(0, after))
             if rare:
-                other = torch.nonzero(codes.index_select(0, after) >= self.trie.dense).flatten()
+                other = nonzero(codes.index_select(0, after) >= self.trie.dense)
                 child.index_copy_(0, other, self.trie.rare_step(node.index_select(0, other), codes.index_select(
                     0, after.index_select(0, other))).to(child.dtype))
-            keep = torch.nonzero(child >= 0).flatten()
+            keep = nonzero(child >= 0)
             if not keep.numel():
                 break
             start, cur, node = start.index_select(0, keep), after.index_select(0, keep), child.index_select(0, keep)
@@ -421,7 +423,7 @@ class Unigram:
         single = torch.zeros(num_nodes, dtype=torch.bool, device=device)
         single[sources[0]] = True
         single[node_offsets.index_select(0, lengths) + rank] = True  # end nodes
-        unk = torch.nonzero(~single).flatten()
+        unk = nonzero(~single)
         if unk.numel() and self.unk_id is None:
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
                              "give the model an unk piece")
@@ -472,7 +474,7 @@ class Unigram:
         # path (row starts point at themselves); a row's tokens end at the ancestors of its end
         # node, found in log2(longest row) rounds (a round per token costs a long row hundreds).
         jump = torch.arange(choice.numel(), device=device)
-        chosen = torch.nonzero(choice >= 0).flatten()  # every node but the row starts
+        chosen = nonzero(choice >= 0)  # every node but the row starts
         jump.index_copy_(0, chosen, lat.source(choice.index_select(0, chosen)))
         length = words.lengths().index_select(0, lat.order)
         live = int((length > 0).sum())  # the rows are sorted longest first
@@ -480,7 +482,7 @@ class Unigram:
         reach = 1  # path holds the ancestors of the end nodes at distances below reach
         while reach < lat.node_offsets.numel() - 2:
             more = jump.index_select(0, path)
-            path = torch.cat([path, more.index_select(0, torch.nonzero(choice.index_select(0, more) >= 0).flatten())])
+            path = torch.cat([path, more.index_select(0, nonzero(choice.index_select(0, more) >= 0))])
             jump = jump.index_select(0, jump)
             reach *= 2
         # Mark each token at its last character (in row order): the marks read in order are
@@ -491,7 +493,7 @@ class Unigram:
         token_at.index_copy_(0, words.offsets.index_select(0, lat.order.index_select(0, lane)) + end - 1,
                              choice.index_select(0, path))
         marked = token_at >= 0
-        last = torch.nonzero(marked).flatten()
+        last = nonzero(marked)
         edge = token_at.index_select(0, last)
         counts = segment_sum(marked.long(), words.offsets)
         token_row = row_ids(offsets_from_lengths(counts), last.numel())
@@ -644,13 +646,13 @@ class Unigram:
         if not self.sentencepiece or not lengths.numel():  # huggingface: every word on its own, in float64
             return piece_ids, piece_ends, unique.inverse
         score64, _ = self._tensors(device)
-        max_abs = max(float(score64.abs().max()), abs(self.unk_score))
+        max_abs = float(score64.abs().max())  # the unk score is the last entry
         sentence = row_ids(words.text_offsets, lengths.numel())
         magnitude = segment_sum(word_score.abs().index_select(0, unique.inverse), words.text_offsets)
         # float32 keeps 24 bits: each stored score is off by at most magnitude * 2**-24, and a
         # decision sees at most (length + 1) of them on each side.
         bound = (2 * lengths + 4) * (magnitude.index_select(0, sentence) + lengths * max_abs) * 2.0 ** -23
-        fragile = torch.nonzero(margin.index_select(0, unique.inverse) <= bound).flatten()
+        fragile = nonzero(margin.index_select(0, unique.inverse) <= bound)
         if not fragile.numel():
             return piece_ids, piece_ends, unique.inverse
         texts = torch.unique(sentence.index_select(0, fragile))
