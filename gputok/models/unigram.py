@@ -33,7 +33,7 @@ together with its whole sentence in SentencePiece's float32 arithmetic
 (:meth:`Unigram.encode_in_context`; a few sentences per MB of text). Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
 (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
-Memory: the trie's tables (at most ~40 MB), the lattice (~2 edges per character, ~48 bytes each
+Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice (~2 edges per character, ~48 bytes each
 while it is built) plus three float64 / int64 values per position for the programme; sampling
 keeps one more float64 per position.
 """
@@ -143,8 +143,10 @@ class PieceTrie:
     gather of ``root_child[code]``; any other step, for the first ``dense - 1`` codes, is one
     gather of ``table[row_base[node] + code]`` (column ``dense``, all -1, is read by the other
     codes), and only for the rarer following characters a binary search in the sorted
-    ``(node, code)`` keys of the remaining edges. Memory: the table, 4 bytes per entry, at most
-    32 MB (``dense`` is chosen to fit); 4.4 MB for the codepoint-to-code table.
+    ``(node, code)`` keys of the remaining edges. Memory: the table, 4 bytes per entry: 32 MB
+    (``dense`` is chosen to fit 2**23 entries), more only where over 2**15 nodes have a
+    common-code child (``dense`` stays at least 256: ~1 kB per such node); 4.4 MB for the
+    codepoint-to-code table.
 
     >>> t = PieceTrie({"ab": 7, "a": 3, "b": 5})
     >>> a = t.root_child[t.code_of[ord("a")]]
@@ -153,7 +155,7 @@ class PieceTrie:
     """
 
     def __init__(self, pieces: dict[str, int], *, dense: int | None = None) -> None:
-        """``dense``: the number of codes in the table (default: as many as fit in 32 MB)."""
+        """``dense``: the number of codes in the table (default: as many as fit in 32 MB, at least 256)."""
         # Only characters after a piece's first one are ever read by a non-root step: they take
         # the small codes, most frequent first; characters that only start pieces come after.
         inner: dict[str, int] = {}

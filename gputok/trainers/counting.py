@@ -203,14 +203,16 @@ class WordCounter:
         else:
             self._merged = tables[0]
 
-    def result(self) -> WordCounts:
-        """The unique words (ragged int64 codepoints) and their int64 counts so far."""
+    def result(self, *, values_dtype: torch.dtype = torch.int64) -> WordCounts:
+        """The unique words (ragged codepoints, int64 unless ``values_dtype`` says otherwise) and
+        their int64 counts so far."""
         self._flush()
         if self._merged is None:
             empty = torch.zeros(0, dtype=torch.int64, device=self.device)
-            return WordCounts(Ragged(empty, torch.zeros(1, dtype=torch.int64, device=self.device)), empty)
+            return WordCounts(Ragged(empty.to(values_dtype), torch.zeros(1, dtype=torch.int64, device=self.device)),
+                              empty)
         words = self._merged.words
-        return WordCounts(Ragged(words.values.long(), words.offsets), self._merged.counts)
+        return WordCounts(Ragged(words.values.to(values_dtype), words.offsets), self._merged.counts)
 
 
 def check_files(paths: Iterable[str | os.PathLike]) -> list[Path]:

@@ -192,10 +192,10 @@ class UnigramWordCounter:
 
     def result(self) -> tuple[Ragged, torch.Tensor, torch.Tensor]:
         """The unique words (ragged int32 code points), their counts and sentence-final counts."""
-        table = self._counter.result()
+        table = self._counter.result(values_dtype=torch.int32)  # the table's own int32: no wide copy
         if not len(table):
             return unigram_training_words([], return_sentence_final=True)
-        words = Ragged(table.words.values.int(), table.words.offsets)
+        words = table.words
         counts, final = table.counts[:, 0].contiguous(), table.counts[:, 1].contiguous()
         del table
         release_free_memory()  # the merges' temporaries, before training allocates
