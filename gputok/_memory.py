@@ -1,6 +1,22 @@
-"""Handing freed heap memory back to the system, so that peak RSS follows live data."""
+"""Keeping peak RSS near live data: glibc's heap holds freed memory back unless told otherwise."""
 
 from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+from collections.abc import Iterator
+
+_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
+_GLIBC_MAX_DYNAMIC_THRESHOLD = 32 << 20  # where glibc's own threshold ends up on 64-bit
+
+
+def _libc():
+    try:
+        libc = ctypes.CDLL(None)
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except (AttributeError, OSError, TypeError):  # not glibc
+        return None
 
 
 def release_free_memory() -> None:
@@ -10,9 +26,29 @@ def release_free_memory() -> None:
     and lattice arrays); glibc keeps those pages resident, which raised the peak RSS of later
     phases by tens to ~100 MB. It takes milliseconds.
     """
-    try:
-        import ctypes
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
-        ctypes.CDLL(None).malloc_trim(0)
-    except (AttributeError, OSError, TypeError):  # not glibc
-        pass
+
+@contextlib.contextmanager
+def big_blocks_unmapped_when_freed(threshold: int = 4 << 20) -> Iterator[None]:
+    """Within: glibc gives every allocation of ``threshold`` bytes or more its own mapping, which
+    goes back to the system the moment the tensor is freed.
+
+    glibc's default threshold rises with the largest block freed, up to 32 MB, so a training run's
+    transient 4-32 MB tensors (a chunk's codepoints, hashes, sort keys) would be carved from the
+    heap, and the heap stays as large as its busiest moment. On the ~100 MB English set this
+    lowers bert-wordpiece training's peak RSS by ~30 MB at no measurable cost in time. Afterwards
+    the threshold is left fixed at 32 MB, where glibc's own ends up in a long-running process.
+    Nothing happens where ``MALLOC_MMAP_THRESHOLD_`` is set (the caller's choice) or off glibc.
+    """
+    libc = _libc()
+    if libc is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        yield
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, threshold)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_MMAP_THRESHOLD, _GLIBC_MAX_DYNAMIC_THRESHOLD)

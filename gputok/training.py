@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from . import _dispatch, normalizers, pre_tokenizers
-from ._memory import release_free_memory
+from ._memory import big_blocks_unmapped_when_freed, release_free_memory
 from .ragged import Ragged
 from .tokenizer import Tokenizer
 from .trainers import counting
@@ -186,6 +186,7 @@ def _as_paths(source) -> list | None:
     return None
 
 
+@big_blocks_unmapped_when_freed()
 def train_with_summary(files_or_iterator, *, model: str | None = None, preset: str | None = None,
                        vocab_size: int | None = None, min_frequency: int = 2, special_tokens: Sequence[str] | None = None,
                        score: str = "frequency", limit_alphabet: int | None = None,
@@ -267,6 +268,7 @@ def train(files_or_iterator, *, model: str | None = None, preset: str | None = N
     return tok
 
 
+@big_blocks_unmapped_when_freed()
 def train_from_counts(word_counts: Mapping[str, int] | tuple[Ragged, torch.Tensor], *, model: str | None = None,
                       preset: str | None = None, vocab_size: int = 30000, min_frequency: int = 2,
                       special_tokens: Sequence[str] | None = None, score: str = "frequency",
@@ -277,7 +279,7 @@ def train_from_counts(word_counts: Mapping[str, int] | tuple[Ragged, torch.Tenso
 
     ``word_counts``: ``{word: count}`` with words as the preset's pre-tokenizer outputs them
     (normalized and split; for byte-level presets plain text, mapped to the byte characters
-    here; nothing else is applied to them), or ``(words, counts)``: ragged int64 codepoints
+    here; nothing else is applied to them), or ``(words, counts)``: ragged integer codepoints
     exactly as the trainers take them (byte-level: already byte characters; the
     :func:`count_words` output) and int64 counts. Counts may exceed 2**31.
     """
@@ -293,7 +295,7 @@ def train_from_counts(word_counts: Mapping[str, int] | tuple[Ragged, torch.Tenso
                              f"({len(words)} words)")
         if counts.dtype.is_floating_point or bool((counts < 0).any()):
             raise ValueError("(words, counts): counts must be non-negative integers")
-        words = Ragged(words.values.long().to(device), words.offsets.long().to(device))
+        words = Ragged(words.values.to(device), words.offsets.long().to(device))
         counts = counts.long().to(device)
     else:
         raise TypeError(f"word_counts is a {type(word_counts).__name__}; pass a mapping {{word: count}} "

@@ -97,7 +97,7 @@ def test_counting_matches_huggingface_pre_tokenizers(mixed_2mb, preset):
     expected = hf_counts(file_lines(mixed_2mb), preset)
     assert table.to_dict() == expected
     assert seen == sum(expected.values())
-    assert table.counts.dtype == torch.int64 and table.words.values.dtype == torch.int64
+    assert table.counts.dtype == torch.int64 and table.words.values.dtype == torch.int32
 
 
 @pytest.mark.skipif(not FULL, reason="set GPUTOK_FULL=1 for the 20 MB counting parity")
@@ -141,6 +141,28 @@ def test_merge_tables_survives_hash_collisions():
     table, seed = counting.merge_tables([counting.WordCounts(cd, torch.tensor([5, 6]), torch.tensor([[7, 1], [7, 2]]))])
     assert seed == 1 and table.to_dict() == {"c": 5, "d": 6}
 
+
+
+def test_training_unmaps_big_blocks_and_restores_the_threshold(monkeypatch):
+    from gputok import _memory
+
+    calls = []
+
+    class FakeLibc:
+        def mallopt(self, param, value):
+            calls.append((param, value))
+
+        def malloc_trim(self, pad):
+            pass
+
+    monkeypatch.setattr(_memory, "_libc", FakeLibc)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    train(iter(["hug pug pun bun hugs"] * 20), preset="bert-wordpiece", vocab_size=60, progress=False)
+    assert calls == [(-3, 4 << 20), (-3, 32 << 20)]
+    calls.clear()
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")  # the user's own choice stands
+    train(iter(["hug pug pun bun hugs"] * 20), preset="bert-wordpiece", vocab_size=60, progress=False)
+    assert calls == []
 
 # ---- training against huggingface -----------------------------------------------------------
 @pytest.mark.parametrize("preset,vocab_size", [("byte-level-bpe", 500), ("bert-wordpiece", 1000), ("char-bpe", 2000)])

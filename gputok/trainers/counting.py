@@ -103,30 +103,45 @@ def merge_tables(tables: list[WordCounts], *, seed: int = 0) -> tuple[WordCounts
     Words are matched by their first hash and checked by the second (and their length), so the
     check is per word, not per character: two different words pass only if both 64-bit hashes
     collide (~n^2 / 2^128). A first-hash collision between different words re-hashes with the next
-    seed.
+    seed. Words come out in order of first appearance, so the first table (the running total) is
+    kept as it is and only the other tables' new words are gathered: the per-character work and
+    memory follow the new words, not the whole table.
 
     >>> a = WordCounts(Ragged(torch.tensor([97, 98, 99]), torch.tensor([0, 2, 3])), torch.tensor([2, 1]))
     >>> b = WordCounts(Ragged(torch.tensor([99, 97, 98]), torch.tensor([0, 1, 3])), torch.tensor([5, 1]))
-    >>> sorted(merge_tables([a, b])[0].to_dict().items())
-    [('ab', 3), ('c', 6)]
+    >>> merge_tables([a, b])[0].to_dict()
+    {'ab': 3, 'c': 6}
     """
+    device = tables[0].counts.device
     lengths = torch.cat([t.words.lengths() for t in tables])
+    n = lengths.numel()
     while True:
         hashes = torch.cat([t.hashed(seed) for t in tables])
         keys, inverse = torch.unique(hashes[:, 0], return_inverse=True)
-        rep = torch.empty(keys.numel(), dtype=torch.int64, device=lengths.device)
-        rep.scatter_(0, inverse, torch.arange(lengths.numel(), device=lengths.device))
-        rep_of = rep[inverse]
-        if bool(torch.equal(lengths[rep_of], lengths)) and bool(torch.equal(hashes[rep_of, 1], hashes[:, 1])):
+        first = torch.full((keys.numel(),), n, dtype=torch.int64, device=device)
+        first.scatter_reduce_(0, inverse, torch.arange(n, device=device), reduce="amin")
+        first_of = first.index_select(0, inverse)
+        if bool(torch.equal(lengths.index_select(0, first_of), lengths)) and bool(
+                torch.equal(hashes[:, 1].index_select(0, first_of), hashes[:, 1])):
             break
         seed += 1
+    firsts, by_first = torch.sort(first)
+    place = torch.empty_like(by_first)
+    place[by_first] = torch.arange(by_first.numel(), device=device)
     counts = torch.cat([t.counts for t in tables])
-    summed = torch.zeros((keys.numel(), *counts.shape[1:]), dtype=torch.int64, device=counts.device)
-    summed.index_add_(0, inverse, counts)
-    values = torch.cat([t.words.values for t in tables])
-    offsets = offsets_from_lengths(lengths)
-    words = gather_words(values, offsets[:-1][rep], lengths[rep])
-    return WordCounts(words, summed, hashes[rep], seed), seed
+    summed = torch.zeros((keys.numel(), *counts.shape[1:]), dtype=torch.int64, device=device)
+    summed.index_add_(0, place.index_select(0, inverse), counts)
+    head = tables[0].words
+    if not (0 < len(head) <= firsts.numel() and int(firsts[len(head) - 1]) == len(head) - 1):
+        head = Ragged(head.values[:0], head.offsets[:1])  # the first table repeats a word: gather all
+    new = firsts[len(head):] - len(head)  # each new word's index among the words after ``head``
+    rest_lengths = lengths[len(head):]
+    rest_values = torch.cat([t.words.values for t in tables[1 if len(head) else 0:]] + [head.values[:0]])
+    added = gather_words(rest_values, offsets_from_lengths(rest_lengths)[:-1].index_select(0, new),
+                         rest_lengths.index_select(0, new))
+    words = Ragged(torch.cat([head.values, added.values.to(head.values.dtype)]),
+                   torch.cat([head.offsets, added.offsets[1:] + head.offsets[-1]]))
+    return WordCounts(words, summed, hashes.index_select(0, firsts), seed), seed
 
 
 class WordCounter:
@@ -203,16 +218,15 @@ class WordCounter:
         else:
             self._merged = tables[0]
 
-    def result(self, *, values_dtype: torch.dtype = torch.int64) -> WordCounts:
-        """The unique words (ragged codepoints, int64 unless ``values_dtype`` says otherwise) and
-        their int64 counts so far."""
+    def result(self) -> WordCounts:
+        """The unique words (ragged int32 codepoints: the table's own, no copy) and their int64
+        counts so far."""
         self._flush()
         if self._merged is None:
-            empty = torch.zeros(0, dtype=torch.int64, device=self.device)
-            return WordCounts(Ragged(empty.to(values_dtype), torch.zeros(1, dtype=torch.int64, device=self.device)),
-                              empty)
-        words = self._merged.words
-        return WordCounts(Ragged(words.values.to(values_dtype), words.offsets), self._merged.counts)
+            return WordCounts(Ragged(torch.zeros(0, dtype=torch.int32, device=self.device),
+                                     torch.zeros(1, dtype=torch.int64, device=self.device)),
+                              torch.zeros(0, dtype=torch.int64, device=self.device))
+        return WordCounts(self._merged.words, self._merged.counts)
 
 
 def check_files(paths: Iterable[str | os.PathLike]) -> list[Path]:

@@ -192,7 +192,7 @@ class UnigramWordCounter:
 
     def result(self) -> tuple[Ragged, torch.Tensor, torch.Tensor]:
         """The unique words (ragged int32 code points), their counts and sentence-final counts."""
-        table = self._counter.result(values_dtype=torch.int32)  # the table's own int32: no wide copy
+        table = self._counter.result()
         if not len(table):
             return unigram_training_words([], return_sentence_final=True)
         words = table.words
