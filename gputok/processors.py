@@ -200,13 +200,20 @@ def assemble(template: list[TemplateItem], rows: Rows, a_offsets: torch.Tensor,
     return row_offsets, source, special_ids, type_ids
 
 
-def pad(values: torch.Tensor, row_offsets: torch.Tensor, *, width: int, pad_value: int,
-        left: bool = False) -> torch.Tensor:
-    """[rows, width] tensor of ragged rows, padded with ``pad_value`` on the right or left."""
-    lengths = row_offsets[1:] - row_offsets[:-1]
-    out = torch.full((lengths.numel(), width), pad_value, dtype=values.dtype, device=values.device)
-    # A mask of the filled cells and one masked_scatter (row-major order is the ragged order):
-    # ~2.5x faster than scattering to (row, col) pairs on CPU.
-    cols = torch.arange(width, device=values.device)
-    filled = cols >= (width - lengths)[:, None] if left else cols < lengths[:, None]
-    return out.masked_scatter_(filled, values)
+def filled_cells(lengths: torch.Tensor, width: int, *, left: bool = False) -> torch.Tensor:
+    """[rows, width] bool: the cells that hold a token when rows of ``lengths`` are padded to
+    ``width`` on the right (or the left): the attention mask, and :func:`pad`'s layout."""
+    cols = torch.arange(width, device=lengths.device)
+    return cols >= (width - lengths)[:, None] if left else cols < lengths[:, None]
+
+
+def pad(values: torch.Tensor, filled: torch.Tensor, *, pad_value: int) -> torch.Tensor:
+    """[rows, width] tensor of ragged rows (``values`` flat, in row order) laid into the ``filled``
+    cells (:func:`filled_cells`), ``pad_value`` elsewhere.
+
+    >>> pad(torch.tensor([1, 2, 3]), filled_cells(torch.tensor([2, 1]), 3), pad_value=0).tolist()
+    [[1, 2, 0], [3, 0, 0]]
+    """
+    # One masked_scatter (row-major order is the ragged order): ~2.5x faster than scattering to
+    # (row, col) pairs on CPU.
+    return torch.full(filled.shape, pad_value, dtype=values.dtype, device=values.device).masked_scatter_(filled, values)

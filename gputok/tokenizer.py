@@ -31,7 +31,7 @@ from .ingest import TextInput, as_texts, codepoints
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordpiece import WordPiece, piece_starts
-from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, pad, truncate
+from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, filled_cells, pad, truncate
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 from .word_cache import WordCache
 
@@ -469,17 +469,13 @@ class Tokenizer:
                 width = max(width, max_length)
             if pad_to_multiple_of:
                 width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
-            left = padding_side == "left"
-            pad_id = self._pad_id
-            out["input_ids"] = pad(input_ids, row_offsets, width=width, pad_value=pad_id, left=left)
-            cols = torch.arange(width, device=input_ids.device)
-            filled = cols >= (width - lengths)[:, None] if left else cols < lengths[:, None]
+            filled = filled_cells(lengths, width, left=padding_side == "left")
+            out["input_ids"] = pad(input_ids, filled, pad_value=self._pad_id)
             out["attention_mask"] = filled.long()
-            out["token_type_ids"] = (pad(type_ids, row_offsets, width=width, pad_value=0, left=left)
-                                     if bool(type_ids.any()) else torch.zeros_like(out["attention_mask"]))
+            out["token_type_ids"] = (pad(type_ids, filled, pad_value=0) if bool(type_ids.any())
+                                     else torch.zeros_like(out["attention_mask"]))
             if return_offsets:
-                out["offsets"] = torch.stack([pad(offsets[:, k].contiguous(), row_offsets, width=width, pad_value=0, left=left)
-                                              for k in range(2)], -1)
+                out["offsets"] = pad(offsets, filled[:, :, None].expand(-1, -1, 2), pad_value=0)
         if return_overflowing_tokens:
             out["overflow_to_sample_mapping"] = rows.sample
         return out

@@ -206,6 +206,10 @@ def train_with_summary(files_or_iterator, *, model: str | None = None, preset: s
         if any(given.values()):
             raise ValueError(f"{[k for k, v in given.items() if v]}: BPE/WordPiece options; model='unigram' takes "
                              "byte_fallback, character_coverage and max_piece_length instead")
+        if _dispatch.checked_device(device).type != "cpu":
+            raise ValueError(f"device={str(device)!r}: Unigram training runs on the CPU only (its expected-count "
+                             "kernel is tested against its twin, but the trainer keeps its tables on the host); "
+                             "drop device=")
         return _train_unigram(files_or_iterator, vocab_size=vocab_size, special_tokens=special_tokens,
                               byte_fallback=byte_fallback, character_coverage=character_coverage,
                               max_piece_length=max_piece_length, progress=progress)

@@ -7,7 +7,7 @@ matter); one test at the end checks the same rules against huggingface on real l
 import pytest
 import torch
 
-from gputok.processors import TemplateItem, TemplateProcessing, assemble, pad, truncate
+from gputok.processors import TemplateItem, TemplateProcessing, assemble, filled_cells, pad, truncate
 
 T = torch.tensor
 BERT = TemplateProcessing.bert(("[CLS]", 101), ("[SEP]", 102))
@@ -201,19 +201,29 @@ def test_template_from_json_template_processing():
 
 # ---- pad ----------------------------------------------------------------------------------
 
+def _pad(values, offsets, *, width, pad_value, left=False):
+    return pad(values, filled_cells(offsets[1:] - offsets[:-1], width, left=left), pad_value=pad_value)
+
+
 def test_pad_right_and_left():
     values, offsets = T([1, 2, 3, 4, 5, 6]), T([0, 3, 4, 6])  # rows [1 2 3] [4] [5 6]
-    assert pad(values, offsets, width=4, pad_value=0).tolist() == [[1, 2, 3, 0], [4, 0, 0, 0], [5, 6, 0, 0]]
-    assert pad(values, offsets, width=4, pad_value=0, left=True).tolist() == [[0, 1, 2, 3], [0, 0, 0, 4], [0, 0, 5, 6]]
-    assert pad(values, offsets, width=3, pad_value=-1, left=True).tolist() == [[1, 2, 3], [-1, -1, 4], [-1, 5, 6]]
+    assert _pad(values, offsets, width=4, pad_value=0).tolist() == [[1, 2, 3, 0], [4, 0, 0, 0], [5, 6, 0, 0]]
+    assert _pad(values, offsets, width=4, pad_value=0, left=True).tolist() == [[0, 1, 2, 3], [0, 0, 0, 4], [0, 0, 5, 6]]
+    assert _pad(values, offsets, width=3, pad_value=-1, left=True).tolist() == [[1, 2, 3], [-1, -1, 4], [-1, 5, 6]]
 
 
 def test_pad_empty_rows_dtype_and_no_rows():
-    out = pad(T([7, 8], dtype=torch.int32), T([0, 0, 2, 2]), width=3, pad_value=9, left=True)
+    out = _pad(T([7, 8], dtype=torch.int32), T([0, 0, 2, 2]), width=3, pad_value=9, left=True)
     assert out.dtype == torch.int32 and out.tolist() == [[9, 9, 9], [9, 7, 8], [9, 9, 9]]
-    empty = pad(torch.zeros(0, dtype=torch.int64), T([0]), width=5, pad_value=0)
+    empty = _pad(torch.zeros(0, dtype=torch.int64), T([0]), width=5, pad_value=0)
     assert empty.shape == (0, 5)
-    assert pad(torch.zeros(0, dtype=torch.int64), T([0, 0]), width=0, pad_value=0).shape == (1, 0)
+    assert _pad(torch.zeros(0, dtype=torch.int64), T([0, 0]), width=0, pad_value=0).shape == (1, 0)
+
+
+def test_pad_pairs_of_values():  # the offsets output: two values per cell
+    offsets = T([[0, 1], [1, 3], [0, 2]])
+    out = pad(offsets, filled_cells(T([2, 1]), 3)[:, :, None].expand(-1, -1, 2), pad_value=0)
+    assert out.tolist() == [[[0, 1], [1, 3], [0, 0]], [[0, 2], [0, 0], [0, 0]]]
 
 
 # ---- the same rules end to end, against huggingface ---------------------------------------

@@ -189,3 +189,13 @@ def test_bad_input(tmp_path):
     broken.write_bytes(b"ab\xffcd ab cd\n" * 20)
     tok = gputok.train(str(broken), model="unigram", vocab_size=10, progress=False)
     assert tok.encode("ab\ufffdcd") == tok.encode("ab cd")
+
+
+def test_unigram_training_says_it_runs_on_the_cpu(monkeypatch):
+    import torch
+
+    from gputok import _dispatch
+
+    monkeypatch.setattr(_dispatch, "checked_device", lambda device: torch.device(device))  # as if CUDA were here
+    with pytest.raises(ValueError, match="Unigram training runs on the CPU only"):
+        gputok.train(iter(["a b"]), model="unigram", vocab_size=100, device="cuda", progress=False)
