@@ -21,7 +21,7 @@ import torch
 
 from .hashing import mix64
 from .pre_tokenizers import Words
-from .ragged import Ragged, offsets_from_lengths, positions_in_rows, repeat_rows, row_ids, span_indices
+from .ragged import Ragged, positions_in_rows, row_ids, span_indices
 
 
 @dataclass(frozen=True)
@@ -142,10 +142,9 @@ def spans_equal(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tenso
                 other_starts: torch.Tensor) -> bool:
     """Whether every span ``values[starts[i]:][:lengths[i]]`` equals ``other[other_starts[i]:][:lengths[i]]``.
 
-    Each character is compared with the one at the same place in its counterpart: per span,
-    the shift ``other_starts - starts`` is spread over its characters (:func:`repeat_rows`)
-    and the counterpart gathered. Spans that tile ``values`` in order (byte-level splits) need
-    no gather of their own characters.
+    Each character is compared with the one at the same place in its counterpart (one gather
+    of each side). Spans that tile ``values`` in order (byte-level splits) need no gather of
+    their own characters.
 
     >>> v = torch.tensor([1, 2, 9, 1, 2])
     >>> spans_equal(v, torch.tensor([3]), torch.tensor([2]), v, torch.tensor([0])), spans_equal(v, torch.tensor([1]), torch.tensor([2]), v, torch.tensor([3]))
@@ -155,14 +154,11 @@ def spans_equal(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tenso
         return True
     # int32 indices where they fit: half the memory traffic of the per-character passes
     it = torch.int32 if max(values.numel(), other.numel()) < 2**31 else torch.int64
-    offsets = offsets_from_lengths(lengths)
-    total = int(offsets[-1])
-    shift = repeat_rows((other_starts - starts).to(it), offsets, total)
-    position = torch.arange(total, dtype=it, device=values.device)
-    if total == values.numel() and bool(torch.equal(starts, offsets[:-1])):  # the spans tile ``values``
-        return bool(torch.equal(other.index_select(0, shift.add_(position)), values))
-    index = repeat_rows((starts - offsets[:-1]).to(it), offsets, total).add_(position)
-    return bool(torch.equal(values.index_select(0, index), other.index_select(0, index.add_(shift))))
+    theirs, offsets = span_indices(other_starts, lengths, dtype=it)
+    if theirs.numel() == values.numel() and bool(torch.equal(starts, offsets[:-1])):  # the spans tile ``values``
+        return bool(torch.equal(other.index_select(0, theirs), values))
+    ours = span_indices(starts, lengths, dtype=it)[0]
+    return bool(torch.equal(values.index_select(0, ours), other.index_select(0, theirs)))
 
 
 def unique_spans(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor,

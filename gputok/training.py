@@ -39,7 +39,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,19 +158,27 @@ def count_words(files_or_iterator: str | os.PathLike | Iterable, *, preset: str 
     normalizer, pre_tokenizer = _components(chosen)
     counter = counting.WordCounter(normalizer, pre_tokenizer, byte_level=chosen.byte_level,
                                    device=_dispatch.checked_device(device))
-    paths = _as_paths(files_or_iterator)
-    if paths is not None:
-        paths = counting.check_files(paths)
-        from tqdm import tqdm
-
-        with tqdm(total=sum(p.stat().st_size for p in paths), unit="B", unit_scale=True, desc="counting",
-                  disable=not progress, file=sys.stderr) as bar:
-            for chunk in counting.file_chunks(paths, on_bytes=bar.update):
-                counter.add_lines(chunk)
-    else:
-        for texts in counting.text_chunks(files_or_iterator):
-            counter.add_texts(texts)
+    _read(files_or_iterator, on_file_chunk=counter.add_lines, on_texts=counter.add_texts, progress=progress,
+          desc="counting")
     return counter.result(), counter.words_seen
+
+
+def _read(files_or_iterator, *, on_file_chunk: Callable[[str], None], on_texts: Callable[[list[str]], None],
+          progress: bool, desc: str) -> None:
+    """Stream the input in chunks: files (checked before any work starts) as whole lines with a
+    byte progress bar (``on_file_chunk``), an iterable's texts as lists (``on_texts``)."""
+    paths = _as_paths(files_or_iterator)
+    if paths is None:
+        for texts in counting.text_chunks(files_or_iterator):
+            on_texts(texts)
+        return
+    paths = counting.check_files(paths)
+    from tqdm import tqdm
+
+    with tqdm(total=sum(p.stat().st_size for p in paths), unit="B", unit_scale=True, desc=desc,
+              disable=not progress, file=sys.stderr) as bar:
+        for chunk in counting.file_chunks(paths, on_bytes=bar.update):
+            on_file_chunk(chunk)
 
 
 def _as_paths(source) -> list | None:
@@ -409,18 +417,8 @@ def _unigram_counts(files_or_iterator, progress: bool) -> tuple[Ragged, torch.Te
     from .trainers.unigram import UnigramWordCounter
 
     counter = UnigramWordCounter()
-    paths = _as_paths(files_or_iterator)
-    if paths is None:
-        for texts in counting.text_chunks(files_or_iterator):
-            counter.add_lines(texts)
-        return counter.result()
-    paths = counting.check_files(paths)
-    from tqdm import tqdm
-
-    with tqdm(total=sum(p.stat().st_size for p in paths), unit="B", unit_scale=True, desc="reading",
-              disable=not progress, file=sys.stderr) as bar:
-        for chunk in counting.file_chunks(paths, on_bytes=bar.update):
-            counter.add_lines(chunk.split("\n"))
+    _read(files_or_iterator, on_file_chunk=lambda chunk: counter.add_lines(chunk.split("\n")),
+          on_texts=counter.add_lines, progress=progress, desc="reading")
     return counter.result()
 
 
