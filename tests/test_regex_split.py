@@ -19,13 +19,23 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputok import assets
+from gputok import assets, regex_split
 from gputok.ingest import codepoints
 from gputok.pre_tokenizers import Words
 from gputok.regex_split import PATTERNS, class_tables, split, split_with_regex
 from gputok.unicode import MAX_CODEPOINT
 
 RULES = ["gpt2", "cl100k", "o200k"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def tensor_split_only():
+    """Every test here checks the tensor split, which small CPU batches would skip (module-scoped:
+    hypothesis tests cannot take function-scoped fixtures)."""
+    saved = regex_split.REGEX_BELOW_CHARS
+    regex_split.REGEX_BELOW_CHARS = 0
+    yield
+    regex_split.REGEX_BELOW_CHARS = saved
 
 
 def reference(texts: list[str], pattern: str) -> tuple[list[int], list[int], list[int]]:
@@ -176,6 +186,21 @@ def test_random_mixes(texts):
         assert_parity(texts, rule)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TEXT, max_size=6))
+def test_small_batches_take_the_regex_module_with_the_same_words(texts):
+    cps = codepoints(texts)
+    for rule in RULES:
+        tensor = split(cps, rule)
+        regex_split.REGEX_BELOW_CHARS = 1 << 40  # every CPU batch is small now
+        try:
+            small = split(cps, rule)
+        finally:
+            regex_split.REGEX_BELOW_CHARS = 0
+        assert torch.equal(small.starts, tensor.starts) and torch.equal(small.ends, tensor.ends), rule
+        assert torch.equal(small.text_offsets, tensor.text_offsets), rule
+
+
 # ---- edge cases and long runs --------------------------------------------------------------
 
 @pytest.mark.parametrize("rule", RULES + ["r50k", "p50k"])
@@ -251,8 +276,6 @@ def test_split_with_regex_agrees_with_split(rule):
 
 def test_int64_positions(monkeypatch):
     # Batches above 2**31 codepoints index with int64; the same code path, forced on a small batch.
-    import gputok.regex_split as regex_split
-
     monkeypatch.setattr(regex_split, "_INT32_LIMIT", 0)
     texts = ["Hello world's  end", "x123456 \n\n", "", "'s" * 40 + " HTTPServer", "\u4e2d\u6587 \t !?\n/"]
     for rule in RULES:
