@@ -166,6 +166,56 @@ def test_word_cache_keeps_parity_and_margins(sp_test_model_path, lines):
     assert tok.encode_batch(texts) == want
 
 
+def test_huggingface_mode_word_cache_holds_just_ids_and_ends(sp_test_tokenizer, lines, tmp_path):
+    """A huggingface-mode Unigram (from tokenizer.json) has no float32 check, so its cache entries
+    are each word's ids and ends alone, without the margin and score the SentencePiece mode keeps."""
+    import torch
+
+    from gputok.ragged import Ragged, span_indices
+
+    sp_test_tokenizer.save(tmp_path / "t.json")
+    tok = gputok.Tokenizer.from_file(tmp_path / "t.json")
+    assert not tok.model.sentencepiece
+    texts = lines[:300]
+    batches = [ids for i in range(0, len(texts), 37) for ids in tok.encode_batch(texts[i:i + 37])]
+    assert tok.encode_batch(texts) == batches  # every word a hit
+    (store,) = tok.word_cache._stores.values()
+    entries = store.entries[:store.count]
+    chars, offsets = span_indices(entries[:, 0], entries[:, 1])
+    ids, ends = tok.model.encode_words(Ragged(store.chars.data.index_select(0, chars).long(), offsets))
+    stored = span_indices(entries[:, 2], entries[:, 3])[0]
+    assert store.count > 100 and torch.equal(entries[:, 3], ids.lengths())
+    assert torch.equal(store.ids.data.index_select(0, stored), ids.values)
+    assert torch.equal(store.ends.data.index_select(0, stored), ends.values)
+    tok.word_cache = None
+    assert tok.encode_batch(texts) == batches
+
+
+def test_lattice_searches_only_codes_that_follow_a_character():
+    """Codes that only start pieces label no edge below the root: the lattice walk must not
+    search the rare edges for them (the search could only miss), and the ids stay the same."""
+    import torch
+
+    from gputok.models.unigram import PieceTrie, Unigram
+    from gputok.ragged import Ragged
+
+    vocab = [("<unk>", 0.0), ("ab", -1.0), ("a", -2.0), ("b", -2.0), ("c", -2.0), ("bc", -1.5), ("x", -3.0),
+             ("xa", -2.5), ("y", -3.0)]
+    model = Unigram(vocab, unk_id=0)
+    words = ["abcab", "xyabx", "ayxcbz", "yy", "cab"]
+    ragged = Ragged.from_lengths(torch.tensor([ord(c) for w in words for c in w]), torch.tensor([len(w) for w in words]))
+    want = model.encode_words(ragged)
+    trie = model.trie = PieceTrie({p: i for i, (p, _) in enumerate(vocab)}, dense=1)  # every code but 0 searched
+    assert trie.codes - 1 > trie.inner  # x and y only start pieces
+    searched = []
+    step = trie.rare_step
+    trie.rare_step = lambda node, code: searched.append(code) or step(node, code)
+    got = model.encode_words(ragged)
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    codes = torch.cat(searched)
+    assert codes.numel() and bool((codes <= trie.inner).all())
+
+
 def test_bytes_invalid_utf8_and_lone_surrogates(sp_test_model_path, sp_test_tokenizer):
     sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
     assert sp_test_tokenizer.encode_batch([b"ab\xffcd", "x\ud800y", ""]) == [

@@ -253,18 +253,20 @@ class Lattice:
     unk_piece: int
     unk_id: int
 
-    def source(self, edges: torch.Tensor) -> torch.Tensor:
-        """Source node of each of ``edges``."""
-        return self.found_source.index_select(0, self.found_order.index_select(0, edges))
+    def source(self, edges: torch.Tensor | None = None) -> torch.Tensor:
+        """Source node of each of ``edges`` (default: of every edge)."""
+        found = self.found_order if edges is None else self.found_order.index_select(0, edges)
+        return self.found_source.index_select(0, found)
 
-    def length(self, edges: torch.Tensor) -> torch.Tensor:
-        """Characters covered by each of ``edges``."""
-        depth = torch.searchsorted(self.depth_ends, self.found_order.index_select(0, edges), right=True) + 1
+    def length(self, edges: torch.Tensor | None = None) -> torch.Tensor:
+        """Characters covered by each of ``edges`` (default: by every edge)."""
+        found = self.found_order if edges is None else self.found_order.index_select(0, edges)
+        depth = torch.searchsorted(self.depth_ends, found, right=True) + 1
         return torch.where(depth >= self.depth_ends.numel(), 1, depth)
 
-    def ids(self, edges: torch.Tensor) -> torch.Tensor:
-        """Piece id of each of ``edges`` (the unk id for unk candidates)."""
-        piece = self.piece.index_select(0, edges)
+    def ids(self, edges: torch.Tensor | None = None) -> torch.Tensor:
+        """Piece id of each of ``edges`` (default: of every edge; the unk id for unk candidates)."""
+        piece = self.piece if edges is None else self.piece.index_select(0, edges)
         return torch.where(piece == self.unk_piece, self.unk_id, piece)
 
 
@@ -390,8 +392,10 @@ class Unigram:
         codes.index_copy_(0, char_node, code_of.index_select(0, values.long()).long())
         following = torch.empty(num_nodes, dtype=torch.int64, device=device)
         following.index_copy_(0, char_node, char_node + at_least.index_select(0, position))
-        rare = bool(self.trie.rare_keys.numel()) and bool(
-            ((codes >= self.trie.dense) & (codes <= self.trie.inner)).any())
+        # Only codes dense .. inner label non-root edges outside the table; the codes after inner
+        # only start pieces, so a non-root step on one has no child and reads the -1 column.
+        searched = (codes >= self.trie.dense) & (codes <= self.trie.inner)
+        rare = bool(self.trie.rare_keys.numel()) and bool(searched.any())
         common_codes = codes.clamp(max=self.trie.dense)  # the rarer codes read the -1 column
 
         child = root_child.index_select(0, codes)
@@ -414,7 +418,7 @@ class Unigram:
                 count.index_add_(0, found, torch.ones_like(found))
             child = table.index_select(0, row_base.index_select(0, node) + common_codes.index_select(0, after))
             if rare:
-                other = nonzero(codes.index_select(0, after) >= self.trie.dense)
+                other = nonzero(searched.index_select(0, after))
                 child.index_copy_(0, other, self.trie.rare_step(node.index_select(0, other), codes.index_select(
                     0, after.index_select(0, other))).to(child.dtype))
             keep = nonzero(child >= 0)
@@ -449,9 +453,9 @@ class Unigram:
         """The lattice of every row as one graph in row order, for sampling and n-best: row ``r``
         has nodes ``offsets[r] + r`` (its start) to ``offsets[r + 1] + r`` (its end). Returns each
         edge's length, piece id, score, source and target node; the number of nodes; each row's
-        start node; and the edges ordered by start position within their row, with the bounds of
-        each start position (one start's edges have distinct targets, so a step over them
-        scatters without clashes)."""
+        start node; and the bounds of each start position's edges (the lattice groups its edges
+        by source node, column by column, so by start position already; one start's edges have
+        distinct targets, so a step over them scatters without clashes)."""
         lat = self.lattice(words)
         rows, n, device = len(words), words.values.numel(), words.device
         column = row_ids(lat.node_offsets, n + rows)
@@ -460,9 +464,8 @@ class Unigram:
         in_rows = words.offsets.index_select(0, row) + row + column  # each node's number in row order
         bounds = lat.edge_offsets.index_select(0, lat.node_offsets).tolist()
         node_start = words.offsets[:-1] + torch.arange(rows, device=device)
-        edges = torch.arange(lat.target.numel(), device=device)
-        return (lat.length(edges), lat.ids(edges), lat.scores, in_rows.index_select(0, lat.source(edges)),
-                in_rows.index_select(0, lat.target), n + rows, node_start, edges, bounds)
+        return (lat.length(), lat.ids(), lat.scores, in_rows.index_select(0, lat.source()),
+                in_rows.index_select(0, lat.target), n + rows, node_start, bounds)
 
     def segment(self, words: Ragged, *, float32_scores: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -520,13 +523,13 @@ class Unigram:
         edges into its current node). Returns token ids, ends and tokens per occurrence."""
         device = words.device
         n = words.values.numel()
-        lens, ids, scores, source, target, num_nodes, node_start, order, bounds = self._graph(words)
+        lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words)
         logz = torch.full((num_nodes,), -math.inf, dtype=torch.float64, device=device)
         logz[node_start] = 0.0
         weight = alpha * scores
-        for s in range(len(bounds) - 1):  # targets of one start position are distinct
-            e = order[bounds[s]:bounds[s + 1]]
-            logz[target[e]] = torch.logaddexp(logz[target[e]], logz[source[e]] + weight[e])
+        for lo, hi in zip(bounds[:-1], bounds[1:]):  # targets of one start position are distinct
+            t = target[lo:hi]
+            logz[t] = torch.logaddexp(logz[t], logz[source[lo:hi]] + weight[lo:hi])
         # Edges into each node, for the backward pass.
         by_target = torch.argsort(target, stable=True)
         in_offsets = offsets_from_lengths(torch.bincount(target, minlength=num_nodes))
@@ -572,16 +575,16 @@ class Unigram:
         k = min(nbest_size, 1024)
         device = words.device
         rows = len(words)
-        lens, ids, scores, source, target, num_nodes, node_start, order, bounds = self._graph(words)
+        lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words)
         best = torch.full((num_nodes, k), -math.inf, dtype=torch.float64, device=device)
         back_edge = torch.full((num_nodes, k), -1, dtype=torch.int64, device=device)
         back_rank = torch.full((num_nodes, k), -1, dtype=torch.int64, device=device)
         best[node_start, 0] = 0.0
         ranks = torch.arange(k, device=device)
-        for s in range(len(bounds) - 1):
-            e = order[bounds[s]:bounds[s + 1]]
-            t = target[e]
-            cand = best[source[e]] + scores[e][:, None]  # [edges, k]
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            e = torch.arange(lo, hi, device=device)
+            t = target[lo:hi]
+            cand = best[source[lo:hi]] + scores[lo:hi][:, None]  # [edges, k]
             merged = torch.cat([best[t], cand], 1)
             merged_edge = torch.cat([back_edge[t], e[:, None].expand(-1, k)], 1)
             merged_rank = torch.cat([back_rank[t], ranks[None, :].expand(e.numel(), -1)], 1)
@@ -617,8 +620,9 @@ class Unigram:
         occurrence. Returns the rows' ids and ends and each occurrence's row.
 
         ``cache`` (:class:`gputok.word_cache.WordCache`): unique words seen in earlier batches
-        are not segmented again. It stores each word's ids and ends after one extra entry each,
-        the bit patterns of the word's float64 margin and score, which the float32 check needs.
+        are not segmented again. In SentencePiece mode it stores each word's ids and ends after one
+        extra entry each, the bit patterns of the word's float64 margin and score, which the
+        float32 check needs; in huggingface mode just the ids and ends.
         """
         device = values.device
         lengths = words.lengths()
@@ -635,6 +639,13 @@ class Unigram:
             piece_ids, piece_ends = self._finish(unique_words, ids, ends, counts)
             return piece_ids, piece_ends, unique.inverse
         starts, sizes = words.starts.index_select(0, rep), lengths.index_select(0, rep)
+        if not self.sentencepiece:  # huggingface: every word on its own, in float64
+            if cache is None or unique.keys is None:
+                piece_ids, piece_ends, _, _ = self._segment_words(values, starts, sizes)
+            else:
+                piece_ids, piece_ends = cache.encode(self, values, starts, sizes, unique.keys,
+                                                     lambda s, n: self._segment_words(values, s, n)[:2])
+            return piece_ids, piece_ends, unique.inverse
         if cache is None or unique.keys is None:
             piece_ids, piece_ends, margin, word_score = self._segment_words(values, starts, sizes)
         else:
@@ -645,7 +656,7 @@ class Unigram:
             with_ids, with_ends = cache.encode(self, values, starts, sizes, unique.keys, encode)
             (piece_ids, margin), (piece_ends, word_score) = _split_last(with_ids), _split_last(with_ends)
             margin, word_score = margin.view(torch.float64), word_score.view(torch.float64)
-        if not self.sentencepiece or not lengths.numel():  # huggingface: every word on its own, in float64
+        if not lengths.numel():
             return piece_ids, piece_ends, unique.inverse
         score64, _ = self._tensors(device)
         max_abs = float(score64.abs().max())  # the unk score is the last entry

@@ -751,20 +751,31 @@ class _Trainer:
         self._compact()
         self.seconds["prune"] += time.perf_counter() - t
 
-    def _edges_ending(self, word: torch.Tensor, end: torch.Tensor, k: int) -> torch.Tensor:
-        """``[n, k]`` pieces of the lattice edges of at most ``k`` characters that end at character ``end``
-        of ``word`` (global word ids): column ``k - length`` (-1: no such edge; ``num_seeds``: the
-        unknown character)."""
-        out = torch.full((word.numel(), k), -1, dtype=torch.int64)
+    def _by_batch(self, word: torch.Tensor, start: torch.Tensor) -> list:
+        """Queries at character ``start`` of word ``word`` (global ids), grouped by lattice batch once
+        for all the steps of :meth:`_alternatives`: per batch its lattice, its queries' indices
+        (ascending, so the queries among the first ``a`` are a prefix), their words within the batch
+        and their starts."""
         batch = torch.searchsorted(self.batch_start, word, right=True) - 1
-        for b, lat in enumerate(self.lattices):
-            mine = torch.nonzero(batch == b).squeeze(1) if len(self.lattices) > 1 else torch.arange(word.numel())
-            if not mine.numel():
+        mine = torch.argsort(batch, stable=True)  # stable: each batch's indices stay ascending
+        sizes = torch.bincount(batch, minlength=len(self.lattices)).tolist()
+        return [(lat, idx, word[idx] - w0, start[idx])
+                for lat, idx, w0 in zip(self.lattices, mine.split(sizes), self.batch_start.tolist())]
+
+    @staticmethod
+    def _edges_ending(groups: list, a: int, k: int) -> torch.Tensor:
+        """``[a, k]`` pieces of the lattice edges of at most ``k`` characters that end ``k`` characters
+        after each of the first ``a`` queries of ``groups`` (see :meth:`_by_batch`): column ``k - length``
+        (-1: no such edge; ``num_seeds``: the unknown character)."""
+        out = torch.full((a, k), -1, dtype=torch.int64)
+        for lat, mine, word, start in groups:
+            m = int(torch.searchsorted(mine, a))  # the group's queries among the first a
+            if not m:
                 continue
-            row = lat.step_base[end[mine]] + (word[mine] - int(self.batch_start[b]))
+            row = lat.step_base[start[:m] + k] + word[:m]
             lo = lat.row_ptr[row]
             edges, offsets = span_indices(lo, lat.row_ptr[row + 1] - lo)
-            owner = mine[row_ids(offsets, edges.numel())]
+            owner = mine[:m][row_ids(offsets, edges.numel())]
             length = lat.edge_len[edges].long()
             short = length <= k
             out[owner[short], k - length[short]] = lat.edge_piece[edges[short]].long()
@@ -795,11 +806,12 @@ class _Trainer:
         back_len = torch.zeros((n, M + 1), dtype=torch.int8)  # small types: n is up to the seed count
         back_piece = torch.full((n, M + 1), -1, dtype=torch.int32)
         at_least = torch.bincount(L0, minlength=M + 1).flip(0).cumsum(0).flip(0).tolist()
+        groups = self._by_batch(word, in_word)  # once: each k reads a prefix of the same queries
         for k in range(1, int(L0[0]) + 1):
             a = at_least[k]
             # Columns 0 .. k - 1 hold the pieces of length k .. 1 ending here; they start at
             # positions 0 .. k - 1 of the piece, whose best scores are best[:, :k].
-            ids = self._edges_ending(word[:a], in_word[:a] + k, k)
+            ids = self._edges_ending(groups, a, k)
             v = table[ids + 1].add_(best[:a, :k])
             whole = L0[:a] == k  # the piece itself is not its own alternative
             v[whole, 0] = -math.inf
