@@ -5,8 +5,10 @@ byte-level BPE (``--tokenizer gpt2|cl100k``) against tiktoken's ``encode_ordinar
 against tiktoken on the batch joined into one long string. Each engine runs in its own subprocess
 (so peak RSS is its own) with the same number of threads (torch intra-op threads for gputok,
 ``RAYON_NUM_THREADS`` for huggingface, ``num_threads`` for tiktoken). gputok is timed end to end:
-Python strings in, padded ``input_ids``/``attention_mask`` tensors out; its word cache
-(``gputok.word_cache``) starts empty at each batch size, so every row is one cold pass. Small batch sizes run on a prefix of the corpus (the
+Python strings in, padded ``input_ids``/``attention_mask`` tensors out (``gputok``) or the flat
+ids with their row offsets (``gputok-ragged``, ``padding=False``: what tiktoken's lists of ids
+hold); its word cache (``gputok.word_cache``) starts empty at each batch size, so every row is one
+cold pass. Small batch sizes run on a prefix of the corpus (the
 table says how many MB) so that the whole benchmark stays within minutes.
 
     python benchmarks/encode_wordpiece.py            # or: gputok bench
@@ -45,7 +47,7 @@ def _runner(engine: str, tokenizer: str, threads: int, device: str):
 
     from . import assets
 
-    if engine == "gputok":
+    if engine.startswith("gputok"):
         from .tokenizer import Tokenizer
         from .word_cache import WordCache
 
@@ -54,15 +56,16 @@ def _runner(engine: str, tokenizer: str, threads: int, device: str):
         else:
             tok = Tokenizer.from_tiktoken(assets.fetch(f"{tokenizer}-tiktoken"), pattern=tokenizer)
         tok(["warm up the tables"], device=device)
+        padded = engine == "gputok"
 
         def run(batch):
             if batch is None:  # a new pass over the corpus: start from an empty word cache
                 tok.word_cache = WordCache()
                 return 0
-            out = tok(batch, device=device, add_special_tokens=tokenizer == "bert")
+            out = tok(batch, device=device, add_special_tokens=tokenizer == "bert", padding=padded)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
-            return int(out["attention_mask"].sum())
+            return int(out["attention_mask"].sum()) if padded else out["input_ids"].numel()
         return run
     if engine == "huggingface":
         from tokenizers import BertWordPieceTokenizer
@@ -92,7 +95,7 @@ def _worker(engine: str, tokenizer: str, megabytes: float | None, batch_sizes: l
     results = []
     for batch_size in batch_sizes:
         lines, nbytes = _load_lines(megabytes, _PREFIX_BYTES.get(batch_size))
-        if engine == "gputok":
+        if engine.startswith("gputok"):
             run(None)  # each batch size is one cold pass: no words cached by the previous one
         tokens = 0
         start = time.perf_counter()
@@ -122,7 +125,7 @@ def run_benchmark(*, tokenizer: str = "bert", megabytes: float | None = None, ba
     assets.english_corpus(20)  # fetch once, outside the timed subprocesses
     assets.fetch("bert-vocab" if tokenizer == "bert" else f"{tokenizer}-tiktoken")
     rows = []
-    for engine in ("gputok",) + ANCHORS[tokenizer]:
+    for engine in ("gputok", "gputok-ragged") + ANCHORS[tokenizer]:
         cmd = [sys.executable, "-m", "gputok.bench", "--worker", engine, "--tokenizer", tokenizer,
                "--threads", str(threads),
                "--device", device, "--batch-sizes", *map(str, batch_sizes)]
@@ -134,8 +137,9 @@ def run_benchmark(*, tokenizer: str = "bert", megabytes: float | None = None, ba
         rows += json.loads(done.stdout.strip().splitlines()[-1])["results"]
     # The ratio is against the fastest anchor at the same batch size.
     for r in rows:
-        if r["engine"] == "gputok":
-            best = max(a["mb_per_s"] for a in rows if a["engine"] != "gputok" and a["batch_size"] == r["batch_size"])
+        if r["engine"].startswith("gputok"):
+            best = max(a["mb_per_s"] for a in rows
+                       if not a["engine"].startswith("gputok") and a["batch_size"] == r["batch_size"])
             r["speedup_vs_best_anchor"] = r["mb_per_s"] / best
     _print_table(rows, tokenizer, threads, device)
     if json_path:

@@ -1,5 +1,7 @@
 """Byte-level BPE from .tiktoken files: ids identical to tiktoken on real text and random Unicode."""
 
+import contextlib
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -65,11 +67,29 @@ TEXT = st.text(
 )
 
 
+@contextlib.contextmanager
+def tensor_paths_only(tok):
+    """Small CPU batches split with the regex module and merge with the heap; this turns both off
+    (and the word cache, so the merges run again) to check the tensor paths on the same input."""
+    import gputok.models.bpe as bpe
+    from gputok import regex_split
+
+    saved = bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tok.word_cache
+    bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tok.word_cache = 0, 0, None
+    try:
+        yield
+    finally:
+        bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tok.word_cache = saved
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(TEXT, min_size=1, max_size=8))
 def test_random_unicode(pair, texts):
     name, ours, reference = pair
-    assert ours.encode_batch(texts) == reference.encode_ordinary_batch(texts, num_threads=1)
+    expected = reference.encode_ordinary_batch(texts, num_threads=1)
+    assert ours.encode_batch(texts) == expected
+    with tensor_paths_only(ours):
+        assert ours.encode_batch(texts) == expected
 
 
 @pytest.mark.parametrize("text", ["", " ", "a", "   \n\n  x  ", "1" * 5000, " " * 5000, "ab" * 3000,

@@ -43,6 +43,9 @@ NO_RANK = torch.iinfo(torch.int64).max
 # Longer words merge one pair at a time with a heap (below): a merge round only merges one rank
 # per word, so a long word of varied text needs about as many rounds as it has bytes.
 LONG_WORD = 256
+# On the CPU, up to this many words to merge also go to the heap: a merge round costs ~1 ms of
+# per-op overhead whatever its size, the heap ~20 us per short word (small batches, cache misses).
+FEW_WORDS = 32
 
 
 def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
@@ -419,6 +422,8 @@ class BPE:
         if self.ignore_merges:
             done |= whole_ids >= 0
         by_heap = ~done & ((lengths > LONG_WORD) | one_at_a_time)
+        if data.device.type == "cpu" and int((~done).sum()) <= FEW_WORDS:
+            by_heap = ~done
         long_words = nonzero(by_heap)
         done |= by_heap
         todo = nonzero(~done)
@@ -433,7 +438,7 @@ class BPE:
         # Long words: merge rounds while a round merges a good share of the word (a run of one
         # letter halves each round), then the heap from where the rounds stopped. One-at-a-time
         # words go to the heap directly.
-        rounds = long_words[~one_at_a_time[long_words]]
+        rounds = long_words[(lengths[long_words] > LONG_WORD) & ~one_at_a_time[long_words]]
         partial = {}
         if rounds.numel():
             state = bpe_merge_torch(byte_ids[_gather_rows(data.offsets, rounds)], offsets_from_lengths(lengths[rounds]),
