@@ -40,11 +40,14 @@ def big_blocks_unmapped_when_freed(threshold: int = 4 << 20) -> Iterator[None]:
     transient 4-32 MB tensors (a chunk's codepoints, hashes, sort keys) would be carved from the
     heap, and the heap stays as large as its busiest moment. On the ~100 MB English set this
     lowers bert-wordpiece training's peak RSS by ~30 MB at no measurable cost in time. Afterwards
-    the threshold is left fixed at 32 MB, where glibc's own ends up in a long-running process.
-    Nothing happens where ``MALLOC_MMAP_THRESHOLD_`` is set (the caller's choice) or off glibc.
+    the threshold is left fixed at 32 MB (glibc's own stops adjusting once set), where it ends up
+    in a long-running process. The setting is process-wide: other threads see it meanwhile.
+    Nothing happens where ``MALLOC_MMAP_THRESHOLD_`` or the ``glibc.malloc.mmap_threshold``
+    tunable is set (the caller's choice) or off glibc.
     """
     libc = _libc()
-    if libc is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
+    if (libc is None or "MALLOC_MMAP_THRESHOLD_" in os.environ
+            or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", "")):
         yield
         return
     libc.mallopt(_M_MMAP_THRESHOLD, threshold)

@@ -97,7 +97,7 @@ def word_hashes(values: torch.Tensor, offsets: torch.Tensor, *, seed: int = 0,
     """
     total = values.numel()
     position = positions_in_rows(offsets, total) if positions is None else positions
-    mixed = mix64(values.long() | (position << 21) | (seed << 42))
+    mixed = mix64(values.long() | (position.long() << 21) | (seed << 42))
     csum = torch.zeros(total + 1, dtype=torch.int64, device=values.device)
     torch.cumsum(mixed, 0, out=csum[1:])
     return csum[offsets[1:]] - csum[offsets[:-1]] + mix64(offsets[1:] - offsets[:-1] + seed)

@@ -5,6 +5,8 @@ pieces. :func:`split` produces exactly the spans of ``regex.finditer(PATTERNS[ru
 every text of a batch, without a regex engine: every codepoint gets a small class code from a
 table, and each alternative of the pattern becomes a run computation over the whole batch.
 :func:`split_with_regex` is the slow fallback for any other pattern (``regex.finditer`` per text).
+CPU batches under :data:`REGEX_BELOW_CHARS` codepoints go through it too (the same spans, as the
+tests check): there a Python scan per text costs less than the tensor ops' fixed overhead.
 
 Algorithm
 ---------

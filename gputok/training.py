@@ -150,8 +150,8 @@ def _components(chosen: Preset):
 
 def count_words(files_or_iterator: str | os.PathLike | Iterable, *, preset: str = "byte-level-bpe",
                 device: torch.device | str = "cpu", progress: bool = False) -> tuple[counting.WordCounts, int]:
-    """Unique words and counts of a corpus through ``preset``'s normalizer and pre-tokenizer,
-    and the number of words seen. ``files_or_iterator``: a path, a list of paths, or an iterable
+    """Unique words (ragged int32 codepoints) and their int64 counts of a corpus through
+    ``preset``'s normalizer and pre-tokenizer, and the number of words seen. ``files_or_iterator``: a path, a list of paths, or an iterable
     of texts (``str``); files are checked before any work starts.
     """
     _, chosen = _resolve(None, preset, "frequency")
@@ -268,6 +268,11 @@ def train(files_or_iterator, *, model: str | None = None, preset: str | None = N
 
     Returns a :class:`gputok.Tokenizer`; ``tok.save("tokenizer.json")`` writes a file huggingface
     ``tokenizers`` loads and encodes with identically.
+
+    Memory: on glibc, training fixes the C heap's mmap threshold (4 MB during training, 32 MB
+    after, for the rest of the process) so that freed temporaries leave the process
+    (:func:`gputok._memory.big_blocks_unmapped_when_freed`); ``MALLOC_MMAP_THRESHOLD_`` or a
+    ``glibc.malloc.mmap_threshold`` tunable keeps your own setting.
     """
     tok, summary = train_with_summary(files_or_iterator, model=model, preset=preset, vocab_size=vocab_size,
                                       min_frequency=min_frequency, special_tokens=special_tokens, score=score,

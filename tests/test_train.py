@@ -162,6 +162,9 @@ def test_training_unmaps_big_blocks_and_restores_the_threshold(monkeypatch):
     calls.clear()
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")  # the user's own choice stands
     train(iter(["hug pug pun bun hugs"] * 20), preset="bert-wordpiece", vocab_size=60, progress=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_")
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536")
+    train(iter(["hug pug pun bun hugs"] * 20), preset="bert-wordpiece", vocab_size=60, progress=False)
     assert calls == []
 
 # ---- training against huggingface -----------------------------------------------------------

@@ -184,3 +184,15 @@ def test_hash_lookup_long_probe_sequences(monkeypatch, block_below):
     query = torch.cat([keys, candidates[homes == 5][40:60], torch.tensor([0, 7, 123456789])])
     expected = [3 * k if k in set(keys.tolist()) else -1 for k in query.tolist()]
     assert table.get(query).tolist() == expected
+
+
+def test_seeded_word_hashes_tell_far_positions_apart():
+    """The seeded re-hash (after a polynomial-hash collision) mixes each character's position in
+    64 bits: with int32 word starts, positions 2048 apart must still hash apart."""
+    text = "a" + "x" * 2047 + "b" + "b" + "x" * 2047 + "a"
+    values = torch.tensor([ord(c) for c in text])
+    for dtype in (torch.int64, torch.int32):
+        words = Words(torch.tensor([0, 2049], dtype=dtype), torch.tensor([2049, 4098], dtype=dtype),
+                      torch.tensor([0, 2]))
+        assert len(unique_words(values, words, seed=0).representative) == 2
+

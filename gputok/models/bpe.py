@@ -19,7 +19,9 @@ checks exactly that for every merge, and a word where it happens stops this roun
 merge. Words leave the working set when no pair of theirs has a rank, so a round costs the
 tokens of unfinished words only (a segment min, a compare and a compaction over them; the rest
 is per merge). Memory: a few int64 tensors the size of the unique words' bytes; the pair map is
-~4 slots of 16 bytes per mergeable pair.
+~4 slots of 16 bytes per mergeable pair. Words over ``LONG_WORD`` bytes finish with a heap, one
+merge at a time; so do all words of a CPU batch with at most ``FEW_WORDS`` words to merge, where a
+round's fixed op overhead would cost more than a Python heap per word.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ NO_RANK = torch.iinfo(torch.int64).max
 # Longer words merge one pair at a time with a heap (below): a merge round only merges one rank
 # per word, so a long word of varied text needs about as many rounds as it has bytes.
 LONG_WORD = 256
-# On the CPU, up to this many words to merge also go to the heap: a merge round costs ~1 ms of
-# per-op overhead whatever its size, the heap ~20 us per short word (small batches, cache misses).
+# With the torch backend (the CPU), up to this many words to merge also go to the heap, a Python
+# loop capped at this size: a merge round costs ~1 ms of per-op overhead whatever its size, the
+# heap ~20 us per short word (small batches, cache misses).
 FEW_WORDS = 32
 
 
@@ -422,7 +425,7 @@ class BPE:
         if self.ignore_merges:
             done |= whole_ids >= 0
         by_heap = ~done & ((lengths > LONG_WORD) | one_at_a_time)
-        if data.device.type == "cpu" and int((~done).sum()) <= FEW_WORDS:
+        if _dispatch.backend(data.device) == "torch" and int((~done).sum()) <= FEW_WORDS:
             by_heap = ~done
         long_words = nonzero(by_heap)
         done |= by_heap
@@ -430,9 +433,12 @@ class BPE:
         sub_lengths = lengths.index_select(0, todo)
         sub = byte_ids.index_select(0, _gather_rows(data.offsets, todo))
         keys, values = self.pairs.tensors(data.device)
-        merged, merged_offsets = bpe_merge(sub, offsets_from_lengths(sub_lengths), slot_keys=keys, slot_values=values,
-                                           hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes,
-                                           vocab_size=self.vocab_size)
+        if todo.numel():
+            merged, merged_offsets = bpe_merge(sub, offsets_from_lengths(sub_lengths), slot_keys=keys,
+                                               slot_values=values, hash_mask=self.pairs.mask,
+                                               max_probes=self.pairs.max_probes, vocab_size=self.vocab_size)
+        else:
+            merged, merged_offsets = sub, offsets_from_lengths(sub_lengths)
         out_lengths = torch.where(done, torch.where(lengths == 0, 0, 1), 0)
         out_lengths[todo] = merged_offsets[1:] - merged_offsets[:-1]
         # Long words: merge rounds while a round merges a good share of the word (a run of one

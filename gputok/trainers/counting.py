@@ -104,8 +104,8 @@ def merge_tables(tables: list[WordCounts], *, seed: int = 0) -> tuple[WordCounts
     check is per word, not per character: two different words pass only if both 64-bit hashes
     collide (~n^2 / 2^128). A first-hash collision between different words re-hashes with the next
     seed. Words come out in order of first appearance, so the first table (the running total) is
-    kept as it is and only the other tables' new words are gathered: the per-character work and
-    memory follow the new words, not the whole table.
+    copied as one block and only the other tables' new words are gathered: no per-character index
+    over the whole table.
 
     >>> a = WordCounts(Ragged(torch.tensor([97, 98, 99]), torch.tensor([0, 2, 3])), torch.tensor([2, 1]))
     >>> b = WordCounts(Ragged(torch.tensor([99, 97, 98]), torch.tensor([0, 1, 3])), torch.tensor([5, 1]))
