@@ -229,3 +229,16 @@ def test_special_tokens_like_tiktoken():
         ours.encode(text, allowed_special={"<|fim|>"})
     with pytest.raises(ValueError, match="pass 'all' or a set"):
         ours.encode(text, disallowed_special="none")
+
+
+def test_bench_worker_takes_the_fastest_pass_and_counts_like_tiktoken():
+    from gputok import bench
+
+    threads = torch.get_num_threads()
+    rows = {engine: bench._worker(engine, "cl100k", 0.02, [256], threads, "cpu", passes=2)["results"][0]
+            for engine in ("gputok", "gputok-ragged", "tiktoken-batch")}
+    for row in rows.values():
+        assert len(row["pass_seconds"]) == 2 and row["seconds"] == min(row["pass_seconds"])
+    assert rows["gputok"]["tokens"] == rows["gputok-ragged"]["tokens"] == rows["tiktoken-batch"]["tokens"]
+    with pytest.raises(SystemExit):
+        bench.main(["--tokenizer", "cl100k", "--passes", "0"])
