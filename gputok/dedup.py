@@ -182,6 +182,8 @@ def gather_words(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tens
 
 def padded_chars(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:
     """[len(starts), width] matrix of the words' codepoints, cut at ``width``, padded with 0."""
+    if values.numel() == 0:  # only empty words: nothing to gather (index 0 would be out of bounds)
+        return torch.zeros((starts.numel(), width), dtype=torch.int32, device=values.device)
     cols = torch.arange(width, device=values.device)
     inside = cols[None, :] < lengths[:, None]
     index = torch.where(inside, starts[:, None] + cols[None, :], 0)

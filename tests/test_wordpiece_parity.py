@@ -12,6 +12,8 @@ import random
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 from tokenizers import BertWordPieceTokenizer
 from tokenizers import Tokenizer as HFTokenizer
@@ -365,3 +367,27 @@ def test_save_round_trip_from_vocab(bert_vocab_path, sample_lines, tmp_path):
     expected = [e.ids for e in reference.encode_batch(lines)]
     assert [e.ids for e in reloaded_hf.encode_batch(lines)] == expected
     assert Tokenizer.from_file(path).encode_batch(lines) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["", "##", "unaffable", "running", "a" * 100, "a" * 101, "x" * 150]),
+                          st.text(alphabet=st.sampled_from(list("abcdeüé中文#") + ["q", "z"]), max_size=12),
+                          st.text(max_size=8)), max_size=40))
+def test_few_words_loop_equals_the_lockstep_matcher(bert, words):
+    """Up to FEW_WORDS words go through a Python loop on the CPU; it must give the matcher's pieces."""
+    from gputok.models import wordpiece
+    from gputok.ragged import Ragged
+
+    ragged = Ragged.from_lengths(torch.tensor([ord(c) for w in words for c in w], dtype=torch.int64),
+                                 torch.tensor([len(w) for w in words], dtype=torch.int64))
+    saved = wordpiece.FEW_WORDS
+    try:
+        wordpiece.FEW_WORDS = 1 << 30
+        few = bert.model.encode_words(ragged)
+        wordpiece.FEW_WORDS = 0
+        lockstep = bert.model.encode_words(ragged)
+    finally:
+        wordpiece.FEW_WORDS = saved
+    for a, b in zip(few, lockstep):
+        assert a.values.dtype == b.values.dtype and a.values.tolist() == b.values.tolist()
+        assert a.offsets.tolist() == b.offsets.tolist()

@@ -8,7 +8,10 @@ match, the whole word becomes the unk token (the reference rule). ``partial_unk=
 turns only each unmatched run of characters into one unk token and keeps the other pieces.
 
 All unique words advance in lock-step (``wordpiece_match_torch``), each running the state machine
-of the Triton kernel ``gputok.kernels.wordpiece_match`` (one word per lane, same contract).
+of the Triton kernel ``gputok.kernels.wordpiece_match`` (one word per lane, same contract). With
+the torch backend (the CPU), up to ``FEW_WORDS`` words are matched by a Python loop over the same
+tables instead: a lock-step round costs ~1 ms of per-op overhead whatever its size (small batches,
+word-cache misses).
 Memory: the padded [unique words, longest word] codepoint matrix plus two int32 matrices of the
 same shape for the pieces.
 """
@@ -21,10 +24,12 @@ import torch
 
 from .. import _dispatch
 from ..dedup import padded_chars
+from ..pre_tokenizers import _strings
 from ..ragged import Ragged, positions_in_rows
 from ..trie import Trie, trie_step
 
 UNMATCHED = -2  # piece id the matcher emits for an unmatched character in partial-unk mode
+FEW_WORDS = 32
 
 
 def wordpiece_match_torch(chars: torch.Tensor, lengths: torch.Tensor, *, slot_keys: torch.Tensor,
@@ -125,8 +130,8 @@ class WordPiece:
         self.max_input_chars_per_word = max_input_chars_per_word
         self.partial_unk = partial_unk
         prefix = continuing_subword_prefix
-        continuations = {p[len(prefix):]: i for p, i in vocab.items() if prefix and p.startswith(prefix)}
-        self.trie = Trie([vocab, continuations])
+        self.continuations = {p[len(prefix):]: i for p, i in vocab.items() if prefix and p.startswith(prefix)}
+        self.trie = Trie([vocab, self.continuations])
 
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints), and each piece's end (in characters).
@@ -134,6 +139,8 @@ class WordPiece:
         The words are laid out as a padded matrix cut at ``max_input_chars_per_word + 1``
         columns: longer words become unk whatever they hold.
         """
+        if len(words) <= FEW_WORDS and not self.partial_unk and _dispatch.backend(words.device) == "torch":
+            return self._encode_few(words)
         lengths = words.lengths()
         width = max(1, min(int(lengths.max()) if lengths.numel() else 0, self.max_input_chars_per_word + 1))
         chars = padded_chars(words.values, words.offsets[:-1], lengths, width)
@@ -154,6 +161,32 @@ class WordPiece:
             ids[unmatched] = self.unk_id
             num = keep.sum(1)
         return Ragged.from_lengths(ids[keep], num), Ragged.from_lengths(ends[keep], num)
+
+    def _encode_few(self, words: Ragged) -> tuple[Ragged, Ragged]:
+        """:meth:`encode_words` for a few words, one Python loop per word over the trie's own two
+        tables (first pieces, continuations), so both paths give the same pieces."""
+        ids: list[int] = []
+        ends: list[int] = []
+        counts: list[int] = []
+        for word in _strings(words):
+            n, start, pieces = len(word), 0, []
+            while start < n <= self.max_input_chars_per_word:
+                table = self.vocab if start == 0 else self.continuations
+                end = n
+                while end > start and word[start:end] not in table:
+                    end -= 1
+                if end == start:  # no piece matches here: the whole word is unk
+                    break
+                pieces.append((table[word[start:end]], end))
+                start = end
+            if start < n:
+                pieces = [(self.unk_id, n)]
+            ids += [i for i, _ in pieces]
+            ends += [e for _, e in pieces]
+            counts.append(len(pieces))
+        offsets = torch.tensor([0] + counts, dtype=torch.int64).cumsum(0).to(words.device)
+        return (Ragged(torch.tensor(ids, dtype=torch.int32, device=words.device), offsets),
+                Ragged(torch.tensor(ends, dtype=torch.int32, device=words.device), offsets))
 
     def id_to_token(self) -> list[str]:
         tokens = [""] * (max(self.vocab.values()) + 1)
