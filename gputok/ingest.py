@@ -69,6 +69,18 @@ def codepoints(texts: Sequence[str], device: torch.device | str = "cpu") -> Ragg
     return Ragged(values.to(device), offsets_from_lengths(lengths).to(device))
 
 
+def strings(text: Ragged) -> list[str]:
+    """The texts of ragged codepoints, the inverse of :func:`codepoints` (one decode of the batch;
+    a slice per row; values that are not codepoints become U+FFFD).
+
+    >>> strings(codepoints(["hé", "", "€"]))
+    ['hé', '', '€']
+    """
+    joined = text.values.cpu().to(torch.int32).numpy().tobytes().decode("utf-32-le", errors="replace")
+    bounds = text.offsets.tolist()
+    return [joined[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+
 def utf8(texts: Sequence[str], device: torch.device | str = "cpu") -> Ragged:
     """Ragged uint8 UTF-8 bytes, one row per text (lone surrogates become U+FFFD).
 

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from . import _components, _reference_unicode, unicode
+from .ingest import strings
 from .ragged import Ragged, expand_rows, offsets_from_lengths, positions_in_rows, row_ids
 
 
@@ -397,12 +398,10 @@ def _rewrite_per_text(text: Ragged, rewrite, *, matcher=None, content: str = "",
     """
     import numpy as np
 
-    from .pre_tokenizers import _strings
-
-    strings = _strings(text)
+    texts = strings(text)
     starts = text.offsets[:-1].tolist()
     out, sources = [], []
-    for s, start in zip(strings, starts):
+    for s, start in zip(texts, starts):
         if (skip is not None and skip(s)) or (matcher is not None and matcher.search(s) is None):
             out.append(s)
             sources.append(np.arange(start, start + len(s)))

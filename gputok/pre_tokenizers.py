@@ -19,6 +19,7 @@ import regex
 import torch
 
 from . import _components, unicode
+from .ingest import strings
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 
 
@@ -135,7 +136,7 @@ class Split:
 
         if self.rule is not None:
             return regex_split.split(text, self.rule)
-        words = regex_split.split_with_regex(_strings(text), self.pattern)
+        words = regex_split.split_with_regex(strings(text), self.pattern)
         return Words(words.starts.to(text.device), words.ends.to(text.device), words.text_offsets.to(text.device))
 
     def to_json(self) -> dict[str, Any]:
@@ -300,13 +301,6 @@ def _prepend_unless_first(text: Ragged, *, char: str) -> tuple[Ragged, torch.Ten
     values = text.values[src] if total else text.values[:0]
     values = torch.where(pos < 0, torch.tensor(ord(char), dtype=values.dtype, device=device), values)
     return Ragged(values, offsets), src
-
-
-def _strings(text: Ragged) -> list[str]:
-    """Python strings of ragged codepoints (one decode of the batch; a slice per text)."""
-    joined = text.values.cpu().to(torch.int32).numpy().tobytes().decode("utf-32-le", errors="replace")
-    bounds = text.offsets.tolist()
-    return [joined[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
 
 PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, Sequence, WhitespaceSplit, Metaspace)}

@@ -118,7 +118,8 @@ import numpy as np
 import torch
 
 from . import unicode
-from .pre_tokenizers import Words, _strings
+from .ingest import strings
+from .pre_tokenizers import Words
 from .ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows
 
 _R50K = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
@@ -636,7 +637,7 @@ def split(text: Ragged, rule: str) -> Words:
     build, family, none = _SPLITTERS[_RULE[rule]]
     device = text.values.device
     if device.type == "cpu" and text.values.numel() < REGEX_BELOW_CHARS:
-        return split_with_regex(_strings(text), PATTERNS[rule])
+        return split_with_regex(strings(text), PATTERNS[rule])
     offsets = text.offsets.to(device)
     n = text.values.numel()
     if n == 0:

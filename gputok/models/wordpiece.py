@@ -24,7 +24,7 @@ import torch
 
 from .. import _dispatch
 from ..dedup import padded_chars
-from ..pre_tokenizers import _strings
+from ..ingest import strings
 from ..ragged import Ragged, positions_in_rows
 from ..trie import Trie, trie_step
 
@@ -168,7 +168,7 @@ class WordPiece:
         ids: list[int] = []
         ends: list[int] = []
         counts: list[int] = []
-        for word in _strings(words):
+        for word in strings(words):
             n, start, pieces = len(word), 0, []
             while start < n <= self.max_input_chars_per_word:
                 table = self.vocab if start == 0 else self.continuations

@@ -38,7 +38,7 @@ import torch
 
 from .._memory import release_free_memory
 from ..dedup import gather_words, unique_words, word_hashes
-from ..ingest import codepoints, utf8_bytes
+from ..ingest import codepoints, strings, utf8_bytes
 from ..ragged import Ragged, offsets_from_lengths, segment_sum
 
 # Text per chunk. Peak memory grows ~150 bytes per character of a chunk (normalizer, split and dedup
@@ -66,7 +66,7 @@ class WordCounts:
 
     def to_dict(self) -> dict[str, int]:
         """``{word: count}`` (slow: a Python string per word; for tests and small tables)."""
-        return dict(zip(row_words(self.words), self.counts.tolist()))
+        return dict(zip(strings(self.words), self.counts.tolist()))
 
     def hashed(self, seed: int) -> torch.Tensor:
         if self.hashes is None or self.seed != seed:
@@ -298,9 +298,4 @@ def text_chunks(texts: Iterable, *, chunk_chars: int = CHUNK_BYTES) -> Iterator[
         yield batch
 
 
-def row_words(words: Ragged) -> list[str]:
-    """Rows of codepoints as Python strings (one decode of all rows; a slice per row)."""
-    joined = words.values.cpu().to(torch.int32).numpy().tobytes().decode("utf-32-le", errors="replace")
-    bounds = words.offsets.tolist()
-    return [joined[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
 
