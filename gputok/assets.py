@@ -356,16 +356,17 @@ def english_corpus(megabytes: int | None = None) -> pathlib.Path:
     """The large English set: gcide + wordnet + kernel-docs + python-docs (~103 MB), or its
     first ``megabytes`` MB (10**6 bytes) cut back to a line boundary.  Each size is its own
     cached file (``english.txt``, ``english-20MB.txt``, ...)."""
+    if megabytes is not None and megabytes <= 0:
+        raise ValueError(f"megabytes must be positive, got {megabytes}")
+    name = "english" if megabytes is None else f"english-{megabytes}MB"
+    path = _text_path(name)
+    # A cached cut stands on its own (its pin or sidecar): the full set is not needed then.
+    if _cached(path, _TEXT_SHA256.get(name, "")):
+        return path
     full = _text_path("english")
     if not _cached(full, _TEXT_SHA256["english"]):
         _store_text("english", _concat(corpus(n).read_bytes() for n in ENGLISH_PARTS))
-    if megabytes is None:
-        return full
-    if megabytes <= 0:
-        raise ValueError(f"megabytes must be positive, got {megabytes}")
-    name = f"english-{megabytes}MB"
-    path = _text_path(name)
-    if not _cached(path, _TEXT_SHA256.get(name, "")):
+    if megabytes is not None:
         _store_text(name, _head_lines(full, megabytes * MB))
     return path
 

@@ -14,7 +14,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# Sizes that change from call to call are not specialized on: one compile serves every call.
+@triton.jit(do_not_specialize=["n", "new_id"])
 def _apply_merge_kernel(sym_ptr, nxt_ptr, prv_ptr, start_ptr, n, new_id, BLOCK: tl.constexpr):
     index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = index < n

@@ -17,7 +17,7 @@ import triton.language as tl
 
 from .hash_lookup import probe
 
-NO_RANK = (1 << 63) - 1
+NO_RANK = tl.constexpr((1 << 63) - 1)  # a kernel reads only constexpr globals
 
 
 @triton.jit

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-FIBONACCI = 0x9E3779B97F4A7C15 - (1 << 64)  # gputok.hashing.home_slot
+FIBONACCI = tl.constexpr(0x9E3779B97F4A7C15 - (1 << 64))  # gputok.hashing.home_slot; kernels read only constexpr globals
 
 
 @triton.jit
@@ -25,7 +25,8 @@ def probe(key, searching, result, slot_keys_ptr, slot_values_ptr, hash_mask, has
     return result
 
 
-@triton.jit
+# Sizes that change from call to call are not specialized on: one compile serves every call.
+@triton.jit(do_not_specialize=["n", "hash_mask", "hash_shift", "max_probes", "default"])
 def _hash_lookup_kernel(query_ptr, out_ptr, slot_keys_ptr, slot_values_ptr, n, hash_mask, hash_shift,
                         max_probes, default, BLOCK: tl.constexpr):
     index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)

@@ -11,7 +11,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# Sizes that change from call to call are not specialized on: one compile serves every call.
+@triton.jit(do_not_specialize=["n"])
 def _pair_count_kernel(sym_ptr, row_ptr, count_ptr, key_ptr, weight_ptr, n, BLOCK: tl.constexpr):
     index = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = index < n

@@ -22,7 +22,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# Sizes that change from call to call are not specialized on: one compile serves every call.
+@triton.jit(do_not_specialize=["num_words"])
 def _unigram_expect_kernel(lengths_ptr, counts_ptr, step_base_ptr, row_ptr_ptr, edge_src_ptr, edge_piece_ptr,
                            scores_ptr, alpha_ptr, post_ptr, expected_ptr, log_z_ptr, num_words,
                            MAX_EDGES: tl.constexpr, BLOCK: tl.constexpr):

@@ -20,7 +20,8 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# Sizes that change from call to call are not specialized on: one compile serves every call.
+@triton.jit(do_not_specialize=["rows", "max_len", "max_edges"])
 def _unigram_viterbi_kernel(edge_offsets_ptr, edge_target_ptr, edge_score_ptr, node_offsets_ptr, length_ptr,
                             best_ptr, second_ptr, choice_ptr, margin_ptr, rows, max_len, max_edges,
                             FLOAT32: tl.constexpr, BLOCK: tl.constexpr):

@@ -16,10 +16,11 @@ import triton.language as tl
 
 from .hash_lookup import probe
 
-MAX_CODEPOINT = 0x110000
+MAX_CODEPOINT = tl.constexpr(0x110000)  # a kernel reads only constexpr globals
 
 
-@triton.jit
+# Sizes that change from call to call are not specialized on: one compile serves every call.
+@triton.jit(do_not_specialize=["num_words", "width"])
 def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_ptr, token_of_node_ptr,
                             ascii_row_ptr, ascii_children_ptr,
                             piece_ids_ptr, piece_ends_ptr, num_pieces_ptr, num_words, width,
