@@ -128,6 +128,20 @@ def test_collate_puts_the_batch_on_cuda(parity_lines):
     assert batch["input_ids"].cpu().tolist() == tok(parity_lines[:64], truncation=True, max_length=32)["input_ids"].tolist()
 
 
+def test_small_batches_encode_on_the_cpu_and_land_on_the_device(parity_lines, monkeypatch):
+    from gputok import tokenizer as tokenizer_module
+
+    tok = _tokenizer("cl100k")
+    small = parity_lines[1000:1040]
+    assert sum(map(len, small)) < tokenizer_module.CUDA_FROM_CHARS
+    routed = _encode(tok, small, "cuda", padding=True, return_offsets=True)
+    assert {device.type for device in tok.word_cache._stores} == {"cpu"}  # encoded on the CPU
+    monkeypatch.setattr(tokenizer_module, "CUDA_FROM_CHARS", 0)
+    on_gpu = _encode(tok, small, "cuda", padding=True, return_offsets=True)
+    assert {device.type for device in tok.word_cache._stores} == {"cuda"}
+    _assert_equal(routed, on_gpu)
+
+
 # ---- the kernels themselves, compiled, on random inputs beyond what real text exercises ----
 
 def test_unigram_viterbi_kernel_compiled():

@@ -427,3 +427,17 @@ def test_bpe_merge_dispatch_picks_kernel_on_triton_backend(cl100k_model, monkeyp
 
         tok.word_cache = WordCache()
     assert bpe.LONG_WORD >= 64  # words up to LONG_WORD symbols take the kernel (or the twin)
+
+
+def test_small_batches_for_a_gpu_encode_on_the_cpu(bert, sp_test_tokenizer):
+    from gputok.tokenizer import CUDA_FROM_CHARS
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    small, large = ["x" * 100] * 3, ["x" * 100] * (CUDA_FROM_CHARS // 100 + 1)
+    assert bert._work_device(cuda, small, None) == cpu
+    assert bert._work_device(cuda, small, small * 200) == cuda  # pairs count too
+    assert bert._work_device(cuda, large, None) == cuda
+    assert bert._work_device(cpu, large, None) == cpu
+    assert sp_test_tokenizer._work_device(cuda, small, None) == cpu
+    with sp_test_tokenizer.model.sampling(0.1):  # a sample draws on the caller's (device) generator
+        assert sp_test_tokenizer._work_device(cuda, small, None) == cuda

@@ -333,6 +333,11 @@ class Unigram:
         self.__dict__.update(state)
         self._local = threading.local()
 
+    @property
+    def is_sampling(self) -> bool:
+        """True inside :meth:`sampling` (in this thread)."""
+        return getattr(self._local, "sampling", None) is not None
+
     @contextlib.contextmanager
     def sampling(self, alpha: float, generator: torch.Generator | None = None):
         """Within the block, encoding *samples* a segmentation of every word occurrence,
