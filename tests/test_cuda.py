@@ -142,6 +142,41 @@ def test_small_batches_encode_on_the_cpu_and_land_on_the_device(parity_lines, mo
     _assert_equal(routed, on_gpu)
 
 
+def test_pairs_truncation_and_overflow_on_cuda(parity_lines):
+    tok = _tokenizer("bert")
+    first, second = parity_lines[2000:6000], parity_lines[6000:10000]
+    for options in (dict(text_pair=second, truncation="longest_first", max_length=48, return_offsets=True),
+                    dict(truncation=True, max_length=32, stride=8, return_overflowing_tokens=True, return_offsets=True)):
+        _assert_equal(_encode(tok, first, "cuda", **options), _encode(tok, first, "cpu", **options))
+
+
+def test_collate_samples_on_cuda_reproducibly(parity_lines):
+    tok = _tokenizer("sp-unigram")
+    texts = parity_lines[:512]
+    batches = []
+    for seed in (5, 5, 6):
+        collate = Collate(tok, device="cuda", sample_alpha=0.2, generator=torch.Generator(device="cuda").manual_seed(seed))
+        batches.append(collate(texts)["input_ids"].cpu())
+    assert torch.equal(batches[0], batches[1])
+    assert not torch.equal(batches[0], batches[2])  # another seed, other segmentations
+
+
+def test_cli_encode_on_cuda(tmp_path, parity_lines):
+    import numpy as np
+
+    from gputok.cli import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(parity_lines[::40]) + "\n", encoding="utf-8")
+    tokenizer = str(assets.fetch("bert-tokenizer-json"))
+    for device in ("cpu", "cuda"):
+        assert main(["encode", "--tokenizer", tokenizer, str(corpus), "-o", str(tmp_path / f"{device}.npz"),
+                     "--device", device, "--quiet"]) == 0
+    on_cpu, on_cuda = np.load(tmp_path / "cpu.npz"), np.load(tmp_path / "cuda.npz")
+    assert on_cpu["ids"].size > 100_000
+    assert all(np.array_equal(on_cpu[key], on_cuda[key]) for key in ("ids", "offsets"))
+
+
 # ---- the kernels themselves, compiled, on random inputs beyond what real text exercises ----
 
 def test_unigram_viterbi_kernel_compiled():
