@@ -39,10 +39,13 @@ the counts of the windows it destroys and adds the windows it creates: vectorize
 proportion to the merge's occurrences, never a recount (numpy rather than torch: its per-op cost on
 these small arrays is a fraction of torch's). The best pair comes from a candidate set sorted by
 pair, holding every pair counted at least ``threshold``; it is rebuilt with a lower threshold when it
-runs dry. Words on a CUDA device train with the same loop kept in device memory instead
-(:mod:`gputok.trainers.bpe_device`, :func:`trainer_class` picks): the Triton kernels count the
-pairs and apply the merges there. The host loop applies merges with the twin, or with the kernel on
-numpy views when the ``triton`` backend is forced (the tests, under ``TRITON_INTERPRET=1``).
+runs dry. Words on a CUDA device get their corpus-wide first pair count there (the Triton kernel
+``gputok.kernels.pair_count``) and then train with this same host loop: a merge is a few dozen
+small dependent steps, and a loop kept in GPU memory paid ~2 ms of launches and syncs per merge,
+8x slower than this loop on the same H100 machine (20 MB, byte-level BPE: 58 s against 5.6 s of
+merges), so it was removed. The loop applies merges with the twin, or with the kernel
+``gputok.kernels.apply_merge`` on numpy views when the ``triton`` backend is forced (the tests,
+under ``TRITON_INTERPRET=1``).
 
 Memory: per symbol of the unique words five int32 arrays (symbols, links, slots, word ids) and up to
 three int32 entries of the position buffer; per pair ever seen an int64 key, count and buffer offset;
@@ -111,20 +114,12 @@ def learn_bpe(words: Ragged, counts: torch.Tensor, *, vocab_size: int, min_frequ
     >>> vocab
     {'g': 0, 'h': 1, 'n': 2, 'p': 3, 's': 4, 'u': 5, 'hu': 6, 'hug': 7}
     """
-    trainer_type = trainer_class(words.device)
-    trainer = trainer_type(words, counts, vocab_size=vocab_size, min_frequency=min_frequency,
-                           special_tokens=special_tokens, limit_alphabet=limit_alphabet,
-                           initial_alphabet=initial_alphabet, prefix=continuing_subword_prefix,
-                           suffix=end_of_word_suffix, max_token_length=max_token_length, score="frequency",
-                           progress=progress, stats=stats)
+    trainer = _Trainer(words, counts, vocab_size=vocab_size, min_frequency=min_frequency,
+                       special_tokens=special_tokens, limit_alphabet=limit_alphabet,
+                       initial_alphabet=initial_alphabet, prefix=continuing_subword_prefix,
+                       suffix=end_of_word_suffix, max_token_length=max_token_length, score="frequency",
+                       progress=progress, stats=stats)
     return trainer.run()
-
-
-def trainer_class(device: torch.device) -> type[_Trainer]:
-    """The merge loop for words on ``device``: on the device for CUDA, on the host otherwise."""
-    from .bpe_device import DeviceTrainer, runs_on_device  # it builds on _Trainer, defined below
-
-    return DeviceTrainer if runs_on_device(device) else _Trainer
 
 
 def _check_int(name: str, value, low: int, allow_none: bool = False) -> None:
@@ -290,8 +285,9 @@ class _Trainer:
             last = np.flatnonzero(np.append(wid[1:] != wid[:-1], True))
             self.nxt[last] = -1
             self.prv[np.append(0, last[:-1] + 1)] = -1
-        keys, totals, slot = (t.numpy() for t in pair_count(
-            torch.from_numpy(sym), torch.from_numpy(wid), torch.from_numpy(self.word_counts),
+        on = self.device  # CUDA words: the one corpus-wide count runs there, on the kernel
+        keys, totals, slot = (t.cpu().numpy() for t in pair_count(
+            torch.from_numpy(sym).to(on), torch.from_numpy(wid).to(on), torch.from_numpy(self.word_counts).to(on),
             num_symbols=len(self.tokens)))
         self.num_pairs = keys.size
         self.stats.pairs = keys.size

@@ -1,9 +1,10 @@
-"""The two tensor ops of the BPE merge loop, each a Triton kernel on CUDA and a torch twin elsewhere.
+"""The two tensor ops of the BPE merge loop, each with a Triton kernel and a torch twin.
 
 ``pair_count`` counts the adjacent symbol pairs of all words, each window weighted by its word's
-count (overlapping windows all count: ``a a a`` holds ``(a, a)`` twice). ``apply_merge`` rewrites
-the occurrences of one merge in the flat, linked symbol lists. ``gputok._dispatch.backend`` picks
-the kernel (``gputok.kernels.pair_count`` / ``gputok.kernels.apply_merge``) or the twin.
+count (overlapping windows all count: ``a a a`` holds ``(a, a)`` twice); ``gputok._dispatch.backend``
+picks the kernel (``gputok.kernels.pair_count``, CUDA words) or the twin. ``apply_merge_torch``
+rewrites the occurrences of one merge in the flat, linked symbol lists; the host merge loop calls
+it, or its kernel ``gputok.kernels.apply_merge`` when the ``triton`` backend is forced.
 
 Memory: ``pair_count`` holds two int64 arrays per symbol (the window keys and weights) and the sort
 of the keys; ``apply_merge`` works in place.
@@ -108,13 +109,3 @@ def apply_merge_torch(symbols: torch.Tensor, nxt: torch.Tensor, prv: torch.Tenso
     nxt[starts] = r
     linked = r >= 0
     prv[r[linked]] = starts[linked]
-
-
-def apply_merge(symbols: torch.Tensor, nxt: torch.Tensor, prv: torch.Tensor, starts: torch.Tensor,
-                new_id: int) -> None:
-    if _dispatch.backend(symbols.device) == "triton":
-        from ..kernels.apply_merge import apply_merge_triton
-
-        apply_merge_triton(symbols, nxt, prv, starts, new_id)
-    else:
-        apply_merge_torch(symbols, nxt, prv, starts, new_id)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import torch
 
 from ..ragged import Ragged
-from .bpe import TrainStats, trainer_class
+from .bpe import TrainStats, _Trainer
 
 SCORES = ("frequency", "likelihood")
 
@@ -47,9 +47,8 @@ def learn_wordpiece(words: Ragged, counts: torch.Tensor, *, vocab_size: int, min
     """
     if score not in SCORES:
         raise ValueError(f"score={score!r} is not one of {SCORES}")
-    trainer_type = trainer_class(words.device)
-    trainer = trainer_type(words, counts, vocab_size=vocab_size, min_frequency=min_frequency,
-                           special_tokens=special_tokens, limit_alphabet=limit_alphabet,
-                           initial_alphabet=initial_alphabet, prefix=continuing_subword_prefix, suffix=None,
-                           max_token_length=max_token_length, score=score, progress=progress, stats=stats)
+    trainer = _Trainer(words, counts, vocab_size=vocab_size, min_frequency=min_frequency,
+                       special_tokens=special_tokens, limit_alphabet=limit_alphabet,
+                       initial_alphabet=initial_alphabet, prefix=continuing_subword_prefix, suffix=None,
+                       max_token_length=max_token_length, score=score, progress=progress, stats=stats)
     return trainer.run()[0]
