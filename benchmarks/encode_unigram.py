@@ -58,7 +58,7 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
 
         torch.set_num_threads(threads)
         tok = gputok.Tokenizer.from_sentencepiece(model)
-        tok(lines[:100], device=device)  # warm up: tables on the device, charsmap read, kernels compiled
+        tok(lines[:batch_size], device=device)  # warm up: tables on the device, charsmap read, kernels compiled
 
         def run():
             tok.word_cache = type(tok.word_cache)()  # every pass starts cold
@@ -68,7 +68,9 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
                     total += int(tok(lines[i:i + batch_size], device=device)["attention_mask"].sum())
                 else:
                     total += tok(lines[i:i + batch_size], padding=False, device=device)["input_ids"].numel()
-            return total  # int(...) and numel() wait for the device
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            return total
     elif engine == "sentencepiece":
         import sentencepiece as spm
 

@@ -57,7 +57,7 @@ def _runner(engine: str, tokenizer: str, threads: int, device: str):
             tok = Tokenizer.from_vocab(assets.fetch("bert-vocab"))
         else:
             tok = Tokenizer.from_tiktoken(assets.fetch(f"{tokenizer}-tiktoken"), pattern=tokenizer)
-        tok(["warm up the tables"], device=device)
+        tok(["warm up the tables, compile the kernels " * 500], device=device)  # over CUDA_FROM_CHARS
         padded = engine == "gputok"
 
         def run(batch):

@@ -3,7 +3,9 @@
 Data flows one way: texts -> ragged codepoints (ingest) -> normalized codepoints -> words
 (pre-tokenizer) -> unique words -> token ids of unique words (model) -> token ids of every word ->
 rows with special tokens, truncated and padded (processors). Every step is a batched tensor op on
-the device the caller asks for; the only Python loops are per text (measuring lengths, building
+the device the caller asks for, except that ``__call__`` encodes a batch for a GPU under
+``CUDA_FROM_CHARS`` characters on the CPU and copies the outputs over (``encode_ragged`` itself
+runs where it is told); the only Python loops are per text (measuring lengths, building
 ``list[list[int]]`` output) or per special-token match.
 
 Added tokens (``[CLS]``, ``[MASK]`` ...) written literally in the text are matched first, on the raw
@@ -36,7 +38,7 @@ from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 from .word_cache import WordCache
 
 MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram)}
-# A call on a GPU costs ~10-20 ms of kernel launches (about a thousand small ops) whatever its
+# A call on a GPU costs ~5-20 ms of kernel launches (about a thousand small ops) whatever its
 # size; below this many characters a batch for a CUDA device is encoded on the CPU, where small
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
 CUDA_FROM_CHARS = 16384
@@ -492,6 +494,8 @@ class Tokenizer:
         ``CUDA_FROM_CHARS``), unless the model is sampling (a sample draws on the caller's generator,
         which lives on the device)."""
         if device.type != "cuda" or getattr(self.model, "is_sampling", False):
+            return device
+        if _dispatch.backend(torch.device("cpu")) == "triton":  # kernels forced everywhere: keep them on the GPU
             return device
         chars = sum(map(len, texts)) + sum(map(len, pairs or ()))
         return torch.device("cpu") if chars < CUDA_FROM_CHARS else device

@@ -19,7 +19,8 @@ outside it, so threads encode their misses in parallel. Forked children get a fr
 
 Memory: 16 bytes per table slot (2 to 4 slots per word of capacity), 32 bytes per entry, 4 bytes
 per stored codepoint and 16 per stored token: about 30 MB when full at the default capacity
-(2**18 words) on English text.
+(2**18 words) on English text, per device it has served (a tokenizer used on ``device="cuda"``
+keeps a CPU store too: small batches for the GPU are encoded on the CPU).
 """
 
 from __future__ import annotations

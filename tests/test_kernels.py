@@ -441,3 +441,5 @@ def test_small_batches_for_a_gpu_encode_on_the_cpu(bert, sp_test_tokenizer):
     assert sp_test_tokenizer._work_device(cuda, small, None) == cpu
     with sp_test_tokenizer.model.sampling(0.1):  # a sample draws on the caller's (device) generator
         assert sp_test_tokenizer._work_device(cuda, small, None) == cuda
+    with _dispatch.use_backend("triton"):  # kernels forced: CPU tensors would meet them uninterpreted
+        assert bert._work_device(cuda, small, None) == cuda

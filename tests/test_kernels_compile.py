@@ -3,14 +3,18 @@
 The interpreter (``TRITON_INTERPRET=1``, which every other kernel test runs under) accepts code
 that the compiler refuses: a kernel that reads a plain module global, for one, runs there and
 fails on a GPU. So this test records every kernel launch that small real workloads make under the
-interpreter (each tokenizer family's encoding, BPE and Unigram training, all on the Triton path),
-then, in a subprocess with the interpreter off, compiles each distinct launch signature down to a
-cubin for sm_80 and sm_90 through ``JITFunction.warmup`` with a stand-in driver (compiling needs
-no GPU; only loading a cubin does). ``tests/test_cuda.py`` runs the kernels on a GPU.
+interpreter (each tokenizer family's encoding, with WordPiece's partial-unk rule and Unigram's
+float32 scores too, BPE and Unigram training, all on the Triton path), checks that they launch
+every kernel of ``gputok.kernels``, then, in a subprocess with the interpreter off, compiles each
+distinct launch signature down to a cubin for sm_80 and sm_90 through ``JITFunction.warmup`` with a
+stand-in driver (compiling needs no GPU; only loading a cubin does). ``tests/test_cuda.py`` runs
+the kernels on a GPU.
 """
 
+import importlib
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 
@@ -24,8 +28,6 @@ from gputok.hashing import HashMap, lookup
 triton = pytest.importorskip("triton")
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
-KERNELS = {"_apply_merge_kernel", "_bpe_merge_kernel", "_hash_lookup_kernel", "_pair_count_kernel",
-           "_unigram_expect_kernel", "_unigram_viterbi_kernel", "_wordpiece_match_kernel"}
 TARGETS = [("cuda", 80, 32), ("cuda", 90, 32)]
 
 
@@ -68,14 +70,28 @@ def launches():
     return found
 
 
+def _kernels() -> set[str]:
+    """Every kernel of ``gputok.kernels``: one ``_<op>_kernel`` per module."""
+    import gputok.kernels
+
+    modules = [importlib.import_module(f"gputok.kernels.{m.name}")
+               for m in pkgutil.iter_modules(gputok.kernels.__path__)]
+    return {name for module in modules for name in vars(module) if name.startswith("_") and name.endswith("_kernel")}
+
+
 def _workloads():
+    from test_unigram_kernels import random_lattice
+
     from gputok import assets
+    from gputok.models.unigram import unigram_viterbi
 
     texts = ["Hello, wörld! 12345 tokens\n\n  spaced   out", "漢字 and ﬁ€ 😀", ""]
     for tok in (gputok.Tokenizer.from_file(assets.fetch("bert-tokenizer-json")),
                 gputok.Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k"),
                 gputok.Tokenizer.from_sentencepiece(assets.fetch("sp-test-model"))):
         tok(texts * 2, padding=False)
+    gputok.Tokenizer.from_vocab(assets.fetch("bert-vocab"), partial_unk=True)(["unaffable ☃x"])
+    unigram_viterbi(*random_lattice([3, 0, 5], seed=1, ties=False), float32_scores=True)
     keys = torch.arange(0, 300, 3)
     table = HashMap(keys, keys * 10)
     lookup(table.slot_keys, table.slot_values, table.mask, table.max_probes, torch.tensor([0, 3, 4]))
@@ -84,14 +100,22 @@ def _workloads():
     gputok.train(iter(words * 3), model="unigram", vocab_size=15, progress=False)
 
 
-def test_workloads_launch_every_kernel(launches):
-    assert {launch["kernel"] for launch in launches} == KERNELS
+def test_workloads_launch_every_kernel_and_branch(launches):
+    kernels = _kernels()
+    assert len(kernels) >= 6
+    assert {launch["kernel"] for launch in launches} == kernels
+    # Both sides of every boolean constexpr branch are compiled.
+    flags = {(launch["kernel"], k, v) for launch in launches
+             for k, v in launch["kwargs"].items() if isinstance(v, bool)}
+    assert {(kernel, k) for kernel, k, v in flags if v} == {(kernel, k) for kernel, k, v in flags if not v}
+    assert len(flags) >= 4  # FLOAT32 and PARTIAL_UNK, each both ways
 
 
 def test_every_launch_compiles_for_gpus(launches, tmp_path):
     specs = tmp_path / "launches.json"
     specs.write_text(json.dumps(launches))
     env = dict(os.environ, TRITON_INTERPRET="0")
+    env.pop("TRITON_ALLOW_NON_CONSTEXPR_GLOBALS", None)  # that switch would let the bug this test looks for through
     done = subprocess.run([sys.executable, __file__, str(specs)], env=env, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]

@@ -1,10 +1,9 @@
-"""The training kernels against their torch twins, under TRITON_INTERPRET=1 (set by conftest.py).
+"""The training kernel against its torch twin, under TRITON_INTERPRET=1 (set by conftest.py).
 
-``pair_count_triton`` must equal ``pair_windows_torch`` (window keys and weights) and
-``apply_merge_triton`` must leave the same symbols and links as ``apply_merge_torch``, on odd shapes:
-empty, one symbol, rows of length 0 and 1, sizes just under and over a block (1024 lanes for
-pair_count, 256 for apply_merge), counts above 2**31, and real words. Then the whole merge loop with
-the kernels forced on must learn the same merges as with the twins.
+``pair_count_triton`` must equal ``pair_windows_torch`` (window keys and weights) on odd shapes:
+empty, one symbol, rows of length 0 and 1, sizes just under and over a block of 1024 lanes, counts
+above 2**31, and real words. Then the whole merge loop with the kernel forced on must learn the
+same merges as with the twin; ``apply_merge`` runs the same on torch tensors and numpy arrays.
 """
 
 import random
@@ -14,11 +13,10 @@ import pytest
 import torch
 
 from gputok import _dispatch
-from gputok.kernels.apply_merge import apply_merge_triton
 from gputok.kernels.pair_count import pair_count_triton
 from gputok.ragged import Ragged
 from gputok.trainers import learn_bpe
-from gputok.trainers.pair_ops import apply_merge_torch, pair_count, pair_windows_torch
+from gputok.trainers.pair_ops import apply_merge, pair_count, pair_windows_torch
 
 
 def _random_rows(num_rows, max_len, alphabet, seed):
@@ -89,35 +87,19 @@ def _starts(symbols, nxt, a, b):
     return np.array(starts, dtype=np.int32)
 
 
-@pytest.mark.parametrize("num_words,pair", [(0, (0, 1)), (1, (0, 0)), (50, (0, 1)), (200, (1, 1)),
-                                            (700, (0, 0)), (257, (2, 0))])
-def test_apply_merge_kernel_equals_twin(num_words, pair):
-    rng = random.Random(num_words)
-    words = [[rng.randrange(3) for _ in range(rng.randint(0, 9))] for _ in range(num_words)]
-    symbols, nxt, prv = _linked(words)
-    starts = _starts(symbols, nxt, *pair)
-    expected = [x.copy() for x in (symbols, nxt, prv)]
-    apply_merge_torch(*expected, starts, 7)
-    got = [torch.from_numpy(x.copy()) for x in (symbols, nxt, prv)]
-    apply_merge_triton(*got, torch.from_numpy(starts), 7)
-    for name, e, g in zip(("symbols", "nxt", "prv"), expected, got):
-        assert np.array_equal(g.numpy(), e), name
-    assert (expected[0] == 7).sum() == starts.size
-
-
-def test_apply_merge_twin_on_torch_and_numpy():
+def test_apply_merge_on_torch_and_numpy():
     symbols, nxt, prv = _linked([[0, 0, 0, 0, 0], [1, 0, 0]])
     starts = _starts(symbols, nxt, 0, 0)
     assert starts.tolist() == [0, 2, 6]
     as_numpy = [x.copy() for x in (symbols, nxt, prv)]
     as_torch = [torch.from_numpy(x.copy()) for x in (symbols, nxt, prv)]
-    apply_merge_torch(*as_numpy, starts, 9)
-    apply_merge_torch(*as_torch, torch.from_numpy(starts), 9)
+    apply_merge(*as_numpy, starts, 9)
+    apply_merge(*as_torch, torch.from_numpy(starts), 9)
     assert as_numpy[0].tolist() == [9, -1, 9, -1, 0, 1, 9, -1]
     assert all(np.array_equal(n, t.numpy()) for n, t in zip(as_numpy, as_torch))
 
 
-def test_merge_loop_with_kernels_equals_twins():
+def test_merge_loop_with_the_kernel_equals_the_twin():
     rng = random.Random(5)
     text = ["".join(rng.choice("aab c") for _ in range(rng.randint(1, 9))) for _ in range(300)]
     words = Ragged.from_lengths(torch.tensor([ord(c) for w in text for c in w]),

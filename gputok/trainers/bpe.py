@@ -34,7 +34,7 @@ Algorithm: the symbols of all words with two or more sit in one flat int32 array
 owns the run of a position buffer where its windows were written when it was born (a pair is born
 only in the merge that creates its newer token, so its windows arrive together). A merge reads its
 pair's run, keeps the windows still its own (``pslot`` unchanged), drops every second window of a
-run of ``(a, a)``, rewrites the words with ``gputok.trainers.pair_ops.apply_merge_torch``, subtracts
+run of ``(a, a)``, rewrites the words with ``gputok.trainers.pair_ops.apply_merge``, subtracts
 the counts of the windows it destroys and adds the windows it creates: vectorized numpy, work in
 proportion to the merge's occurrences, never a recount (numpy rather than torch: its per-op cost on
 these small arrays is a fraction of torch's). The best pair comes from a candidate set sorted by
@@ -42,10 +42,8 @@ pair, holding every pair counted at least ``threshold``; it is rebuilt with a lo
 runs dry. Words on a CUDA device get their corpus-wide first pair count there (the Triton kernel
 ``gputok.kernels.pair_count``) and then train with this same host loop: a merge is a few dozen
 small dependent steps, and a loop kept in GPU memory paid ~2 ms of launches and syncs per merge,
-8x slower than this loop on the same H100 machine (20 MB, byte-level BPE: 58 s against 5.6 s of
-merges), so it was removed. The loop applies merges with the twin, or with the kernel
-``gputok.kernels.apply_merge`` on numpy views when the ``triton`` backend is forced (the tests,
-under ``TRITON_INTERPRET=1``).
+~10x slower than this loop on the same H100 machine (20 MB, byte-level BPE: 58 s against 5.6 s of
+merges), so it was removed.
 
 Memory: per symbol of the unique words five int32 arrays (symbols, links, slots, word ids) and up to
 three int32 entries of the position buffer; per pair ever seen an int64 key, count and buffer offset;
@@ -66,8 +64,7 @@ import numpy as np
 import torch
 
 from ..ragged import Ragged
-from .. import _dispatch
-from .pair_ops import apply_merge_torch, pair_count
+from .pair_ops import apply_merge, pair_count
 
 _LOW = (1 << 32) - 1
 _CODEPOINTS = 0x110000
@@ -308,13 +305,6 @@ class _Trainer:
         np.cumsum(self.plen[:keys.size - 1], out=self.pstart[1:keys.size])
         self.more: dict[int, list[np.ndarray]] = {}  # positions of a pair born again (see _count_new_windows)
         self.marks = np.zeros(n, dtype=bool)
-        if _dispatch.backend(torch.device("cpu")) == "triton":  # the loop state lives on the host
-            from ..kernels.apply_merge import apply_merge_triton
-
-            views = (torch.from_numpy(self.symbols), torch.from_numpy(self.nxt), torch.from_numpy(self.prv))
-            self.apply = lambda starts, z: apply_merge_triton(*views, torch.from_numpy(starts), z)
-        else:
-            self.apply = lambda starts, z: apply_merge_torch(self.symbols, self.nxt, self.prv, starts, z)
         self._rebuild()
 
     def _rebuild(self) -> None:
@@ -437,7 +427,7 @@ class _Trainer:
         gone = np.concatenate((old_left[lone_left], q[has_right]))
         np.subtract.at(self.pcnt, pslot[gone], self.word_counts[self.wid[gone]])
         self.pcnt[slot] = 0
-        self.apply(starts, z)
+        apply_merge(self.symbols, self.nxt, self.prv, starts, z)
         pslot[q] = -1
         pslot[starts[~has_right]] = -1
         born = np.concatenate((prv[starts[lone_left]], starts[has_right]))

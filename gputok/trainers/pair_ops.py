@@ -1,10 +1,10 @@
-"""The two tensor ops of the BPE merge loop, each with a Triton kernel and a torch twin.
+"""The two array ops of the BPE merge loop.
 
 ``pair_count`` counts the adjacent symbol pairs of all words, each window weighted by its word's
 count (overlapping windows all count: ``a a a`` holds ``(a, a)`` twice); ``gputok._dispatch.backend``
-picks the kernel (``gputok.kernels.pair_count``, CUDA words) or the twin. ``apply_merge_torch``
-rewrites the occurrences of one merge in the flat, linked symbol lists; the host merge loop calls
-it, or its kernel ``gputok.kernels.apply_merge`` when the ``triton`` backend is forced.
+picks its Triton kernel (``gputok.kernels.pair_count``, for CUDA words) or the torch twin
+``pair_windows_torch``. ``apply_merge`` rewrites the occurrences of one merge in the flat, linked
+symbol lists, in the merge loop's numpy arrays.
 
 Memory: ``pair_count`` holds two int64 arrays per symbol (the window keys and weights) and the sort
 of the keys; ``apply_merge`` works in place.
@@ -85,20 +85,19 @@ def pair_count(symbols: torch.Tensor, row_ids: torch.Tensor, counts: torch.Tenso
     return unique, totals, slot
 
 
-def apply_merge_torch(symbols: torch.Tensor, nxt: torch.Tensor, prv: torch.Tensor, starts: torch.Tensor,
-                      new_id: int) -> None:
+def apply_merge(symbols: torch.Tensor, nxt: torch.Tensor, prv: torch.Tensor, starts: torch.Tensor,
+                new_id: int) -> None:
     """Merge the occurrences starting at ``starts`` into ``new_id``, in place.
 
-    The twin of ``gputok.kernels.apply_merge.apply_merge_triton``: ``symbols[p] = new_id``, the
-    right half ``q = nxt[p]`` dies (symbol -1), ``p`` links to ``r = nxt[q]``. ``starts`` must not
-    overlap (no start is the right half of another); all four are int32. Only indexing is used, so the same code runs on
-    numpy arrays: the CPU merge loop passes its numpy state (numpy's per-op cost on these small
-    index arrays is a fraction of torch's).
+    ``symbols[p] = new_id``, the right half ``q = nxt[p]`` dies (symbol -1), ``p`` links to
+    ``r = nxt[q]``. ``starts`` must not overlap (no start is the right half of another); all four
+    are int32. Only indexing is used, so the same code runs on numpy arrays: the merge loop passes
+    its numpy state (numpy's per-op cost on these small index arrays is a fraction of torch's).
 
     >>> sym = torch.tensor([5, 6, 5, 6], dtype=torch.int32)
     >>> nxt = torch.tensor([1, 2, 3, -1], dtype=torch.int32)
     >>> prv = torch.tensor([-1, 0, 1, 2], dtype=torch.int32)
-    >>> apply_merge_torch(sym, nxt, prv, torch.tensor([0, 2], dtype=torch.int32), 9)
+    >>> apply_merge(sym, nxt, prv, torch.tensor([0, 2], dtype=torch.int32), 9)
     >>> sym.tolist(), nxt.tolist(), prv.tolist()
     ([9, -1, 9, -1], [2, 2, -1, -1], [-1, 0, 0, 2])
     """
