@@ -2,8 +2,8 @@
 
 Each file holds one op: a private ``@triton.jit`` kernel, its launcher ``<op>_triton`` and, in its
 docstring, the name of the torch twin it must equal. The tests compare each kernel with its twin
-under ``TRITON_INTERPRET=1``, compile every launch they make for sm_80 and sm_90
-(``tests/test_kernels_compile.py``: the interpreter accepts code the compiler refuses, such as a
+under ``TRITON_INTERPRET=1``, compile the launches of small real workloads for sm_75, sm_80 and
+sm_90 (``tests/test_kernels_compile.py``: the interpreter accepts code the compiler refuses, such as a
 module global that is not a ``tl.constexpr``), and, on a CUDA machine, run them on the GPU
 (``tests/test_cuda.py``).
 """

@@ -6,9 +6,9 @@ fails on a GPU. So this test records every kernel launch that small real workloa
 interpreter (each tokenizer family's encoding, with WordPiece's partial-unk rule and Unigram's
 float32 scores too, BPE and Unigram training, all on the Triton path), checks that they launch
 every kernel of ``gputok.kernels``, then, in a subprocess with the interpreter off, compiles each
-distinct launch signature down to a cubin for sm_80 and sm_90 through ``JITFunction.warmup`` with a
-stand-in driver (compiling needs no GPU; only loading a cubin does). ``tests/test_cuda.py`` runs
-the kernels on a GPU.
+distinct launch signature down to a cubin for sm_75, sm_80 and sm_90 (T4, A100, H100) through
+``JITFunction.warmup`` with a stand-in driver (compiling needs no GPU; only loading a cubin does).
+``tests/test_cuda.py`` runs the kernels on a GPU.
 """
 
 import importlib
@@ -28,7 +28,7 @@ from gputok.hashing import HashMap, lookup
 triton = pytest.importorskip("triton")
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
-TARGETS = [("cuda", 80, 32), ("cuda", 90, 32)]
+TARGETS = [("cuda", 75, 32), ("cuda", 80, 32), ("cuda", 90, 32)]
 
 
 def _describe(value):
