@@ -99,7 +99,8 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
         tokens = run()
         pass_seconds.append(time.perf_counter() - start)
     seconds = min(pass_seconds)
-    return {"engine": engine, "seconds": seconds, "pass_seconds": pass_seconds, "tokens": tokens, "megabytes": nbytes / 1e6,
+    return {"engine": engine, "seconds": seconds, "pass_seconds": pass_seconds, "tokens": tokens,
+            "megabytes": nbytes / 1e6,
             "mb_per_s": nbytes / 1e6 / seconds, "tokens_per_s": tokens / seconds,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
@@ -142,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     if len({r["tokens"] for r in rows}) != 1:
         print("WARNING: token counts differ:", {r["engine"]: r["tokens"] for r in rows})
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps({"threads": args.threads, "device": args.device, "model": model, "rows": rows}, indent=2))
+    Path(args.json).write_text(json.dumps({"threads": args.threads, "device": args.device, "model": model,
+                                           "rows": rows}, indent=2))
     return 0
 
 

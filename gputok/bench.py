@@ -50,14 +50,15 @@ def _runner(engine: str, tokenizer: str, threads: int, device: str):
     from . import assets
 
     if engine.startswith("gputok"):
-        from .tokenizer import Tokenizer
+        from .tokenizer import CUDA_FROM_CHARS, Tokenizer
         from .word_cache import WordCache
 
         if tokenizer == "bert":
             tok = Tokenizer.from_vocab(assets.fetch("bert-vocab"))
         else:
             tok = Tokenizer.from_tiktoken(assets.fetch(f"{tokenizer}-tiktoken"), pattern=tokenizer)
-        tok(["warm up the tables, compile the kernels " * 500], device=device)  # over CUDA_FROM_CHARS
+        # Long enough to reach the GPU (smaller batches for it are encoded on the CPU).
+        tok(["warm up the tables " * (CUDA_FROM_CHARS // 19 + 1)], device=device)
         padded = engine == "gputok"
 
         def run(batch):

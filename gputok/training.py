@@ -151,8 +151,9 @@ def _components(chosen: Preset):
 def count_words(files_or_iterator: str | os.PathLike | Iterable, *, preset: str = "byte-level-bpe",
                 device: torch.device | str = "cpu", progress: bool = False) -> tuple[counting.WordCounts, int]:
     """Unique words (ragged int32 codepoints) and their int64 counts of a corpus through
-    ``preset``'s normalizer and pre-tokenizer, and the number of words seen. ``files_or_iterator``: a path, a list of paths, or an iterable
-    of texts (``str``); files are checked before any work starts.
+    ``preset``'s normalizer and pre-tokenizer, and the number of words seen. ``files_or_iterator``:
+    a path, a list of paths, or an iterable of texts (``str``); files are checked before any work
+    starts.
     """
     _, chosen = _resolve(None, preset, "frequency")
     normalizer, pre_tokenizer = _components(chosen)

@@ -8,7 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
-FIBONACCI = tl.constexpr(0x9E3779B97F4A7C15 - (1 << 64))  # gputok.hashing.home_slot; kernels read only constexpr globals
+# gputok.hashing.home_slot's multiplier; a constexpr, as kernels may read no other globals
+FIBONACCI = tl.constexpr(0x9E3779B97F4A7C15 - (1 << 64))
 
 
 @triton.jit

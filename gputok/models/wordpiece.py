@@ -184,9 +184,9 @@ class WordPiece:
             ids += [i for i, _ in pieces]
             ends += [e for _, e in pieces]
             counts.append(len(pieces))
-        offsets = torch.tensor([0] + counts, dtype=torch.int64).cumsum(0).to(words.device)
-        return (Ragged(torch.tensor(ids, dtype=torch.int32, device=words.device), offsets),
-                Ragged(torch.tensor(ends, dtype=torch.int32, device=words.device), offsets))
+        num = torch.tensor(counts, dtype=torch.int64, device=words.device)
+        return (Ragged.from_lengths(torch.tensor(ids, dtype=torch.int32, device=words.device), num),
+                Ragged.from_lengths(torch.tensor(ends, dtype=torch.int32, device=words.device), num))
 
     def id_to_token(self) -> list[str]:
         tokens = [""] * (max(self.vocab.values()) + 1)

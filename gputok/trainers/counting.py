@@ -296,6 +296,3 @@ def text_chunks(texts: Iterable, *, chunk_chars: int = CHUNK_BYTES) -> Iterator[
             batch, size = [], 0
     if batch:
         yield batch
-
-
-
