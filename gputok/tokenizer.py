@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from . import _dispatch, decoders, normalizers, pre_tokenizers
+from . import _cpu_threads, _dispatch, decoders, normalizers, pre_tokenizers
 from ._atomic import write_atomic
 from .dedup import gather_words, span_hashes, unique_words
 from .ingest import TextInput, as_texts, codepoints
@@ -270,6 +270,16 @@ class Tokenizer:
         pattern = self._pattern(allowed) if allowed != frozenset() else None
         if pattern is not None and pattern.search("".join(texts)):
             return self._encode_with_added_tokens(texts, pattern, device, with_spans)
+        parts = (_cpu_threads.chunks(texts) if torch.device(device).type == "cpu"
+                 and not getattr(self.model, "is_sampling", False) else None)  # a sample's draws stay in order
+        if parts is None:
+            return self._encode_plain(texts, device, with_spans)
+        done = _cpu_threads.map_chunks(lambda part: self._encode_plain(part, device, with_spans), parts)
+        ids = Ragged(torch.cat([d.ids.values for d in done]), offsets_from_lengths(torch.cat([d.ids.lengths() for d in done])))
+        return Encoded(ids, torch.cat([d.spans for d in done]) if with_spans else None)
+
+    def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
+        """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
         text = codepoints(texts, device)
         if self.normalizer is not None:
             norm, source = self.normalizer(text)
