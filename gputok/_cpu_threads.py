@@ -3,11 +3,13 @@
 Why: most of the encode pipeline is many small torch and numpy ops (gathers, cumsums, unique,
 hash probes), and few of them use more than one core: torch splits an op across its threads
 only above ~32k elements, and cumsum, sort-based unique and numpy's nonzero run on one. Chunks
-in worker threads, each running its ops single-threaded, keep the cores busier: on the 2-core
-CI machine, cl100k's 20 MB in batches of 65,536 lines took ~1.35 s per pass instead of ~1.45 s
-(``gputok bench --tokenizer cl100k``). The ops release the GIL, but every op hands it over
-between the threads, and on small chunks those hand-overs cost more than the second core
-brings (batches of 1,024 lines ran 2.5x slower split): hence ``MIN_CHUNK_CHARS``.
+in worker threads, each running its ops single-threaded, keep the cores busier. On the 2-core
+CI machine (fastest of 3 passes, several processes each): Unigram on 5 MB of the parity corpus
+~0.45 s per pass instead of ~0.65 s; cl100k on 20 MB of English ~1.3-1.35 s instead of
+~1.35-1.5 s. That machine caps the gain: two processes encoding one half each took ~1.5x as
+long as one alone. The ops release the GIL, but every op hands it over between the threads,
+and on small chunks the hand-overs cost more than the second core brings (batches of 1,024
+lines ran 2.5x slower split): hence ``MIN_CHUNK_CHARS``.
 
 Each worker thread sets its own torch thread count to 1 (a per-thread setting under OpenMP);
 the caller's is restored after each map, as ``torch.set_num_threads`` also updates the default

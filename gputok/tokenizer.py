@@ -275,7 +275,8 @@ class Tokenizer:
         if parts is None:
             return self._encode_plain(texts, device, with_spans)
         done = _cpu_threads.map_chunks(lambda part: self._encode_plain(part, device, with_spans), parts)
-        ids = Ragged(torch.cat([d.ids.values for d in done]), offsets_from_lengths(torch.cat([d.ids.lengths() for d in done])))
+        ids = Ragged(torch.cat([d.ids.values for d in done]),
+                     offsets_from_lengths(torch.cat([d.ids.lengths() for d in done])))
         return Encoded(ids, torch.cat([d.spans for d in done]) if with_spans else None)
 
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
