@@ -7,9 +7,10 @@ The model is a Unigram model that sentencepiece trains on ASSETS text (vocab 800
 as the tests cache it), or ``--model``. The text is the first ``--megabytes`` of the parity corpus
 (English, the Chinese kernel docs, Shakespeare, GO terms). Engines, each in its own subprocess
 with the same thread count: gputok (Python strings in, padded tensors out, batches of
-``--batch-size`` lines, torch intra-op threads, a fresh word cache each pass, on ``--device``),
-gputok-ragged (the same, ids out as one flat tensor with row offsets, ``padding=False``: the output
-the other engines give, without the ``[rows, longest]`` tensors), sentencepiece's batch call
+``--batch-size`` lines, ``torch.set_num_threads(N)`` for its intra-op and chunk threads, a fresh
+word cache each pass, on ``--device``), gputok-ragged (the same, ids out as one flat tensor with
+row offsets, ``padding=False``: the output the other engines give, without the ``[rows, longest]``
+tensors), sentencepiece's batch call
 ``encode(lines, num_threads=N)``, and huggingface ``encode_batch`` on the tokenizer.json gputok
 writes for the same model (``RAYON_NUM_THREADS=N``). Prints a table and writes JSON
 (default bench-results/encode_unigram.json). All engines must produce the same token count. With

@@ -3,7 +3,8 @@
 WordPiece (``--tokenizer bert``) runs against huggingface ``BertWordPieceTokenizer.encode_batch``;
 byte-level BPE (``--tokenizer gpt2|cl100k``) against tiktoken's ``encode_ordinary_batch`` and
 against tiktoken on the batch joined into one long string. Each engine runs in its own subprocess
-(so peak RSS is its own) with the same number of threads (torch intra-op threads for gputok,
+(so peak RSS is its own) with the same number of threads (``torch.set_num_threads`` for gputok:
+its intra-op threads, and as many chunk threads for a large batch, see ``gputok._cpu_threads``;
 ``RAYON_NUM_THREADS`` for huggingface, ``num_threads`` for tiktoken). gputok is timed end to end:
 Python strings in, padded ``input_ids``/``attention_mask`` tensors out (``gputok``) or the flat
 ids with their row offsets (``gputok-ragged``, ``padding=False``: what tiktoken's lists of ids
