@@ -52,6 +52,8 @@ def chunks(texts: Sequence[str]) -> list[Sequence[str]] | None:
         return None
     cuts = np.searchsorted(ends, total * np.arange(1, parts) / parts, side="left") + 1
     bounds = [0, *sorted(set(int(c) for c in cuts if 0 < c < len(texts))), len(texts)]
+    if len(bounds) < 3:  # one text holds nearly all the characters
+        return None
     return [texts[a:b] for a, b in zip(bounds, bounds[1:])]
 
 

@@ -86,6 +86,7 @@ def test_chunks_are_balanced_and_cover_every_text(split_small):
     assert len(parts) == 2 and max(sizes) - min(sizes) <= 5000
     assert _cpu_threads.chunks(["a" * 1999, "b"]) is None  # 2,000 characters: one chunk's worth
     assert _cpu_threads.chunks(["a" * 10**6]) is None  # one text is never cut
+    assert _cpu_threads.chunks([""] * 20 + ["a" * 10**6]) is None  # nor is one text with empty ones
     torch.set_num_threads(1)
     assert _cpu_threads.chunks(texts) is None
 
