@@ -14,8 +14,10 @@ Bound and eviction: at most ``capacity`` words of at most ``max_word_length`` co
 (longer words are encoded every time); when a batch brings more new words than there is room
 for, the cache is emptied first and refilled from that batch (a generational reset: no
 per-entry bookkeeping, and a batch never evicts its own words). A cache belongs to one model:
-given another, it empties itself. Thread-safe: lookups and inserts hold a lock; the model runs
-outside it, so threads encode their misses in parallel. Forked children get a fresh lock.
+given another, it empties itself. Thread-safe: inserts hold a lock; a lookup only takes a
+snapshot under it (``_Snapshot``) and reads outside it, and the model runs outside it too, so
+threads (the chunks of a large CPU batch) look up and encode in parallel. Forked children get a
+fresh lock.
 
 Memory: 16 bytes per table slot (2 to 4 slots per word of capacity), 32 bytes per entry, 4 bytes
 per stored codepoint and 16 per stored token: about 30 MB when full at the default capacity
@@ -29,6 +31,7 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -73,14 +76,36 @@ class _Store:
         self.ids = _Buffer(torch.int64, device)
         self.ends = _Buffer(torch.int64, device)
 
-    def clear(self) -> None:
-        self.slot_keys.fill_(HashMap.EMPTY)
-        self.max_probes, self.count = 1, 0
-        self.chars.size = self.ids.size = self.ends.size = 0
-
     def find(self, keys: torch.Tensor) -> torch.Tensor:
         """Entry of each key, or -1."""
         return lookup(self.slot_keys, self.slot_entry, self.mask, self.max_probes, keys)
+
+    def snapshot(self) -> _Snapshot:
+        return _Snapshot(self.slot_keys, self.slot_entry, self.mask, self.max_probes, self.count, self.entries,
+                         self.chars.data[:self.chars.size], self.ids.data, self.ends.data)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What a lookup reads: a store's tensors and sizes, taken under the cache's lock and read
+    outside it. Later inserts only fill empty slots and write past ``count`` (a growing buffer
+    moves to a new tensor; a full cache gets a new store), so nothing below ``count`` changes
+    under a reader: an entry at or past it is a miss."""
+
+    slot_keys: torch.Tensor
+    slot_entry: torch.Tensor
+    mask: int
+    max_probes: int
+    count: int
+    entries: torch.Tensor
+    chars: torch.Tensor
+    ids: torch.Tensor
+    ends: torch.Tensor
+
+    def find(self, keys: torch.Tensor) -> torch.Tensor:
+        """Entry of each key, or -1."""
+        entry = lookup(self.slot_keys, self.slot_entry, self.mask, self.max_probes, keys)
+        return torch.where(entry < self.count, entry, -1)
 
 
 _caches: weakref.WeakSet[WordCache] = weakref.WeakSet()
@@ -137,15 +162,17 @@ class WordCache:
             store = self._stores.get(device)
             if store is None:
                 store = self._stores[device] = _Store(self.capacity, device)
-            entry = store.find(keys)
-            hit = nonzero(entry >= 0)
-            hit_entries = store.entries.index_select(0, entry.index_select(0, hit))
-            same = self._verified(store, hit_entries, values, starts.index_select(0, hit), lengths.index_select(0, hit))
-            if same is not None:  # a hash collision (rare): those words miss
-                hit, hit_entries = hit.index_select(0, same), hit_entries.index_select(0, same)
-            stored_tokens, hit_offsets = span_indices(hit_entries[:, 2], hit_entries[:, 3])
-            hit_ids = store.ids.data.index_select(0, stored_tokens)
-            hit_ends = store.ends.data.index_select(0, stored_tokens) if with_ends else None
+            stored = store.snapshot()
+        # Read outside the lock, so that threads encoding chunks of one batch look up together.
+        entry = stored.find(keys)
+        hit = nonzero(entry >= 0)
+        hit_entries = stored.entries.index_select(0, entry.index_select(0, hit))
+        same = self._verified(stored.chars, hit_entries, values, starts.index_select(0, hit), lengths.index_select(0, hit))
+        if same is not None:  # a hash collision (rare): those words miss
+            hit, hit_entries = hit.index_select(0, same), hit_entries.index_select(0, same)
+        stored_tokens, hit_offsets = span_indices(hit_entries[:, 2], hit_entries[:, 3])
+        hit_ids = stored.ids.index_select(0, stored_tokens)
+        hit_ends = stored.ends.index_select(0, stored_tokens) if with_ends else None
         if hit.numel() == keys.numel():  # every word hit: the tokens are in order already
             return Ragged(hit_ids, hit_offsets), Ragged(hit_ends, hit_offsets) if with_ends else None
         is_miss = torch.ones(keys.numel(), dtype=torch.bool, device=device)
@@ -169,11 +196,11 @@ class WordCache:
                      miss_lengths.index_select(0, rep), new_ids, new_ends)
         return Ragged(ids, out_offsets), Ragged(ends, out_offsets) if with_ends else None
 
-    def _verified(self, store: _Store, stored: torch.Tensor, values: torch.Tensor, starts: torch.Tensor,
+    def _verified(self, chars: torch.Tensor, stored: torch.Tensor, values: torch.Tensor, starts: torch.Tensor,
                   lengths: torch.Tensor) -> torch.Tensor | None:
-        """None if every word equals its ``stored`` entry character for character (the common
-        case: no collision at all), else the indices of the words that do."""
-        chars = store.chars.data[:store.chars.size]
+        """None if every word equals its ``stored`` entry (rows of ``entries``; their characters
+        in ``chars``) character for character (the common case: no collision at all), else the
+        indices of the words that do."""
         if bool(torch.equal(stored[:, 1], lengths)) and spans_equal(values, starts, lengths, chars, stored[:, 0]):
             return None
         # A hash collision somewhere (rare): find the words, character by character.
@@ -194,8 +221,8 @@ class WordCache:
             fits = fits[store.find(keys.index_select(0, fits)) < 0][: self.capacity]
             if not fits.numel():
                 return
-            if store.count + fits.numel() > self.capacity:
-                store.clear()
+            if store.count + fits.numel() > self.capacity:  # full: start anew (readers may hold the old store)
+                store = self._stores[device] = _Store(self.capacity, device)
             n = fits.numel()
             word_lengths, token_lengths = lengths.index_select(0, fits), ids.lengths().index_select(0, fits)
             char_index = span_indices(starts.index_select(0, fits), word_lengths)[0]

@@ -151,6 +151,24 @@ def test_merge_rounds_equal_the_heap_on_random_merge_tables(seed):
     assert [bpe_merge_heap(w, pairs) for w in partial] == expected
 
 
+
+def test_dense_byte_pair_table_equals_the_pair_map(pair):
+    """The first merge round reads byte pairs from a dense table: it must hold exactly the pair
+    map's values, for every byte pair (and NO_RANK where the pair map has none)."""
+    from gputok.hashing import lookup
+    from gputok.models.bpe import NO_RANK
+
+    model = pair[1].model
+    left, right = torch.meshgrid(torch.arange(256), torch.arange(256), indexing="ij")
+    ids = model.byte_to_id
+    tokens = torch.stack([ids[left.flatten()], ids[right.flatten()]], 1).flatten()  # (a, b) pairs side by side
+    expected = lookup(*model.pairs.tensors("cpu"), model.pairs.mask, model.pairs.max_probes,
+                      tokens[:-1] * model.vocab_size + tokens[1:], default=NO_RANK)
+    got = model._byte_pair_values(tokens)
+    assert torch.equal(got, expected)
+    assert int((got != NO_RANK).sum()) > 1000  # real merges among the byte pairs, not an all-missing table
+
+
 def test_utf8_bytes_matches_python():
     text = "a\u00e9\u20ac\U0001F600z"
     data, _ = utf8_bytes(Ragged.from_lengths(torch.tensor([ord(c) for c in text]), torch.tensor([len(text)])))

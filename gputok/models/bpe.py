@@ -31,6 +31,7 @@ import functools
 import heapq
 import os
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -53,13 +54,16 @@ FEW_WORDS = 32
 
 def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
                     slot_values: torch.Tensor, hash_mask: int, max_probes: int, vocab_size: int,
-                    min_progress: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+                    min_progress: float = 0.0, first_values: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Merge rounds over ragged rows of token ids; returns the merged (tokens, offsets).
 
     The pair map sends ``left * vocab_size + right`` to ``rank << 32 | merged_id``.
     ``min_progress``: stop after a round that merged fewer than this fraction of the unfinished
     tokens; the rows are then an exact intermediate state of the reference rule (each round is
     a prefix of its one-at-a-time merges), which :func:`bpe_merge_heap` can finish.
+    ``first_values``: the pair map's value of every pair ``(tokens[i], tokens[i + 1])``, if the
+    caller has them (byte-level BPE reads them from a dense byte-pair table: one gather instead
+    of hash probes); those that straddle two rows are ignored.
 
     Each position keeps the pair map's value for the pair it starts (``NO_RANK`` if none), so
     only the pairs next to a merge are looked up again; a round costs a segment min, a compare
@@ -87,7 +91,8 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     n = tok.numel()
     value = torch.full((n,), NO_RANK, dtype=torch.int64, device=device)  # of the pair (i, i + 1)
     if n > 1:
-        value[:-1] = torch.where(row[1:] == row[:-1], pair_value(tok[:-1], tok[1:]), NO_RANK)
+        first = pair_value(tok[:-1], tok[1:]) if first_values is None else first_values
+        value[:-1] = torch.where(row[1:] == row[:-1], first, NO_RANK)
     while n:
         best = torch.full((num_rows,), NO_RANK, dtype=torch.int64, device=device)
         best.scatter_reduce_(0, row, value, reduce="amin")
@@ -156,14 +161,16 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     return tok[order], offsets_from_lengths(counts)
 
 
-def bpe_merge(tokens: torch.Tensor, offsets: torch.Tensor, **pair_map: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def bpe_merge(tokens: torch.Tensor, offsets: torch.Tensor, *, first_values: Callable[[], torch.Tensor] | None = None,
+              **pair_map: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`bpe_merge_torch` through the dispatch: the Triton kernel
-    (``gputok.kernels.bpe_merge``, one program per word) on CUDA, the torch twin on CPU."""
+    (``gputok.kernels.bpe_merge``, one program per word) on CUDA, the torch twin on CPU.
+    ``first_values``: makes the torch twin's ``first_values`` (the kernel looks pairs up itself)."""
     if _dispatch.backend(tokens.device) == "triton":
         from ..kernels.bpe_merge import bpe_merge_triton
 
         return bpe_merge_triton(tokens, offsets, **pair_map)
-    return bpe_merge_torch(tokens, offsets, **pair_map)
+    return bpe_merge_torch(tokens, offsets, first_values=None if first_values is None else first_values(), **pair_map)
 
 
 def bpe_merge_heap(tokens: list[int], pairs: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
@@ -243,6 +250,12 @@ class BPE:
                 raise ValueError(f"the BPE vocabulary lacks single-byte tokens for bytes {missing[:8]}..."
                                  " so some text cannot be encoded; byte-level BPE needs all 256")
             self.byte_to_id = torch.tensor([ids[bytes([b])] for b in range(256)], dtype=torch.int64)
+            # The pair map's value of every byte pair, dense (512 KB): a word's first merge round
+            # ranks its byte pairs with one gather each.
+            self._byte_of_id = torch.zeros(self.vocab_size, dtype=torch.int64)
+            self._byte_of_id[self.byte_to_id] = torch.arange(256)
+            pair_ids = self.byte_to_id[:, None] * self.vocab_size + self.byte_to_id[None, :]
+            self._byte_pairs = self.pairs.get(pair_ids.flatten(), default=NO_RANK)
             # A token's "keys" are what a word is compared with for ignore_merges: bytes here,
             # codepoints for character-level BPE; its units are the initial symbols it covers.
             key_lists = [list(b or b"") for b in token_bytes]
@@ -269,7 +282,7 @@ class BPE:
         if tensors is None:
             names = {"token_keys": self._token_keys, "units": self._units, "tie_chars": self._tie_chars}
             if self.byte_level:
-                names["byte_to_id"] = self.byte_to_id
+                names.update(byte_to_id=self.byte_to_id, byte_of_id=self._byte_of_id, byte_pairs=self._byte_pairs)
             else:
                 names["fallback_ids"] = self._fallback_ids
             tensors = {name: t.to(device) for name, t in names.items()}
@@ -330,6 +343,12 @@ class BPE:
             tied = torch.isin(codes, self._on(device)["tie_chars"]).long()
             one_at_a_time = segment_sum(tied, words.offsets) >= 3
         return symbols, source, whole_ids, one_at_a_time
+
+    def _byte_pair_values(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The pair map's value of each pair ``(tokens[i], tokens[i + 1])`` of byte tokens."""
+        tables = self._on(tokens.device)
+        code = tables["byte_of_id"].index_select(0, tokens)
+        return tables["byte_pairs"].index_select(0, (code[:-1] << 8) | code[1:])
 
     def _char_symbols(self, words: Ragged) -> tuple[Ragged, torch.Tensor]:
         """Character-level initial symbols, following huggingface's ``BPE::merge_word``."""
@@ -436,7 +455,8 @@ class BPE:
         if todo.numel():
             merged, merged_offsets = bpe_merge(sub, offsets_from_lengths(sub_lengths), slot_keys=keys,
                                                slot_values=values, hash_mask=self.pairs.mask,
-                                               max_probes=self.pairs.max_probes, vocab_size=self.vocab_size)
+                                               max_probes=self.pairs.max_probes, vocab_size=self.vocab_size,
+                                               first_values=(lambda: self._byte_pair_values(sub)) if self.byte_level else None)
         else:
             merged, merged_offsets = sub, offsets_from_lengths(sub_lengths)
         out_lengths = torch.where(done, torch.where(lengths == 0, 0, 1), 0)
