@@ -5,9 +5,10 @@ hash probes), and few of them use more than one core: torch splits an op across 
 only above ~32k elements, and cumsum, sort-based unique and numpy's nonzero run on one. Chunks
 in worker threads, each running its ops single-threaded, keep the cores busier. On the 2-core
 CI machine (fastest of 3 passes, several processes each): Unigram on 5 MB of the parity corpus
-~0.45 s per pass instead of ~0.65 s; cl100k on 20 MB of English ~1.3-1.35 s instead of
-~1.35-1.5 s. That machine caps the gain: two processes encoding one half each took ~1.5x as
-long as one alone. The ops release the GIL, but every op hands it over between the threads,
+~0.45 s per pass instead of ~0.65 s; cl100k on 150k lines of English in batches of 65,536,
+cold word cache, ~0.41 s instead of ~0.53 s (both ways in one process, two runs).
+That machine caps the gain: two processes encoding one half each took ~1.5x as long as one
+alone. The ops release the GIL, but every op hands it over between the threads,
 and on small chunks the hand-overs cost more than the second core brings (batches of 1,024
 lines ran 2.5x slower split): hence ``MIN_CHUNK_CHARS``.
 

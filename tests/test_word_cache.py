@@ -125,6 +125,34 @@ def test_threads_share_one_cache(cl100k_path, tiktoken_cl100k, lines):
         assert all(g == want for g in got)
 
 
+
+def test_a_snapshot_stays_valid_while_words_are_added(cl100k_path):
+    """Lookups read a snapshot outside the lock: a word inserted after it is a miss through it,
+    and neither later inserts nor a reset (a full cache gets a new store) change what it holds."""
+    tok = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
+    cache = tok.word_cache = WordCache(capacity=64)
+
+    def key(word):
+        values = torch.tensor([ord(c) for c in word])
+        return span_hashes(values, torch.tensor([0]), torch.tensor([len(word)]))
+
+    def stored_ids(snapshot, entry):
+        start, count = snapshot.entries[entry, 2:].tolist()
+        return snapshot.ids[start:start + count].tolist()
+
+    tok.encode_batch(["alpha beta gamma"])
+    store = cache._stores[torch.device("cpu")]
+    snapshot = store.snapshot()
+    beta = int(snapshot.find(key(" beta")))
+    assert beta >= 0 and stored_ids(snapshot, beta) == tok.encode(" beta")
+    tok.encode_batch(["delta"])
+    assert int(store.find(key("delta"))) >= snapshot.count  # in the store, past the snapshot
+    assert int(snapshot.find(key("delta"))) == -1
+    tok.encode_batch([" ".join(f"w{i}x" for i in range(100))])  # more new words than room: a new store
+    assert cache._stores[torch.device("cpu")] is not store
+    assert int(snapshot.find(key(" beta"))) == beta and stored_ids(snapshot, beta) == tok.encode(" beta")
+
+
 def test_bad_capacity():
     with pytest.raises(ValueError, match=r"capacity=0.*word_cache to None"):
         WordCache(capacity=0)
