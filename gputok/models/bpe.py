@@ -11,7 +11,8 @@ ranks a pair by the rank of its concatenated bytes; a merges list ranks it by it
 
 Batched (``bpe_merge_torch``): the unique words' tokens are one flat tensor with a row per word.
 Every adjacent pair is ranked once through a :class:`gputok.hashing.HashMap` (pair -> rank and
-merged token); each round takes each word's minimum rank (a segment min) and merges *all*
+merged token; on the CPU, byte-level words' initial byte pairs through a dense 256 x 256 copy of
+it); each round takes each word's minimum rank (a segment min) and merges *all*
 occurrences of that pair in the word, left to right without overlap ("a a a" merges once), and
 only the two pairs next to each merge are ranked again. That equals the one-merge-at-a-time
 rule unless a merge creates, next to it, a pair ranked below the pair being merged; the round
@@ -31,7 +32,6 @@ import functools
 import heapq
 import os
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -161,16 +161,16 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     return tok[order], offsets_from_lengths(counts)
 
 
-def bpe_merge(tokens: torch.Tensor, offsets: torch.Tensor, *, first_values: Callable[[], torch.Tensor] | None = None,
+def bpe_merge(tokens: torch.Tensor, offsets: torch.Tensor, *, first_values: torch.Tensor | None = None,
               **pair_map: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`bpe_merge_torch` through the dispatch: the Triton kernel
     (``gputok.kernels.bpe_merge``, one program per word) on CUDA, the torch twin on CPU.
-    ``first_values``: makes the torch twin's ``first_values`` (the kernel looks pairs up itself)."""
+    ``first_values`` go to the torch twin only (the kernel looks every pair up itself)."""
     if _dispatch.backend(tokens.device) == "triton":
         from ..kernels.bpe_merge import bpe_merge_triton
 
         return bpe_merge_triton(tokens, offsets, **pair_map)
-    return bpe_merge_torch(tokens, offsets, first_values=None if first_values is None else first_values(), **pair_map)
+    return bpe_merge_torch(tokens, offsets, first_values=first_values, **pair_map)
 
 
 def bpe_merge_heap(tokens: list[int], pairs: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
@@ -453,10 +453,12 @@ class BPE:
         sub = byte_ids.index_select(0, _gather_rows(data.offsets, todo))
         keys, values = self.pairs.tensors(data.device)
         if todo.numel():
+            first_values = (self._byte_pair_values(sub) if self.byte_level and _dispatch.backend(data.device) == "torch"
+                            else None)
             merged, merged_offsets = bpe_merge(sub, offsets_from_lengths(sub_lengths), slot_keys=keys,
                                                slot_values=values, hash_mask=self.pairs.mask,
                                                max_probes=self.pairs.max_probes, vocab_size=self.vocab_size,
-                                               first_values=(lambda: self._byte_pair_values(sub)) if self.byte_level else None)
+                                               first_values=first_values)
         else:
             merged, merged_offsets = sub, offsets_from_lengths(sub_lengths)
         out_lengths = torch.where(done, torch.where(lengths == 0, 0, 1), 0)
