@@ -76,10 +76,6 @@ class _Store:
         self.ids = _Buffer(torch.int64, device)
         self.ends = _Buffer(torch.int64, device)
 
-    def find(self, keys: torch.Tensor) -> torch.Tensor:
-        """Entry of each key, or -1."""
-        return lookup(self.slot_keys, self.slot_entry, self.mask, self.max_probes, keys)
-
     def snapshot(self) -> _Snapshot:
         return _Snapshot(self.slot_keys, self.slot_entry, self.mask, self.max_probes, self.count, self.entries,
                          self.chars.data[:self.chars.size], self.ids.data, self.ends.data)
@@ -218,7 +214,7 @@ class WordCache:
             if store is None or self._owner() is not owner:  # another model took the cache meanwhile
                 return
             # Another thread may have stored some of these words since the lookup.
-            fits = fits[store.find(keys.index_select(0, fits)) < 0][: self.capacity]
+            fits = fits[store.snapshot().find(keys.index_select(0, fits)) < 0][: self.capacity]
             if not fits.numel():
                 return
             if store.count + fits.numel() > self.capacity:  # full: start anew (readers may hold the old store)
