@@ -2,7 +2,7 @@
 
 Real text has ~10x fewer unique words than words, so the model only ever sees unique words.
 The batch hash (:func:`span_hashes`) is a polynomial hash of the codepoints modulo 2**64, taken
-straight from the text with no per-word gather: one cumsum of ``(codepoint + 1) * B**-i`` over
+straight from the text with no per-word gather: one cumsum of ``codepoint * B**-i`` over
 the whole batch, and per word a difference times ``B**start`` (B odd, so it is invertible).
 That is two passes over the characters, where a per-character mix takes a dozen. Every word is
 then checked exactly, character by character, against its representative. Polynomial hashes
@@ -79,9 +79,16 @@ def span_hashes(values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) 
     down, up = _powers_of(n + 1, values.device)
     csum = torch.empty(n + 1, dtype=torch.int64, device=values.device)
     csum[0] = 0
-    # (v + 1) * B**-i, in place on one int64 copy (addcmul with int32 values costs a promotion pass more)
-    torch.cumsum(values.to(torch.int64, copy=True).add_(1).mul_(down[:n]), 0, out=csum[1:])
-    poly = (csum.index_select(0, ends) - csum.index_select(0, starts)) * up.index_select(0, starts)
+    # v * B**-i, in place on one int64 copy (addcmul with int32 values costs a promotion pass more).
+    # A zero codepoint adds nothing, but the length is mixed in below: equal hashes of equal
+    # lengths still need equal polynomials.
+    torch.cumsum(values.to(torch.int64, copy=True).mul_(down[:n]), 0, out=csum[1:])
+    at_start = csum.index_select(0, starts)
+    if starts.numel() and bool(torch.equal(ends[:-1], starts[1:])):  # the spans tile: each ends where the next starts
+        at_end = torch.cat([at_start[1:], csum.index_select(0, ends[-1:])])
+    else:
+        at_end = csum.index_select(0, ends)
+    poly = (at_end - at_start) * up.index_select(0, starts)
     return (poly + (ends - starts) * _LENGTH_WEIGHT) & ((1 << 63) - 1)
 
 
@@ -177,7 +184,7 @@ def unique_spans(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tens
 def gather_words(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor) -> Ragged:
     """The words ``values[starts[i]:starts[i] + lengths[i]]`` as one contiguous ragged tensor."""
     index, offsets = span_indices(starts, lengths)
-    return Ragged(values[index], offsets)
+    return Ragged(values.index_select(0, index), offsets)
 
 
 def padded_chars(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:

@@ -66,6 +66,48 @@ def nonzero(mask: torch.Tensor) -> torch.Tensor:
     return torch.nonzero(mask).flatten()
 
 
+_NUMPY_DTYPES = {torch.bool: np.bool_, torch.int32: np.int32, torch.int64: np.int64}
+
+
+def cumsum(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``torch.cumsum(values, 0, dtype=dtype)`` of a 1-D tensor.
+
+    On the CPU, a bool or int32 input goes through numpy's ``cumsum``, ~2x faster than torch's
+    there (2.1M entries, one thread: bool to int32 1.3 ms against 2.7 ms); torch's is the faster
+    one for int64.
+
+    >>> cumsum(torch.tensor([True, False, True]), torch.int32).tolist()
+    [1, 1, 2]
+    """
+    if values.device.type == "cpu" and values.dtype in (torch.bool, torch.int32) and dtype in _NUMPY_DTYPES:
+        return torch.from_numpy(np.cumsum(values.numpy(), dtype=_NUMPY_DTYPES[dtype]))
+    return torch.cumsum(values, 0, dtype=dtype)
+
+
+def search_sorted(sorted_values: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+    """``torch.searchsorted(sorted_values, query)`` (left side, int64), through numpy on the CPU:
+    ~1.7x faster there (65k queries into 540k values: 2.0 ms against 3.4 ms)."""
+    if sorted_values.device.type == "cpu" and sorted_values.dtype == query.dtype:
+        return torch.from_numpy(np.searchsorted(sorted_values.numpy(), query.numpy()).astype(np.int64, copy=False))
+    return torch.searchsorted(sorted_values, query)
+
+
+def select(mask: torch.Tensor, a: torch.Tensor | int, b: torch.Tensor | int) -> torch.Tensor:
+    """``torch.where(mask, a, b)`` for integer tensors of one dtype (broadcast), one of them
+    possibly an int.
+
+    On the CPU as ``b + (a - b) * mask`` (integers wrap around, so it is exact): torch.where
+    branches per element there, ~6x slower than these three passes on an irregular mask (781k
+    int32: 3.1 ms against 0.5 ms), and about as fast on a regular one.
+
+    >>> select(torch.tensor([True, False]), torch.tensor([1, 2]), 7).tolist()
+    [1, 7]
+    """
+    if a.device.type != "cpu":
+        return torch.where(mask, a, b)
+    return (a - b).mul_(mask).add_(b)
+
+
 def offsets_from_lengths(lengths: torch.Tensor) -> torch.Tensor:
     offsets = torch.empty(lengths.numel() + 1, dtype=torch.int64, device=lengths.device)
     offsets[0] = 0
@@ -86,8 +128,24 @@ def repeat_rows(values: torch.Tensor, offsets: torch.Tensor, total: int) -> torc
     """
     delta = torch.zeros(total + 1, dtype=values.dtype, device=values.device)
     if values.numel():
-        delta.scatter_add_(0, (offsets[:-1] - offsets[:1]).long(), torch.diff(values, prepend=values.new_zeros(1)))
-    return torch.cumsum(delta[:total], 0, dtype=values.dtype)
+        delta.scatter_add_(0, _zero_based(offsets[:-1]), _steps(values))
+    return cumsum(delta[:total], values.dtype)
+
+
+def _zero_based(row_starts: torch.Tensor) -> torch.Tensor:
+    """``row_starts`` shifted so that the first is 0 (int64); on the CPU without a copy when it is 0 already."""
+    if row_starts.device.type == "cpu" and row_starts.dtype == torch.int64 and (not row_starts.numel() or row_starts[0] == 0):
+        return row_starts
+    return (row_starts - row_starts[:1]).long()
+
+
+def _steps(values: torch.Tensor) -> torch.Tensor:
+    """``values[i] - values[i - 1]``, with ``values[-1]`` read as 0: ``torch.diff`` with a zero
+    prepended, without the copy its ``prepend`` makes."""
+    out = torch.empty_like(values)
+    out[:1] = values[:1]
+    torch.sub(values[1:], values[:-1], out=out[1:])
+    return out
 
 
 def row_ids(offsets: torch.Tensor, total: int) -> torch.Tensor:
@@ -122,9 +180,14 @@ def span_indices(starts: torch.Tensor, lengths: torch.Tensor, *,
     """
     offsets = offsets_from_lengths(lengths)
     total = int(offsets[-1])
-    # Each value's index is its position plus its span's (start - offset).
-    shift = repeat_rows((starts - offsets[:-1]).to(dtype or torch.int64), offsets, total)
-    return shift.add_(torch.arange(total, dtype=shift.dtype, device=starts.device)), offsets
+    it = dtype or torch.int64
+    # Each value's index is its position plus its span's (start - offset): one cumsum of ones,
+    # plus each span's change of (start - offset) at its first position (as in repeat_rows).
+    step = torch.ones(total + 1, dtype=it, device=starts.device)
+    step[:1] = 0
+    if starts.numel():
+        step.scatter_add_(0, offsets[:-1], _steps((starts - offsets[:-1]).to(it)))
+    return cumsum(step[:total], it), offsets
 
 
 def expand_rows(table: Ragged, keys: torch.Tensor) -> tuple[Ragged, torch.Tensor]:

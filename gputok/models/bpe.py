@@ -135,12 +135,13 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
             c, new_tok, has_left, chosen_before, left_value, right_value = (
                 t.index_select(0, keep_c) for t in (c, new_tok, has_left, chosen_before, left_value, right_value))
         # Apply: the merged token at c, its right part dropped; the pair values next to it.
-        tok[c] = new_tok
-        value[c] = right_value
+        # (scatter_ and index_fill_ rather than indexed assignment: several times faster on the CPU)
+        tok.scatter_(0, c, new_tok)
+        value.scatter_(0, c, right_value)
         owner = nonzero(has_left)
-        value[c.index_select(0, owner) - 1 - chosen_before.index_select(0, owner).long()] = left_value.index_select(0, owner)
-        drop = finished.clone()
-        drop[c + 1] = True
+        value.scatter_(0, c.index_select(0, owner) - 1 - chosen_before.index_select(0, owner).long(),
+                       left_value.index_select(0, owner))
+        drop = finished.clone().index_fill_(0, c + 1, True)
         out = nonzero(finished)
         if out.numel():
             done_tok.append(tok.index_select(0, out))
