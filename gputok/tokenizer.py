@@ -324,7 +324,7 @@ class Tokenizer:
             piece = piece_ids.offsets[inverse][word_of_token] + (
                 torch.arange(total, device=text.device) - word_token_offsets[:-1][word_of_token])
             ids = piece_ids.values[piece].long()
-        token_offsets = word_token_offsets[words.text_offsets]
+        token_offsets = word_token_offsets.index_select(0, words.text_offsets)
         spans = None
         if with_spans:
             first = words.starts[word_of_token]

@@ -665,4 +665,5 @@ def merges_from_ranks(ranks: dict[bytes, int]) -> dict[tuple[int, int], tuple[in
 
 def _gather_rows(offsets: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """Flat indices of the values of ``rows`` (in order) of a ragged tensor with ``offsets``."""
-    return span_indices(offsets[rows], offsets[rows + 1] - offsets[rows])[0]
+    starts = offsets.index_select(0, rows)
+    return span_indices(starts, offsets.index_select(0, rows + 1) - starts)[0]
