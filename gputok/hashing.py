@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from . import _dispatch
-from .ragged import nonzero, select
+from .ragged import nonzero
 
 _M1 = 0xBF58476D1CE4E5B9 - (1 << 64)
 _M2 = 0x94D049BB133111EB - (1 << 64)
@@ -153,7 +153,7 @@ def hash_lookup(slot_keys: torch.Tensor, slot_values: torch.Tensor, mask: int, m
     hit = found == query
     # Most keys sit in their home slot (load factor <= 1/2): the first probe is one pass over
     # all queries, and only the rest probe on.
-    result = select(hit, slot_values.index_select(0, slot), default)
+    result = torch.where(hit, slot_values.index_select(0, slot), default)
     pending = nonzero(~hit & (found != HashMap.EMPTY))
     slot, probes = slot.index_select(0, pending), 1
     while pending.numel() > _BLOCK_BELOW and probes < max_probes:  # a pass per probe while many are left

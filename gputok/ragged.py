@@ -98,7 +98,8 @@ def select(mask: torch.Tensor, a: torch.Tensor | int, b: torch.Tensor | int) -> 
 
     On the CPU as ``b + (a - b) * mask`` (integers wrap around, so it is exact): torch.where
     branches per element there, ~6x slower than these three passes on an irregular mask (781k
-    int32: 3.1 ms against 0.5 ms), and about as fast on a regular one.
+    int32: 3.1 ms against 0.5 ms; the kinds of a split's segments: 1.2 ms against 0.4 ms), and
+    faster on a mask that is nearly all True or all False (int64 hash lookups, 97% hits).
 
     >>> select(torch.tensor([True, False]), torch.tensor([1, 2]), 7).tolist()
     [1, 7]
