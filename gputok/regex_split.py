@@ -120,7 +120,7 @@ import torch
 from . import unicode
 from .ingest import strings
 from .pre_tokenizers import Words
-from .ragged import Ragged, cumsum, nonzero, offsets_from_lengths, positions_in_rows, search_sorted, select
+from .ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, search_sorted, select
 
 _R50K = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 _CL100K = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
@@ -249,13 +249,13 @@ def _pair_table(rule, device: torch.device) -> torch.Tensor:
 
 def _next_true(brk: torch.Tensor, it: torch.dtype) -> torch.Tensor:
     """For each j < len(brk) - 1: the smallest j' > j with ``brk[j']`` (``brk[-1]`` must be True)."""
-    counts = cumsum(brk[:-1], it)
+    counts = torch.cumsum(brk[:-1], 0, dtype=it)
     return nonzero(brk).to(it).index_select(0, counts)
 
 
 def _last_true(mask: torch.Tensor, it: torch.dtype) -> torch.Tensor:
     """For each j: the largest j' <= j with ``mask[j']``, or -1."""
-    counts = cumsum(mask, it)
+    counts = torch.cumsum(mask, 0, dtype=it)
     where = nonzero(mask).to(it)
     return torch.cat([where.new_full((1,), -1), where]).index_select(0, counts)
 
@@ -287,7 +287,7 @@ class _Batch:
         brk[1:n] |= kind[1:] != kind[:-1]
         self.seg_start = nonzero(brk).to(it)  # m + 1 entries, the last is n
         self.m = m = self.seg_start.numel() - 1
-        self.segid = cumsum(brk, it) - 1  # n + 1 entries, segid[n] = m
+        self.segid = torch.cumsum(brk, 0, dtype=it) - 1  # n + 1 entries, segid[n] = m
         seg_kind = kind.index_select(0, self.seg_start[:m]).to(it)
         self.seg_kind = torch.cat([seg_kind, seg_kind.new_full((1,), none)])  # m + 1
         self.seg_first = first.index_select(0, self.seg_start)  # m + 1: does the segment start a text
