@@ -113,10 +113,18 @@ def repeat_rows(values: torch.Tensor, offsets: torch.Tensor, total: int) -> torc
     >>> repeat_rows(torch.tensor([7, 8, 9]), torch.tensor([0, 2, 2, 5]), 5).tolist()
     [7, 7, 9, 9, 9]
     """
-    delta = torch.zeros(total + 1, dtype=values.dtype, device=values.device)
-    if values.numel():
-        delta.scatter_add_(0, _zero_based(offsets[:-1]), _steps(values))
-    return torch.cumsum(delta[:total], 0, dtype=values.dtype)
+    return _row_runs(values, offsets, total, step=0)
+
+
+def _row_runs(row_values: torch.Tensor, offsets: torch.Tensor, total: int, *, step: int) -> torch.Tensor:
+    """``row_values[i] + step * k`` at every position ``k`` (counted over all rows) of row ``i``:
+    one cumsum of ``step`` everywhere plus each row's change of ``row_values`` at its first
+    position (a scatter-add; empty rows add changes that cancel out)."""
+    delta = torch.full((total + 1,), step, dtype=row_values.dtype, device=row_values.device)
+    delta[:1] = 0
+    if row_values.numel():
+        delta.scatter_add_(0, _zero_based(offsets[:-1]), _steps(row_values))
+    return torch.cumsum(delta[:total], 0, dtype=row_values.dtype)
 
 
 def _zero_based(row_starts: torch.Tensor) -> torch.Tensor:
@@ -167,14 +175,8 @@ def span_indices(starts: torch.Tensor, lengths: torch.Tensor, *,
     """
     offsets = offsets_from_lengths(lengths)
     total = int(offsets[-1])
-    it = dtype or torch.int64
-    # Each value's index is its position plus its span's (start - offset): one cumsum of ones,
-    # plus each span's change of (start - offset) at its first position (as in repeat_rows).
-    step = torch.ones(total + 1, dtype=it, device=starts.device)
-    step[:1] = 0
-    if starts.numel():
-        step.scatter_add_(0, offsets[:-1], _steps((starts - offsets[:-1]).to(it)))
-    return torch.cumsum(step[:total], 0, dtype=it), offsets
+    # Each value's index is its position plus its span's (start - offset).
+    return _row_runs((starts - offsets[:-1]).to(dtype or torch.int64), offsets, total, step=1), offsets
 
 
 def expand_rows(table: Ragged, keys: torch.Tensor) -> tuple[Ragged, torch.Tensor]:
