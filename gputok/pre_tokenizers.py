@@ -140,7 +140,10 @@ class Split:
         return Words(words.starts.to(text.device), words.ends.to(text.device), words.text_offsets.to(text.device))
 
     def to_json(self) -> dict[str, Any]:
-        split = {"type": "Split", "pattern": {"Regex": self.pattern}, "behavior": "Isolated", "invert": False}
+        from . import regex_split
+
+        pattern = regex_split.hf_spelling(self.pattern) if self.rule is not None else self.pattern
+        split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
         if not self.byte_level:
             return split
         return {"type": "Sequence", "pretokenizers": [
@@ -154,7 +157,8 @@ class Split:
                              "Split(pattern=Regex, behavior=Isolated, invert=false)")
         from . import regex_split
 
-        named = {p: name for name, p in reversed(regex_split.PATTERNS.items())}  # first name wins: gpt2
+        named = {spelling: name for name, p in reversed(regex_split.PATTERNS.items())  # first name wins: gpt2
+                 for spelling in (p, regex_split.hf_spelling(p))}
         return cls(named.get(pattern["Regex"], pattern["Regex"]))
 
 

@@ -144,6 +144,16 @@ PATTERNS: dict[str, str] = {
     "cl100k": _CL100K,
     "o200k": _O200K,
 }
+
+
+def hf_spelling(pattern: str) -> str:
+    r"""``pattern`` as a tokenizer.json writes it for huggingface ``tokenizers``, whose Oniguruma
+    reads ``\p{N}{1,3}+`` as "one or more of ``\p{N}{1,3}``" (any digit run), not as the
+    possessive ``{1,3}`` of the ``regex`` module and tiktoken. cl100k's digit rule is written
+    ``\p{N}{1,3}``: the same matches, as nothing follows it in its alternative."""
+    return pattern.replace(r"\p{N}{1,3}+", r"\p{N}{1,3}")
+
+
 _RULE = {"gpt2": "gpt2", "r50k": "gpt2", "p50k": "gpt2", "cl100k": "cl100k", "o200k": "o200k"}
 
 # Class bits of the per-codepoint table.

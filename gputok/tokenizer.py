@@ -251,6 +251,14 @@ class Tokenizer:
 
     # ---- vocabulary ---------------------------------------------------------------------
     @property
+    def uses_token_types(self) -> bool:
+        """Whether the post-processor gives a pair's second sequence its own token type (BERT's
+        template does; GPT-2, cl100k and SentencePiece models have none): ``tok(...)`` returns
+        ``token_type_ids`` by default only then, so ``model(**batch)`` never gets ones it would
+        misuse (GPT-2's model adds their embeddings when given)."""
+        return self.post_processor is not None and any(item.type_id for item in self.post_processor.pair)
+
+    @property
     def vocab_size(self) -> int:
         return len(self._id_to_token)
 
@@ -413,13 +421,16 @@ class Tokenizer:
                  add_special_tokens: bool = True, padding: bool | str = True, truncation: bool | str = False,
                  max_length: int | None = None, stride: int = 0, pad_to_multiple_of: int | None = None,
                  padding_side: str = "right", return_offsets: bool = False,
-                 return_overflowing_tokens: bool = False, device: torch.device | str | None = None,
+                 return_overflowing_tokens: bool = False, return_token_type_ids: bool | None = None,
+                 device: torch.device | str | None = None,
                  allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = ()
                  ) -> dict[str, torch.Tensor]:
         """Encode a batch into tensors [rows, length] on ``device``.
 
-        Returns ``input_ids``, ``attention_mask`` and ``token_type_ids``; ``offsets`` ([rows,
-        length, 2] character spans into each text, (0, 0) for special and pad tokens) with
+        Returns ``input_ids`` and ``attention_mask``; ``token_type_ids`` with
+        ``return_token_type_ids`` (default: :attr:`uses_token_types`, as huggingface
+        ``transformers`` returns them for BERT and not for GPT-2); ``offsets`` ([rows, length, 2]
+        character spans into each text, (0, 0) for special and pad tokens) with
         ``return_offsets``; ``overflow_to_sample_mapping`` with ``return_overflowing_tokens``.
         ``padding``: True/"longest" (default), "max_length", or False/"do_not_pad", which returns
         the ragged ids flat, with ``row_offsets``.
@@ -443,6 +454,8 @@ class Tokenizer:
             raise ValueError(f"truncation={truncation!r} / padding={padding!r} need max_length=")
         if padding_side not in ("left", "right"):
             raise ValueError(f"padding_side={padding_side!r}; choose 'left' or 'right'")
+        if return_token_type_ids is None:
+            return_token_type_ids = self.uses_token_types
         device = _dispatch.checked_device(device)
         allowed = self._check_special(texts + (pairs or []), allowed_special, disallowed_special)
         device, out_device = self._work_device(device, texts, pairs), device
@@ -461,7 +474,7 @@ class Tokenizer:
         if not template and second is None and truncation is None:
             # One sequence, no special tokens, nothing cut: the rows are the encoded texts as they are.
             row_offsets, input_ids = first.ids.offsets, first.ids.values
-            type_ids = torch.zeros_like(input_ids)
+            type_ids = torch.zeros_like(input_ids) if return_token_type_ids else None
             offsets = first.spans
         else:
             if not template:
@@ -477,7 +490,9 @@ class Tokenizer:
                 offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else spans.new_zeros(1, 2), 0)
         out: dict[str, torch.Tensor] = {}
         if padding == "do_not_pad":
-            out.update(input_ids=input_ids, token_type_ids=type_ids, row_offsets=row_offsets)
+            out.update(input_ids=input_ids, row_offsets=row_offsets)
+            if return_token_type_ids:
+                out["token_type_ids"] = type_ids
             if return_offsets:
                 out["offsets"] = offsets
         else:
@@ -490,8 +505,9 @@ class Tokenizer:
             filled = filled_cells(lengths, width, left=padding_side == "left")
             out["input_ids"] = pad(input_ids, filled, pad_value=self._pad_id)
             out["attention_mask"] = filled.long()
-            out["token_type_ids"] = (pad(type_ids, filled, pad_value=0) if bool(type_ids.any())
-                                     else torch.zeros_like(out["attention_mask"]))
+            if return_token_type_ids:
+                out["token_type_ids"] = (pad(type_ids, filled, pad_value=0) if bool(type_ids.any())
+                                         else torch.zeros_like(out["attention_mask"]))
             if return_offsets:
                 out["offsets"] = pad(offsets, filled[:, :, None].expand(-1, -1, 2), pad_value=0)
         if return_overflowing_tokens:

@@ -249,14 +249,37 @@ def test_special_tokens_like_tiktoken():
         ours.encode(text, disallowed_special="none")
 
 
-def test_bench_worker_takes_the_fastest_pass_and_counts_like_tiktoken():
+def test_bench_worker_takes_the_fastest_pass_and_counts_like_tiktoken(tmp_path):
     from gputok import bench
 
     threads = torch.get_num_threads()
-    rows = {engine: bench._worker(engine, "cl100k", 0.02, [256], threads, "cpu", passes=2)["results"][0]
-            for engine in ("gputok", "gputok-ragged", "tiktoken-batch")}
+    hf_json = str(tmp_path / "tokenizer.json")
+    Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern="gpt2").save(hf_json)
+    rows = {engine: bench._worker(engine, "gpt2", 0.02, [256], threads, "cpu", passes=2, hf_json=hf_json)["results"][0]
+            for engine in ("gputok", "gputok-ragged", "tiktoken-batch", "tiktoken-string", "huggingface")}
     for row in rows.values():
         assert len(row["pass_seconds"]) == 2 and row["seconds"] == min(row["pass_seconds"])
-    assert rows["gputok"]["tokens"] == rows["gputok-ragged"]["tokens"] == rows["tiktoken-batch"]["tokens"]
+    counts = {engine: row["tokens"] for engine, row in rows.items() if engine != "tiktoken-string"}  # (+ newlines)
+    assert len(set(counts.values())) == 1, counts
+    assert rows["tiktoken-string"]["tokens"] > counts["gputok"]
+    assert bench.ANCHORS["cl100k"] == ("tiktoken-batch", "tiktoken-string", "huggingface")
     with pytest.raises(SystemExit):
         bench.main(["--tokenizer", "cl100k", "--passes", "0"])
+
+
+def test_token_type_ids_only_where_the_template_gives_them(pair, bert):
+    """As huggingface transformers: BERT's batches carry token_type_ids, GPT-2 style ones do not
+    (GPT-2's model would add their embeddings), unless asked for."""
+    _, ours, _ = pair
+    texts, seconds = ["Hello there", "a b"], ["x", "y z"]
+    assert not ours.uses_token_types and bert.uses_token_types
+    for padding in (True, False):
+        assert "token_type_ids" not in ours(texts, padding=padding)
+        assert "token_type_ids" not in ours(texts, seconds, padding=padding)
+        asked = ours(texts, seconds, padding=padding, return_token_type_ids=True)
+        assert asked["token_type_ids"].shape == asked["input_ids"].shape
+        assert bool(asked["token_type_ids"].eq(1).any())  # the second texts' tokens
+        plain = ours(texts, padding=padding, return_token_type_ids=True)
+        assert plain["token_type_ids"].shape == plain["input_ids"].shape and not bool(plain["token_type_ids"].any())
+        assert "token_type_ids" in bert(texts, padding=padding)
+        assert "token_type_ids" not in bert(texts, padding=padding, return_token_type_ids=False)

@@ -20,15 +20,37 @@ def gpt2_json(tmp_path_factory):
     return path
 
 
-def test_saved_file_matches_huggingface_on_real_text(gpt2_json, parity_lines):
-    hf = HFTokenizer.from_file(str(gpt2_json))
-    ours = Tokenizer.from_file(gpt2_json)
-    mismatches = 0
+@pytest.fixture(scope="module")
+def cl100k_json(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cl100k") / "tokenizer.json"
+    Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k").save(path)
+    return path
+
+
+@pytest.mark.parametrize("name", ["gpt2", "cl100k"])
+def test_saved_file_matches_huggingface_and_tiktoken_on_real_text(name, request, parity_lines):
+    """gputok's tokenizer.json of tiktoken ranks: huggingface reading it gives tiktoken's ids, and
+    so does gputok reading it back (its Split pattern recognized as the named rule)."""
+    from gputok.regex_split import PATTERNS
+
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    path = request.getfixturevalue(f"{name}_json")
+    hf = HFTokenizer.from_file(str(path))
+    ours = Tokenizer.from_file(path)
+    assert ours.pre_tokenizer.rule == name
+    reference = tiktoken.Encoding(name, pat_str=PATTERNS[name], special_tokens={},
+                                  mergeable_ranks=load_tiktoken_bpe(str(assets.fetch(f"{name}-tiktoken"))))
+    hf_mismatches = ours_mismatches = 0
     for i in range(0, len(parity_lines), CHUNK):
         chunk = parity_lines[i:i + CHUNK]
-        mismatches += sum(a != [*b] for a, b in zip(ours.encode_batch(chunk), (e.ids for e in hf.encode_batch(chunk))))
-    print(f"\ngpt2 tokenizer.json: {len(parity_lines)} lines compared, {mismatches} mismatches")
-    assert mismatches == 0
+        expected = reference.encode_ordinary_batch(chunk)
+        hf_mismatches += sum(a != b for a, b in zip((e.ids for e in hf.encode_batch(chunk, add_special_tokens=False)), expected))
+        ours_mismatches += sum(a != b for a, b in zip(ours.encode_batch(chunk, add_special_tokens=False), expected))
+    print(f"\n{name} tokenizer.json: {len(parity_lines)} lines compared, {hf_mismatches} huggingface and "
+          f"{ours_mismatches} gputok mismatches against tiktoken")
+    assert hf_mismatches == ours_mismatches == 0
 
 
 def test_gpt2_vocab_and_merges_files(gpt2_json, tmp_path, parity_lines):

@@ -327,3 +327,21 @@ def test_cuda_matches_cpu(rule):
     assert gpu.starts.device.type == "cuda"
     assert torch.equal(cpu.starts, gpu.starts.cpu()) and torch.equal(cpu.ends, gpu.ends.cpu())
     assert torch.equal(cpu.text_offsets, gpu.text_offsets.cpu())
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_hf_spelling_splits_like_the_regex_module_in_huggingface(rule, parity_lines):
+    """A saved tokenizer.json carries ``hf_spelling(pattern)``: huggingface's Oniguruma must split
+    with it exactly as the regex module splits with the pattern (it reads cl100k's possessive
+    ``{1,3}+`` as "any digit run", hence the spelling)."""
+    from tokenizers import Regex
+    from tokenizers.pre_tokenizers import Split
+
+    hf = Split(Regex(regex_split.hf_spelling(PATTERNS[rule])), "isolated")
+    lines = parity_lines[::97] + ["1913 12345678 x1234567", "2024-01-15 3.14159 ١٢٣٤٥"]
+    finditer = regex.compile(PATTERNS[rule]).finditer
+    for line in lines:
+        assert [span for _, span in hf.pre_tokenize_str(line)] == [m.span() for m in finditer(line)], line
+    if rule == "cl100k":  # the pattern as written would not do
+        raw = Split(Regex(PATTERNS[rule]), "isolated").pre_tokenize_str("1913")
+        assert [piece for piece, _ in raw] == ["1913"]
