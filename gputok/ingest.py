@@ -48,13 +48,17 @@ def read_lines(path: str | PathLike) -> list[str]:
         return f.read().decode("utf-8", errors="replace").splitlines()
 
 
-def _join(texts: Sequence[str]) -> str:
-    joined = "".join(texts)
+def without_surrogates(text: str) -> str:
+    """``text`` with lone surrogates (which no UTF-8 holds) as U+FFFD, the defined result."""
     try:
-        joined.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: the defined result is U+FFFD
-        joined = _SURROGATE.sub("\ufffd", joined)
-    return joined
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _join(texts: Sequence[str]) -> str:
+    return without_surrogates("".join(texts))
 
 
 def codepoints(texts: Sequence[str], device: torch.device | str = "cpu") -> Ragged:

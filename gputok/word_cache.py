@@ -19,6 +19,11 @@ snapshot under it (``_Snapshot``) and reads outside it, and the model runs outsi
 threads (the chunks of a large CPU batch) look up and encode in parallel. Forked children get a
 fresh lock.
 
+Small CPU batches (``gputok.tokenizer``: under ``REGEX_BELOW_CHARS`` characters) keep their words
+in a plain dict instead, word string -> list of ids (:meth:`WordCache.strings`), bounded and
+reset the same way: for a few words, a dict costs microseconds where a tensor lookup costs a
+millisecond of op overhead.
+
 Memory: 16 bytes per table slot (2 to 4 slots per word of capacity), 32 bytes per entry, 4 bytes
 per stored codepoint and 16 per stored token: about 30 MB when full at the default capacity
 (2**18 words) on English text, per device it has served (a tokenizer used on ``device="cuda"``
@@ -127,12 +132,32 @@ class WordCache:
         self.capacity = capacity
         self.max_word_length = max_word_length
         self._stores: dict[torch.device, _Store] = {}
+        self._strings: dict[str, list[int]] = {}
         self._owner: Callable[[], object] | None = None
         self._lock = threading.Lock()
         _caches.add(self)
 
     def __len__(self) -> int:
-        return sum(s.count for s in self._stores.values())
+        """Words held: in the tensor store of each device, plus those of small batches' dict."""
+        return sum(s.count for s in self._stores.values()) + len(self._strings)
+
+    def _take(self, owner: object) -> None:
+        """Hold ``owner``'s words only (under the lock): another model empties the cache."""
+        if self._owner is None or self._owner() is not owner:
+            self._stores.clear()
+            self._strings = {}
+            self._owner = weakref.ref(owner)
+
+    def strings(self, owner: object) -> dict[str, list[int]]:
+        """The dict of small batches for ``owner``'s words, word -> ids (see the module notes); the
+        caller adds words of up to ``max_word_length`` characters while it holds fewer than
+        ``capacity``. A full dict is replaced by an empty one at the next call (a reader holding
+        the old one is not disturbed)."""
+        with self._lock:
+            self._take(owner)
+            if len(self._strings) >= self.capacity:
+                self._strings = {}
+            return self._strings
 
     def __getstate__(self) -> dict:
         # A pickled tokenizer (DataLoader workers under spawn) starts with an empty cache.
@@ -152,9 +177,7 @@ class WordCache:
         """
         device = values.device
         with self._lock:
-            if self._owner is None or self._owner() is not owner:
-                self._stores.clear()
-                self._owner = weakref.ref(owner)
+            self._take(owner)
             store = self._stores.get(device)
             if store is None:
                 store = self._stores[device] = _Store(self.capacity, device)

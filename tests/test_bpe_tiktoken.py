@@ -283,3 +283,26 @@ def test_token_type_ids_only_where_the_template_gives_them(pair, bert):
         assert plain["token_type_ids"].shape == plain["input_ids"].shape and not bool(plain["token_type_ids"].any())
         assert "token_type_ids" in bert(texts, padding=padding)
         assert "token_type_ids" not in bert(texts, padding=padding, return_token_type_ids=False)
+
+
+def test_small_batches_take_the_python_path_with_the_same_ids(pair, parity_lines):
+    """Small CPU batches split with the regex module and look words up in the word cache's dict
+    (misses merge with the heap): tiktoken's ids, cold and warm, without touching the tensor store."""
+    from gputok.word_cache import WordCache
+
+    name, ours, reference = pair
+    saved = ours.word_cache
+    ours.word_cache = cache = WordCache(capacity=5000)
+    try:
+        lines = [line for line in parity_lines[::409] if 0 < len(line) < 2000][:600]
+        lines += ["x\ud800y \udfff", "don't 1234567 \U0001F600\U0001F600", "   \n\n  "]
+        lone = str.maketrans({c: "\ufffd" for c in "\ud800\udfff"})  # each lone surrogate is one U+FFFD
+        expected = reference.encode_ordinary_batch([line.translate(lone) for line in lines])
+        for _ in range(2):  # cold, then every word from the dict
+            assert [ours.encode(line) for line in lines] == expected
+        assert ours.encode_batch(lines[:5]) == expected[:5]
+        assert not cache._stores and 1000 < len(cache) <= 5000
+        out = ours(lines[:3], padding=False)  # the tensors come out as from the tensor path
+        assert out["input_ids"].tolist() == sum(expected[:3], []) and out["input_ids"].dtype == torch.int64
+    finally:
+        ours.word_cache = saved

@@ -433,6 +433,24 @@ class BPE:
         whole_ids[hit.index_select(0, same)] = ok_ids.index_select(0, same)
         return whole_ids
 
+    def encode_word_bytes(self, word: bytes) -> list[int]:
+        """One word's ids (byte-level BPE), in pure Python: the word's token if it is one
+        (``ignore_merges``), else its bytes merged by :func:`bpe_merge_heap`. Small CPU batches
+        take this path (``gputok.tokenizer``), where a tensor op's fixed cost exceeds a word's loop."""
+        if self.ignore_merges:
+            whole = self._id_of_bytes.get(word)
+            if whole is not None:
+                return [whole]
+        return bpe_merge_heap([self._byte_ids[b] for b in word], self._pairs_dict)
+
+    @functools.cached_property
+    def _id_of_bytes(self) -> dict[bytes, int]:
+        return {b: i for i, b in enumerate(self.token_bytes) if b is not None}
+
+    @functools.cached_property
+    def _byte_ids(self) -> list[int]:
+        return self.byte_to_id.tolist()
+
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints), and each token's end in characters.
 
