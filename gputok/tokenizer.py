@@ -349,11 +349,12 @@ class Tokenizer:
             spans = torch.stack([start - text_start, end - text_start], 1)
         return Encoded(Ragged(ids, token_offsets), spans)
 
-    @functools.cached_property
+    @property
     def _splits_bytes_plainly(self) -> bool:
         """Byte-level BPE after a regex split, nothing else: what :meth:`_encode_small` does."""
-        pre = self.pre_tokenizer
-        return (isinstance(self.model, BPE) and self.model.byte_level and self.normalizer is None
+        model, pre = self.model, self.pre_tokenizer
+        return (isinstance(model, BPE) and model.byte_level and self.normalizer is None
+                and not model.continuing_subword_prefix and not model.end_of_word_suffix
                 and isinstance(pre, pre_tokenizers.Split) and getattr(pre, "rewrite", None) is None
                 and getattr(pre, "use_regex", True))
 

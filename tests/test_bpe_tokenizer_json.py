@@ -63,6 +63,7 @@ def test_gpt2_vocab_and_merges_files(gpt2_json, tmp_path, parity_lines):
     assert ours.encode_batch(lines) == [e.ids for e in hf.encode_batch(lines)]
     for line, ids in zip(lines[:300], ours.encode_batch(lines[:300])):
         assert ours.decode(ids) == hf.decode(ids) == line
+        assert ours.encode(line) == ids  # one line: the small-batch path
 
 
 def test_merges_with_unknown_tokens(tmp_path):
