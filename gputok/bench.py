@@ -78,7 +78,7 @@ def _runner(engine: str, tokenizer: str, threads: int, device: str, hf_json: str
         from tokenizers import Tokenizer as HFTokenizer
 
         hf = HFTokenizer.from_file(hf_json)
-        encode = getattr(hf, "encode_batch_fast", hf.encode_batch)  # tokenizers >= 0.21: no offsets
+        encode = getattr(hf, "encode_batch_fast", hf.encode_batch)  # newer tokenizers: no offsets computed
         encode(["warm up"], add_special_tokens=False)
         return lambda batch: sum(len(e.ids) for e in encode(batch, add_special_tokens=False))
     if engine == "huggingface":

@@ -19,7 +19,7 @@ snapshot under it (``_Snapshot``) and reads outside it, and the model runs outsi
 threads (the chunks of a large CPU batch) look up and encode in parallel. Forked children get a
 fresh lock.
 
-Small CPU batches (``gputok.tokenizer``: under ``REGEX_BELOW_CHARS`` characters) keep their words
+Small CPU batches (``gputok.tokenizer.PYTHON_BPE_BELOW_CHARS``) of byte-level BPE keep their words
 in a plain dict instead, word string -> list of ids (:meth:`WordCache.strings`), bounded and
 reset the same way: for a few words, a dict costs microseconds where a tensor lookup costs a
 millisecond of op overhead.

@@ -69,17 +69,19 @@ TEXT = st.text(
 
 @contextlib.contextmanager
 def tensor_paths_only(tok):
-    """Small CPU batches split with the regex module and merge with the heap; this turns both off
+    """Small CPU batches of byte-level BPE are encoded in Python, and the tensor path splits small
+    batches with the regex module and merges a few words with the heap; this turns all three off
     (and the word cache, so the merges run again) to check the tensor paths on the same input."""
     import gputok.models.bpe as bpe
+    import gputok.tokenizer as tokenizer
     from gputok import regex_split
 
-    saved = bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tok.word_cache
-    bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tok.word_cache = 0, 0, None
+    saved = bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache
+    bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = 0, 0, 0, None
     try:
         yield
     finally:
-        bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tok.word_cache = saved
+        bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = saved
 
 
 @settings(max_examples=200, deadline=None)

@@ -58,11 +58,14 @@ def test_cache_changes_nothing(cl100k_path, tiktoken_cl100k, lines):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_cache_is_bounded_and_refills(cl100k_path, tiktoken_cl100k, lines):
+def test_cache_is_bounded_and_refills(cl100k_path, tiktoken_cl100k, lines, monkeypatch):
     """Both stores, the tensors of large batches and the dict of small ones, stay within capacity."""
+    import gputok.tokenizer
+
     tok = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
     tok.word_cache = cache = WordCache(capacity=300, max_word_length=8)
     for batch in (100, 3):  # the tensor store, then the dict of small batches
+        monkeypatch.setattr(gputok.tokenizer, "PYTHON_BPE_BELOW_CHARS", 0 if batch == 100 else 16384)
         sizes = []
         for i in range(0, 600, batch):
             assert tok.encode_batch(lines[i:i + batch]) == tiktoken_cl100k.encode_ordinary_batch(lines[i:i + batch])
@@ -132,9 +135,9 @@ def test_threads_share_one_cache(cl100k_path, tiktoken_cl100k, lines):
 def test_a_snapshot_stays_valid_while_words_are_added(cl100k_path, monkeypatch):
     """Lookups read a snapshot outside the lock: a word inserted after it is a miss through it,
     and neither later inserts nor a reset (a full cache gets a new store) change what it holds."""
-    from gputok import regex_split
+    import gputok.tokenizer
 
-    monkeypatch.setattr(regex_split, "REGEX_BELOW_CHARS", 0)  # small batches too take the tensor store
+    monkeypatch.setattr(gputok.tokenizer, "PYTHON_BPE_BELOW_CHARS", 0)  # small batches too take the tensor store
     tok = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
     cache = tok.word_cache = WordCache(capacity=64)
 
