@@ -131,6 +131,11 @@ class Split:
                 raise ValueError(f"pattern {pattern!r} is neither a known name {sorted(regex_split.PATTERNS)} "
                                  f"nor a valid regex: {e}") from e
 
+    @functools.cached_property
+    def compiled(self) -> regex.Pattern:
+        """The pattern compiled by the ``regex`` module (small batches split with it)."""
+        return regex.compile(self.pattern)
+
     def __call__(self, text: Ragged) -> Words:
         from . import regex_split
 

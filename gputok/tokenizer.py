@@ -369,10 +369,11 @@ class Tokenizer:
         cache's dict (:meth:`WordCache.strings`) holds the words seen, and the model's heap
         (:meth:`BPE.encode_word_bytes`) merges the others. A call of a few texts takes tens of
         microseconds here, ~0.7 ms through tensor ops."""
-        findall = _compiled(self.pre_tokenizer.pattern).findall
-        cache = self.word_cache.strings(self.model) if self.word_cache is not None else {}
-        longest, room = ((self.word_cache.max_word_length, self.word_cache.capacity) if self.word_cache is not None
-                         else (0, 0))
+        findall = self.pre_tokenizer.compiled.findall
+        cache, longest, room = {}, 0, 0  # without a word cache, nothing is kept
+        if self.word_cache is not None:
+            cache = self.word_cache.strings(self.model)
+            longest, room = self.word_cache.max_word_length, self.word_cache.capacity
         encode_word = self.model.encode_word_bytes
         ids: list[int] = []
         lengths = []
@@ -626,13 +627,6 @@ class Tokenizer:
 
 _A = TemplateItem(sequence=0, token=None, token_id=None, type_id=0)
 _B = TemplateItem(sequence=1, token=None, token_id=None, type_id=1)
-
-
-@functools.lru_cache(maxsize=16)
-def _compiled(pattern: str):
-    import regex
-
-    return regex.compile(pattern)
 
 
 def gputok_example_vocab() -> str:

@@ -245,7 +245,7 @@ class BPE:
         values = torch.tensor([(rank << 32) | merged for rank, merged in merges.values()], dtype=torch.int64)
         self.pairs = HashMap(keys, values)
         if self.byte_level:
-            ids = {b: i for i, b in enumerate(token_bytes) if b is not None}
+            ids = self._id_of_bytes
             missing = [b for b in range(256) if bytes([b]) not in ids]
             if missing:
                 raise ValueError(f"the BPE vocabulary lacks single-byte tokens for bytes {missing[:8]}..."
@@ -445,6 +445,7 @@ class BPE:
 
     @functools.cached_property
     def _id_of_bytes(self) -> dict[bytes, int]:
+        """``{token bytes: id}`` (byte-level)."""
         return {b: i for i, b in enumerate(self.token_bytes) if b is not None}
 
     @functools.cached_property
