@@ -12,6 +12,7 @@ punctuation or a Unicode P* category, with the reference's table quirks) is a wo
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,6 +136,14 @@ class Split:
     def compiled(self) -> regex.Pattern:
         """The pattern compiled by the ``regex`` module (small batches split with it)."""
         return regex.compile(self.pattern)
+
+    def compiled_agrees(self, texts: Iterable[str]) -> bool:
+        """Whether :attr:`compiled` splits ``texts`` as this pre-tokenizer does: always for a
+        plain regex; for a named pattern, unless the installed ``regex`` module reads some
+        character's class otherwise than tiktoken (:func:`gputok.regex_split.regex_module_agrees`)."""
+        from . import regex_split
+
+        return self.rule is None or regex_split.regex_module_agrees("".join(texts))
 
     def __call__(self, text: Ragged) -> Words:
         from . import regex_split

@@ -94,6 +94,22 @@ def test_random_unicode(pair, texts):
         assert ours.encode_batch(texts) == expected
 
 
+@pytest.mark.parametrize("text", ["\U00016ebb:A", "x\u0295y \u0295'S", "\u088f!a \U00011de0 12", "a\u1acf b \U00016ebb's"])
+def test_characters_newer_than_tiktokens_unicode(pair, text, monkeypatch):
+    """tiktoken reads Unicode 16; the regex module from 2025.10.23 on reads 17, where U+16EBB is
+    a letter, U+0295 no longer lowercase, U+11DE0 a digit. Each path gives tiktoken's ids: the
+    Python one, the tensor one that splits small batches with the regex module, the tensor split."""
+    import gputok.tokenizer as tokenizer
+
+    name, ours, reference = pair
+    expected = reference.encode_ordinary(text)
+    assert ours.encode(text) == expected
+    monkeypatch.setattr(tokenizer, "PYTHON_BPE_BELOW_CHARS", 0)
+    assert ours.encode(text) == expected
+    with tensor_paths_only(ours):
+        assert ours.encode(text) == expected
+
+
 @pytest.mark.parametrize("text", ["", " ", "a", "   \n\n  x  ", "1" * 5000, " " * 5000, "ab" * 3000,
                                   "\U0001F600" * 50, "don't DON'T It'S we'LL", "x\r\n\r\ny"])
 def test_edge_cases(pair, text):

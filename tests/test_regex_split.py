@@ -1,6 +1,8 @@
 """The tensorized regex split (gputok.regex_split) against the ``regex`` module, span for span.
 
-``regex.finditer(PATTERNS[rule], text)`` is the reference. Checked: the whole ~20 MB parity
+``regex.finditer(PATTERNS[rule], text)`` is the reference, with the classes tiktoken reads
+(:func:`reference_pattern`; the tables are checked against tiktoken and huggingface, codepoint
+for codepoint). Checked: the whole ~20 MB parity
 corpus (English, Chinese kernel docs, accented text) for gpt2, cl100k and o200k; every codepoint
 (the class tables); random mixes with hypothesis; long runs and chains (time must stay linear);
 the slow general fallback; the pattern strings themselves against tiktoken's; and, on real lines,
@@ -9,10 +11,14 @@ tiktoken itself (Rust fancy-regex), through token ids.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import inspect
 import re
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 import regex
 import torch
@@ -26,6 +32,7 @@ from gputok.regex_split import PATTERNS, class_tables, split, split_with_regex
 from gputok.unicode import MAX_CODEPOINT
 
 RULES = ["gpt2", "cl100k", "o200k"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -36,6 +43,52 @@ def tensor_split_only():
     regex_split.REGEX_BELOW_CHARS = 0
     yield
     regex_split.REGEX_BELOW_CHARS = saved
+
+
+def _ranges(mask: np.ndarray) -> str:
+    """The codepoints of ``mask`` as the inside of a regex set."""
+    cps = np.nonzero(mask)[0]
+    breaks = np.nonzero(np.diff(cps) != 1)[0]
+    firsts, lasts = np.concatenate([cps[:1], cps[breaks + 1]]), np.concatenate([cps[breaks], cps[-1:]])
+    return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in zip(firsts, lasts))
+
+
+@functools.lru_cache(maxsize=None)
+def reference_pattern(rule: str) -> str:
+    """``PATTERNS[rule]`` for the installed ``regex`` module, with the classes tiktoken reads
+    (the tables): each class escape becomes a version-1 set that takes out or puts in the
+    codepoints where the module's Unicode version differs (regex >= 2025.10.23 reads Unicode 17).
+    The pattern itself where they agree everywhere."""
+    ours = class_tables()[0].numpy()
+    theirs = regex_split._regex_module_tables()
+    assert np.array_equal(theirs["letters"], class_tables()[1].numpy())
+    pattern = PATTERNS[rule]
+    if np.array_equal(theirs["classes"], ours):
+        return pattern
+    sets = {}
+    for escape, bit in [(r"\p{Lu}\p{Lt}", 8), (r"\p{Lm}\p{Lo}", 32), (r"\p{Ll}", 16), (r"\p{L}", 1),
+                        (r"\p{N}", 2), (r"\p{M}", 64), (r"\s", 4)]:
+        want, have = (ours & bit) != 0, (theirs["classes"] & bit) != 0
+        members = f"[{escape}]"
+        if (have & ~want).any():
+            members = f"[{members}--[{_ranges(have & ~want)}]]"
+        if (want & ~have).any():
+            members = f"[{members}[{_ranges(want & ~have)}]]"
+        sets[escape] = members
+    out, i = [], 0
+    while i < len(pattern):
+        escape = next((e for e in sets if pattern.startswith(e, i)), None)
+        if escape is not None:
+            out.append(sets[escape])
+            i += len(escape)
+        elif pattern.startswith(r"\S", i):
+            out.append(f"[^{sets[chr(92) + 's']}]")
+            i += 2
+        else:
+            step = 2 if pattern[i] == "\\" else 1
+            out.append(pattern[i:i + step])
+            i += step
+    return "(?V1)" + "".join(out)
 
 
 def reference(texts: list[str], pattern: str) -> tuple[list[int], list[int], list[int]]:
@@ -67,7 +120,7 @@ def mismatched_texts(words: Words, texts: list[str], ref) -> list[int]:
 
 def assert_parity(texts: list[str], rule: str, *, label: str = "") -> Words:
     words = split(codepoints(texts), rule)
-    ref = reference(texts, PATTERNS[rule])
+    ref = reference(texts, reference_pattern(rule))
     same = (words.starts.tolist() == ref[0] and words.ends.tolist() == ref[1]
             and words.text_offsets.tolist() == ref[2])
     if not same:
@@ -81,7 +134,7 @@ def assert_tiles(texts: list[str], rule: str) -> None:
     """The assumption of the module: these patterns match every character (matches tile a text)."""
     for text in texts:
         position = 0
-        for m in regex.finditer(PATTERNS[rule], text):
+        for m in regex.finditer(reference_pattern(rule), text):
             assert m.start() == position, (rule, text, m.span())
             position = m.end()
         assert position == len(text), (rule, text)
@@ -115,7 +168,7 @@ def test_parity_corpus_span_for_span(corpus, rule):
     words = split(cps, rule)
     t_split = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ref = reference(lines, PATTERNS[rule])
+    ref = reference(lines, reference_pattern(rule))
     t_regex = time.perf_counter() - t0
     same = (torch.equal(words.starts, torch.tensor(ref[0], dtype=torch.int64))
             and torch.equal(words.ends, torch.tensor(ref[1], dtype=torch.int64))
@@ -142,23 +195,38 @@ def test_every_codepoint(rule):
     assert_parity([mixed], rule, label=" (codepoints in context)")
 
 
-def test_class_tables_agree_with_regex():
-    classes, letters = class_tables()
-    c = classes.long()
-    letter_parts = (c & (8 | 16 | 32)) != 0  # Lu|Lt, Ll, Lm|Lo
-    assert torch.equal((c & 1) != 0, letter_parts)  # \p{L} is exactly Lu Ll Lt Lm Lo
+def test_class_tables_are_tiktokens_and_huggingfaces():
+    """gputok/_split_classes.py holds, for every codepoint, the classes tiktoken's regex engine
+    reads (asked through tools/make_split_classes.py's probe), and huggingface's reads the same."""
+    pytest.importorskip("tiktoken")
+    pytest.importorskip("tokenizers")
+    spec = importlib.util.spec_from_file_location("make_split_classes", ROOT / "tools" / "make_split_classes.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    classes, letters = (t.numpy() for t in class_tables())
+    expected_classes, expected_letters = make.reference_tables()
+    assert np.array_equal(classes, expected_classes), np.nonzero(classes != expected_classes)[0][:10]
+    for code, ch in enumerate(regex_split._LETTERS, 1):
+        assert np.nonzero(letters == code)[0].tolist() == expected_letters[ch], ch
+    for bit, pattern in make.CLASSES.items():
+        assert np.array_equal(make.huggingface_mask(pattern), (classes & bit) != 0), pattern
+    c = classes.astype(np.int64)
+    assert np.array_equal((c & 1) != 0, (c & (8 | 16 | 32)) != 0)  # \p{L} is exactly Lu Ll Lt Lm Lo
     for a, b in [(1, 2), (1, 4), (1, 64), (2, 4), (2, 64), (4, 64)]:  # L, N, \s, M are disjoint
-        assert not bool(((c & a) != 0)[(c & b) != 0].any()), (a, b)
-    sample = list(range(0, 0x3000)) + list(range(0x3000, MAX_CODEPOINT, 37))
-    for cp in sample:
-        if 0xD800 <= cp < 0xE000:
-            continue
-        ch = chr(cp)
-        got = int(classes[cp])
-        for bit, pattern in [(1, r"\p{L}"), (2, r"\p{N}"), (4, r"\s"), (64, r"\p{M}")]:
-            assert bool(got & bit) == bool(regex.match(pattern, ch)), (hex(cp), pattern)
-    assert int(letters[ord("s")]) == int(letters[ord("S")]) == int(letters[0x17F]) == 1  # ſ folds to s
-    assert int(letters[ord("x")]) == 0
+        assert not ((c & a) != 0)[(c & b) != 0].any(), (a, b)
+    assert letters[ord("s")] == letters[ord("S")] == letters[0x17F] == 1 and letters[ord("x")] == 0  # ſ folds to s
+    assert classes[0x16EBB] == 0 and classes[0x10D50] & 1  # new in Unicode 17 / 16
+
+
+def test_regex_module_agrees_where_its_unicode_is_the_tables(monkeypatch):
+    newer = regex.match(r"\p{L}", "\U00016ebb") is not None  # regex >= 2025.10.23: Unicode 17
+    assert regex_split.regex_module_agrees("\U00016ebb:A") is not newer
+    assert regex_split.regex_module_agrees(np.array([0x16EBB, 0x41])) is not newer
+    assert regex_split.regex_module_agrees("Hello, 世界 é ١٢") and regex_split.regex_module_agrees("")
+    # The small-batch regex path steps aside for such a batch: tiktoken's pieces, not the module's.
+    monkeypatch.setattr(regex_split, "REGEX_BELOW_CHARS", 4096)
+    words = split(codepoints(["\U00016ebb:A", "x"]), "cl100k")
+    assert words.starts.tolist() == [0, 2, 3]  # U+16EBB is no letter: "\U00016ebb:", "A", "x"
 
 
 # ---- random mixes ---------------------------------------------------------------------------
@@ -242,7 +310,7 @@ def test_long_runs_stay_linear(name):
             words = split(cps, rule)
             elapsed.append(time.perf_counter() - t0)
         assert min(elapsed) < 5.0, f"{rule} on {name!r}: {min(elapsed):.2f}s for {len(text)} chars"
-        ref = reference([text], PATTERNS[rule])
+        ref = reference([text], reference_pattern(rule))
         assert words.starts.tolist() == ref[0] and words.ends.tolist() == ref[1], (rule, name)
 
 
@@ -339,7 +407,7 @@ def test_hf_spelling_splits_like_the_regex_module_in_huggingface(rule, parity_li
 
     hf = Split(Regex(regex_split.hf_spelling(PATTERNS[rule])), "isolated")
     lines = parity_lines[::97] + ["1913 12345678 x1234567", "2024-01-15 3.14159 ١٢٣٤٥"]
-    finditer = regex.compile(PATTERNS[rule]).finditer
+    finditer = regex.compile(reference_pattern(rule)).finditer
     for line in lines:
         assert [span for _, span in hf.pre_tokenize_str(line)] == [m.span() for m in finditer(line)], line
     if rule == "cl100k":  # the pattern as written would not do
