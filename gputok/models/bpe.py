@@ -31,6 +31,7 @@ import base64
 import functools
 import heapq
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -239,8 +240,11 @@ class BPE:
         self.tokens = tokens
         self.token_bytes = token_bytes if self.byte_level else [None if t is None else t.encode() for t in tokens]
         self.vocab_size = len(self.token_bytes)
-        self._merge_list = lambda: merges
         self._pairs_dict = merges
+        # A pair map can hold more than a saved file's one merge per token (tiktoken: every split
+        # of a token; SentencePiece: shared ranks); the loader then sets a module-level function
+        # deriving them, which takes seconds of Python, so only on save.
+        self._merges_to_save: Callable[[BPE], dict[tuple[int, int], tuple[int, int]]] | None = None
         keys = torch.tensor([a * self.vocab_size + b for a, b in merges], dtype=torch.int64)
         values = torch.tensor([(rank << 32) | merged for rank, merged in merges.values()], dtype=torch.int64)
         self.pairs = HashMap(keys, values)
@@ -313,9 +317,7 @@ class BPE:
                 if left is not None and right is not None:
                     merges[(left, right)] = (rank, rank)
         model = cls(token_bytes, merges, ignore_merges=True)
-        # A tiktoken pair map holds every split of every token; a saved file needs one merge per
-        # token, which takes seconds of Python to derive, so only on save.
-        model._merge_list = lambda: merges_from_ranks(ranks)
+        model._merges_to_save = _tiktoken_merges
         return model
 
     def initial_symbols(self, words: Ragged) -> tuple[Ragged, torch.Tensor, torch.Tensor | None, torch.Tensor]:
@@ -578,7 +580,8 @@ class BPE:
             names = ["".join(encode[b] for b in t) if t is not None else None for t in self.token_bytes]
         else:
             names = self.tokens
-        by_rank = sorted((rank, a, b) for (a, b), (rank, _) in self._merge_list().items())
+        merges = self._pairs_dict if self._merges_to_save is None else self._merges_to_save(self)
+        by_rank = sorted((rank, a, b) for (a, b), (rank, _) in merges.items())
         return {"type": self.type, "dropout": None, "unk_token": self.unk_token,
                 "continuing_subword_prefix": self.continuing_subword_prefix,
                 "end_of_word_suffix": self.end_of_word_suffix, "fuse_unk": self.fuse_unk,
@@ -680,6 +683,11 @@ def merges_from_ranks(ranks: dict[bytes, int]) -> dict[tuple[int, int], tuple[in
         if len(parts) == 2 and parts[0] in ranks and parts[1] in ranks:
             merges[(ranks[parts[0]], ranks[parts[1]])] = (rank, rank)
     return merges
+
+
+def _tiktoken_merges(model: BPE) -> dict[tuple[int, int], tuple[int, int]]:
+    """:func:`merges_from_ranks` of a model read from a ``.tiktoken`` file (its ids are the ranks)."""
+    return merges_from_ranks({token: rank for rank, token in enumerate(model.token_bytes) if token is not None})
 
 
 def _gather_rows(offsets: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

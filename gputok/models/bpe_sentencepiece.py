@@ -65,14 +65,16 @@ def from_sentencepiece_model(model: SentencePieceModel, *, source: str = "<model
     unk = [p.piece for p in model.pieces if p.type == UNKNOWN]
     bpe = BPE(None, merges, tokens=tokens, unk_token=unk[0] if unk else None, fuse_unk=True,
               byte_fallback=model.byte_fallback, ignore_merges=False, tie_chars="".join(sorted(set("".join(tied)))))
-    # huggingface ranks every merge apart: within a score, longer pieces first (that takes runs of
-    # "▁" from the left, as SentencePiece's leftmost rule does), then by id.
-    def unique_ranks() -> dict[tuple[int, int], tuple[int, int]]:
-        order = sorted(merges.items(), key=lambda kv: (kv[1][0], -len(tokens[kv[1][1]]), kv[1][1], kv[0]))
-        return {pair: (rank, merged) for rank, (pair, (_, merged)) in enumerate(order)}
-
-    bpe._merge_list = unique_ranks  # only a saved file needs them
+    bpe._merges_to_save = _huggingface_ranks  # only a saved file needs them
     return bpe
+
+
+def _huggingface_ranks(bpe: BPE) -> dict[tuple[int, int], tuple[int, int]]:
+    """The merges of a SentencePiece BPE ranked apart, as huggingface needs them: within a score,
+    longer pieces first (that takes runs of "▁" from the left, as SentencePiece's leftmost rule
+    does), then by id."""
+    order = sorted(bpe._pairs_dict.items(), key=lambda kv: (kv[1][0], -len(bpe.tokens[kv[1][1]]), kv[1][1], kv[0]))
+    return {pair: (rank, merged) for rank, (pair, (_, merged)) in enumerate(order)}
 
 
 def sentencepiece_tokenizer(model: SentencePieceModel, tokenizer_class, *, source: str = "<model>"):
