@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         return train_main([a for a in argv if a != "--train"])
     parser = argparse.ArgumentParser(prog="gputok bench", description=__doc__.split("\n")[0])
     parser.add_argument("--tokenizer", choices=sorted(ANCHORS), default="bert",
-                        help="bert (vs huggingface WordPiece) or gpt2/cl100k (vs tiktoken); default bert")
+                        help="bert (vs huggingface WordPiece) or gpt2/cl100k (vs tiktoken and huggingface); default bert")
     parser.add_argument("--megabytes", type=float, default=None, help="corpus size (default: the 20 MB English set)")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 1024, 65536])
     parser.add_argument("--threads", type=int, default=None, help="threads for both engines (default: min(cores, 2))")
