@@ -23,7 +23,7 @@ from gputok import regex_split
 from gputok.unicode import MAX_CODEPOINT
 
 # Every class bit of the table, as a one-character regex.
-CLASSES = {bit: pattern for bit, pattern in regex_split._CLASS_PATTERNS.items()}
+CLASSES = dict(regex_split._CLASS_PATTERNS)
 CODEPOINTS = np.array([cp for cp in range(1, MAX_CODEPOINT) if not 0xD800 <= cp < 0xE000])
 
 
