@@ -1,12 +1,14 @@
 """Regex pre-tokenization of byte-level BPE tokenizers (GPT-2, cl100k, o200k) as tensor ops.
 
 tiktoken-style tokenizers first cut each text with a regex (:data:`PATTERNS`) and run BPE on the
-pieces. :func:`split` produces exactly the spans of ``regex.finditer(PATTERNS[rule], text)`` (as
-tiktoken's engine reads the classes, see below) for every text of a batch, without a regex engine: every codepoint gets a small class code from a
-table, and each alternative of the pattern becomes a run computation over the whole batch.
+pieces. :func:`split` produces exactly the spans of ``regex.finditer(PATTERNS[rule], text)``, with
+the character classes tiktoken reads (see below), for every text of a batch without a regex
+engine: every codepoint gets a small class code from a table, and each alternative of the
+pattern becomes a run computation over the whole batch.
 :func:`split_with_regex` is the slow fallback for any other pattern (``regex.finditer`` per text).
-CPU batches under :data:`REGEX_BELOW_CHARS` codepoints go through it too (the same spans, as the
-tests check): there a Python scan per text costs less than the tensor ops' fixed overhead.
+CPU batches under :data:`REGEX_BELOW_CHARS` codepoints go through it too when
+:func:`regex_module_agrees` (the same spans, as the tests check): there a Python scan per text
+costs less than the tensor ops' fixed overhead.
 
 Algorithm
 ---------
@@ -103,11 +105,12 @@ on codepoints; lone surrogates were already replaced by U+FFFD at ingestion.
 
 Memory
 ------
-The class tables: 2 x 1.1 MB (uint8), decoded in ~2 ms, plus one 1.1 MB kind
-table per pattern family. Per call, for ``n`` codepoints in ``m`` segments: 8 bytes per
-codepoint (kinds, segment ids, masks) and ~60 bytes per segment (run-end and kind arrays, int32;
-int64 above 2**31 codepoints); measured peak growth on the 20 MB corpus: 25 (gpt2) to 35 (o200k)
-bytes per codepoint, the 16 bytes per word of the result included.
+The class tables: 2 x 1.1 MB (uint8), decoded in ~2 ms, plus one 1.1 MB kind table per pattern
+family, and for the small-batch check a 1.1 MB table of where the ``regex`` module differs. Per
+call, for ``n`` codepoints in ``m`` segments: 8 bytes per codepoint (kinds, segment ids, masks)
+and ~60 bytes per segment (run-end and kind arrays, int32; int64 above 2**31 codepoints);
+measured peak growth on the 20 MB corpus: 25 (gpt2) to 35 (o200k) bytes per codepoint, the 16
+bytes per word of the result included.
 """
 
 from __future__ import annotations
@@ -220,17 +223,20 @@ def _regex_module_differs() -> np.ndarray | None:
 def regex_module_agrees(text: str | np.ndarray) -> bool:
     """Whether ``regex.finditer(PATTERNS[rule], text)`` gives the words :func:`split` gives: the
     ``regex`` module classes every character of ``text`` (a string, or its codepoints) as
-    :func:`class_tables` does. Costs one table lookup per character, none for ASCII.
+    :func:`class_tables` does. ASCII text is not looked up; other text costs one table lookup per
+    character, after a one-time build (:func:`_regex_module_differs`).
 
     >>> regex_module_agrees("Hello, 世界")
     True
     """
-    differs = _regex_module_differs()
-    if differs is None or (isinstance(text, str) and text.isascii()):
-        return True
     if isinstance(text, str):
+        if text.isascii():
+            return True
         text = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    return not differs[text].any()
+    elif text.size == 0 or text.max() < 0x80:
+        return True
+    differs = _regex_module_differs()
+    return differs is None or not differs[text].any()
 
 
 # Kinds for gpt2 / cl100k.
@@ -666,7 +672,8 @@ REGEX_BELOW_CHARS = 4096
 
 
 def split(text: Ragged, rule: str) -> Words:
-    """The words of ``regex.finditer(PATTERNS[rule], t)`` for every text row ``t`` of ``text``.
+    """The words of ``regex.finditer(PATTERNS[rule], t)`` for every text row ``t`` of ``text``, with
+    the classes tiktoken reads (:func:`class_tables`).
 
     ``text`` holds codepoints (:func:`gputok.ingest.codepoints`); ``rule`` is one of
     ``gpt2``/``r50k``/``p50k``, ``cl100k``, ``o200k``. Word starts/ends index ``text.values``.

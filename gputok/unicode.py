@@ -87,7 +87,8 @@ def _build() -> dict[str, np.ndarray]:
 
 
 def disk_cached(name: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Arrays saved under the cache dir as ``name`` (keyed by this Python's Unicode version)."""
+    """Arrays saved under the cache dir as ``name`` (keyed by this Python's Unicode version); built
+    each time where the cache dir cannot be written."""
     path = cache_dir() / f"{name}-unicode{unicodedata.unidata_version}-v{_TABLE_VERSION}.npz"
     try:
         with np.load(path) as data:
@@ -95,8 +96,11 @@ def disk_cached(name: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[s
     except (OSError, ValueError, KeyError, EOFError):
         pass
     arrays = build()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
+    except OSError:  # a cache dir that cannot be written only costs the build again next time
+        return arrays
     with os.fdopen(fd, "wb") as f:
         np.savez(f, **arrays)
     os.replace(tmp, path)

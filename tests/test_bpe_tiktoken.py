@@ -94,11 +94,13 @@ def test_random_unicode(pair, texts):
         assert ours.encode_batch(texts) == expected
 
 
-@pytest.mark.parametrize("text", ["\U00016ebb:A", "x\u0295y \u0295'S", "\u088f!a \U00011de0 12", "a\u1acf b \U00016ebb's"])
+@pytest.mark.parametrize("text", ["\U00016ebb:A", "\U00016ebb's", "\u088f's", "\U00011de0's 12"])
 def test_characters_newer_than_tiktokens_unicode(pair, text, monkeypatch):
-    """tiktoken reads Unicode 16; the regex module from 2025.10.23 on reads 17, where U+16EBB is
-    a letter, U+0295 no longer lowercase, U+11DE0 a digit. Each path gives tiktoken's ids: the
-    Python one, the tensor one that splits small batches with the regex module, the tensor split."""
+    """tiktoken reads Unicode 16; the regex module from 2025.10.23 on reads 17, where U+16EBB and
+    U+088F are letters and U+11DE0 a digit (each text here got other ids when gputok's classes
+    came from the regex module). Every path gives tiktoken's ids: the default one (Python,
+    unless the regex module reads a character otherwise), the tensor one that splits small
+    batches with the regex module under the same check, and the tensor split alone."""
     import gputok.tokenizer as tokenizer
 
     name, ours, reference = pair

@@ -3,8 +3,9 @@
 tiktoken (Rust ``regex``) and huggingface tokenizers (Oniguruma) compile their own Unicode tables,
 and the ``regex`` module installed beside gputok may carry a newer Unicode version (regex
 2025.10.23 and later: Unicode 17, where U+16EBB became a letter). This script asks tiktoken itself
-which class every codepoint is in, checks that huggingface agrees, and writes the result as a
-run-length code that :func:`gputok.regex_split.class_tables` decodes.
+which class every codepoint is in and which match the contraction letters case-insensitively,
+checks that huggingface reads every class alike, and writes the result as a run-length code that
+:func:`gputok.regex_split.class_tables` decodes.
 
 The probe: an encoding whose only merges are "any byte, then ``B``", split by ``CLASS B|(?s:.)``.
 A codepoint followed by ``B`` ends in a merged token exactly when it is in CLASS.

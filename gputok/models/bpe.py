@@ -242,8 +242,8 @@ class BPE:
         self.vocab_size = len(self.token_bytes)
         self._pairs_dict = merges
         # A pair map can hold more than a saved file's one merge per token (tiktoken: every split
-        # of a token; SentencePiece: shared ranks); the loader then sets a module-level function
-        # deriving them, which takes seconds of Python, so only on save.
+        # of a token; SentencePiece: shared ranks). The loader then sets a function deriving them,
+        # run on save only (seconds of Python for tiktoken), and module-level so the model pickles.
         self._merges_to_save: Callable[[BPE], dict[tuple[int, int], tuple[int, int]]] | None = None
         keys = torch.tensor([a * self.vocab_size + b for a, b in merges], dtype=torch.int64)
         values = torch.tensor([(rank << 32) | merged for rank, merged in merges.values()], dtype=torch.int64)
