@@ -181,7 +181,14 @@ def _regex_mask(pattern: str, everything: str) -> np.ndarray:
 
 
 def _regex_module_tables() -> dict[str, np.ndarray]:
-    """:func:`class_tables` as the installed ``regex`` module reads the classes."""
+    """:func:`class_tables` as the installed ``regex`` module reads the classes: asked once per
+    ``regex`` version (~0.5 s) and cached on disk."""
+    import regex
+
+    return unicode.disk_cached(f"regex-split-{regex.__version__}", _ask_regex_module)
+
+
+def _ask_regex_module() -> dict[str, np.ndarray]:
     everything = "".join(map(chr, range(unicode.MAX_CODEPOINT)))
     classes = np.zeros(unicode.MAX_CODEPOINT, dtype=np.uint8)
     for bit, pattern in _CLASS_PATTERNS.items():
@@ -210,11 +217,8 @@ def class_tables() -> tuple[torch.Tensor, torch.Tensor]:
 @functools.lru_cache(maxsize=1)
 def _regex_module_differs() -> np.ndarray | None:
     """Which codepoints the installed ``regex`` module classes otherwise than :func:`class_tables`
-    (None: none). regex 2025.10.23 and later read Unicode 17, the references Unicode 16. Asked
-    once per ``regex`` version (~0.5 s) and cached on disk."""
-    import regex
-
-    theirs = unicode.disk_cached(f"regex-split-{regex.__version__}", _regex_module_tables)
+    (None: none). regex 2025.10.23 and later read Unicode 17, the references Unicode 16."""
+    theirs = _regex_module_tables()
     classes, letters = class_tables()
     differs = (theirs["classes"] != classes.numpy()) | (theirs["letters"] != letters.numpy())
     return differs if differs.any() else None

@@ -53,11 +53,6 @@ def _ranges(mask: np.ndarray) -> str:
     return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in zip(firsts, lasts))
 
 
-@functools.lru_cache(maxsize=1)
-def _regex_module_tables() -> dict[str, np.ndarray]:
-    return regex_split._regex_module_tables()
-
-
 @functools.lru_cache(maxsize=None)
 def reference_pattern(rule: str) -> str:
     """``PATTERNS[rule]`` for the installed ``regex`` module, with the classes tiktoken reads
@@ -65,14 +60,14 @@ def reference_pattern(rule: str) -> str:
     codepoints where the module's Unicode version differs (regex >= 2025.10.23 reads Unicode 17).
     The pattern itself where they agree everywhere."""
     ours = class_tables()[0].numpy()
-    theirs = _regex_module_tables()
+    theirs = regex_split._regex_module_tables()
     assert np.array_equal(theirs["letters"], class_tables()[1].numpy())
     pattern = PATTERNS[rule]
     if np.array_equal(theirs["classes"], ours):
         return pattern
     sets = {}
-    for escape, bit in [(r"\p{Lu}\p{Lt}", 8), (r"\p{Lm}\p{Lo}", 32), (r"\p{Ll}", 16), (r"\p{L}", 1),
-                        (r"\p{N}", 2), (r"\p{M}", 64), (r"\s", 4)]:
+    for bit, char_pattern in regex_split._CLASS_PATTERNS.items():
+        escape = char_pattern[1:-1] if char_pattern.startswith("[") else char_pattern  # as PATTERNS spell it
         want, have = (ours & bit) != 0, (theirs["classes"] & bit) != 0
         members = f"[{escape}]"
         if (have & ~want).any():
