@@ -232,10 +232,13 @@ class ReplaceDecoder(_Chain):
     def __init__(self, pattern: dict[str, str], content: str) -> None:
         import regex
 
+        from . import regex_split
+
         if not isinstance(pattern, dict) or len(pattern) != 1 or not set(pattern) <= {"String", "Regex"}:
             raise ValueError(f"Replace pattern {pattern!r}: expected {{'String': ...}} or {{'Regex': ...}}")
         self.pattern, self.content = pattern, content
-        self._regex = regex.compile(regex.escape(pattern["String"]) if "String" in pattern else pattern["Regex"])
+        self._regex = (regex.compile(regex.escape(pattern["String"])) if "String" in pattern
+                       else regex_split.compile_with_table_classes(pattern["Regex"]))
 
     def decode_chain(self, tokens: list[str]) -> list[str]:
         return [self._regex.sub(lambda m: self.content, t) for t in tokens]

@@ -259,12 +259,15 @@ class Replace(Normalizer):
     def __init__(self, pattern: dict[str, str], content: str) -> None:
         import regex
 
+        from . import regex_split
+
         if not isinstance(pattern, dict) or len(pattern) != 1 or not set(pattern) <= {"String", "Regex"}:
             raise ValueError(f"Replace pattern {pattern!r}: expected {{'String': ...}} or {{'Regex': ...}}")
         self.pattern, self.content = pattern, content
         literal = pattern.get("String")
         self.char = literal if literal is not None and len(literal) == 1 else None
-        self.regex = regex.compile(regex.escape(literal) if literal is not None else pattern["Regex"])
+        self.regex = (regex.compile(regex.escape(literal)) if literal is not None
+                      else regex_split.compile_with_table_classes(pattern["Regex"]))
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         if self.char is None:

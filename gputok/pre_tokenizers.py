@@ -134,16 +134,23 @@ class Split:
 
     @functools.cached_property
     def compiled(self) -> regex.Pattern:
-        """The pattern compiled by the ``regex`` module (small batches split with it)."""
+        """The pattern compiled by the ``regex`` module as written (small batches split with it)."""
         return regex.compile(self.pattern)
 
-    def compiled_agrees(self, texts: Iterable[str]) -> bool:
-        """Whether :attr:`compiled` splits ``texts`` as this pre-tokenizer does: always for a
-        plain regex; for a named pattern, unless the installed ``regex`` module reads some
-        character's class otherwise than tiktoken (:func:`gputok.regex_split.regex_module_agrees`)."""
+    @functools.cached_property
+    def _classes_matter(self) -> bool:
         from . import regex_split
 
-        return self.rule is None or regex_split.regex_module_agrees("".join(texts))
+        return self.rule is not None or regex_split.with_table_classes(self.pattern) != self.pattern
+
+    def compiled_agrees(self, texts: Iterable[str]) -> bool:
+        """Whether :attr:`compiled` splits ``texts`` as this pre-tokenizer does, with the classes
+        huggingface and tiktoken read: unless the installed ``regex`` module reads the class of
+        some character of ``texts`` otherwise (:func:`gputok.regex_split.regex_module_agrees`) and
+        the pattern has a class (:func:`gputok.regex_split.with_table_classes`)."""
+        from . import regex_split
+
+        return not self._classes_matter or regex_split.regex_module_agrees("".join(texts))
 
     def __call__(self, text: Ragged) -> Words:
         from . import regex_split

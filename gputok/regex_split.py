@@ -181,11 +181,12 @@ def _regex_mask(pattern: str, everything: str) -> np.ndarray:
 
 
 def _regex_module_tables() -> dict[str, np.ndarray]:
-    """:func:`class_tables` as the installed ``regex`` module reads the classes: asked once per
-    ``regex`` version (~0.5 s) and cached on disk."""
+    """:func:`class_tables` as the installed ``regex`` module reads the classes, and which
+    codepoints it reads as unassigned (``\\p{Cn}``): asked once per ``regex`` version (~0.5 s)
+    and cached on disk."""
     import regex
 
-    return unicode.disk_cached(f"regex-split-{regex.__version__}", _ask_regex_module)
+    return unicode.disk_cached(f"regex-split-{regex.__version__}-2", _ask_regex_module)
 
 
 def _ask_regex_module() -> dict[str, np.ndarray]:
@@ -196,7 +197,7 @@ def _ask_regex_module() -> dict[str, np.ndarray]:
     letters = np.zeros(unicode.MAX_CODEPOINT, dtype=np.uint8)
     for code, ch in enumerate(_LETTERS, 1):
         letters[_regex_mask("(?i)" + ch, everything)] = code
-    return {"classes": classes, "letters": letters}
+    return {"classes": classes, "letters": letters, "unassigned": _regex_mask(r"\p{Cn}", everything)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -242,6 +243,203 @@ def regex_module_agrees(text: str | np.ndarray) -> bool:
     differs = _regex_module_differs()
     return differs is None or not differs[text].any()
 
+
+
+# ---- any other pattern: the regex module with the tables' classes ---------------------------
+
+_CLASS_ESCAPE_LETTERS = frozenset("pPsSwWdD")  # \p{..} \P{..} \s \S \w \W \d \D
+_INLINE_FLAGS = None  # compiled on first use (the regex module is imported lazily)
+
+
+@functools.lru_cache(maxsize=1)
+def _stand_ins() -> tuple[str, str] | None:
+    r"""(the codepoints the ``regex`` module classes otherwise than :func:`class_tables`, one
+    stand-in for each) as two strings, or None where it agrees everywhere.
+
+    A stand-in is a codepoint the module reads as the tables read the changed one: the nearest
+    codepoint outside the changed ones with the same table entry (U+0295, ``Ll`` in Unicode 16
+    and ``Lo`` in 17: U+0296), and, for one with no class bit (new in Unicode 17: unassigned in
+    the tables' Unicode), the nearest codepoint the module reads as unassigned (``\p{Cn}``, no
+    noncharacter), in the same block where there is one. A class asked of the stand-in answers
+    as the tables' Unicode does for the original.
+    """
+    differs = _regex_module_differs()
+    if differs is None:
+        return None
+    classes, letters = (t.numpy() for t in class_tables())
+    entry = classes.astype(np.int64) | (letters.astype(np.int64) << 8)
+    changed = np.nonzero(differs)[0]
+    codepoints = np.arange(unicode.MAX_CODEPOINT)
+    noncharacter = ((codepoints & 0xFFFE) == 0xFFFE) | ((codepoints >= 0xFDD0) & (codepoints <= 0xFDEF))
+    unassigned = _regex_module_tables()["unassigned"] & ~noncharacter
+    stand_in = np.empty_like(changed)
+    for value in np.unique(entry[changed]):
+        ours = changed[entry[changed] == value]
+        pool = np.nonzero(~differs & (unassigned if value == 0 else entry == value))[0]
+        right = np.clip(np.searchsorted(pool, ours), 1, len(pool) - 1)
+        left = right - 1
+        nearest = np.where(ours - pool[left] <= pool[right] - ours, pool[left], pool[right])
+        stand_in[np.searchsorted(changed, ours)] = nearest
+    as_text = lambda cps: "".join(map(chr, cps.tolist()))  # noqa: E731
+    return as_text(changed), as_text(stand_in)
+
+
+def _codepoint_set(text: str) -> str:
+    """A regex set of exactly the characters of ``text`` (sorted, as ranges)."""
+    return "[" + _ranges(np.array(sorted(map(ord, set(text))))) + "]"
+
+
+def _ranges(cps: np.ndarray) -> str:
+    breaks = np.nonzero(np.diff(cps) != 1)[0]
+    firsts, lasts = np.concatenate([cps[:1], cps[breaks + 1]]), np.concatenate([cps[breaks], cps[-1:]])
+    return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in zip(firsts, lasts))
+
+
+@functools.lru_cache(maxsize=1024)
+def _atom_with_table_classes(atom: str, ignore_case: bool) -> str:
+    """``atom`` (one class escape or one ``[...]`` set holding some) matching what it matches in
+    the tables' Unicode: ``(?:(?!EXTRA)atom|MISSING)``, EXTRA and MISSING being the changed
+    codepoints it matches only in the module's Unicode / only in the tables'."""
+    import regex
+
+    stand_ins = _stand_ins()
+    if stand_ins is None:
+        return atom
+    changed, stand_in = stand_ins
+    compiled = regex.compile(atom, regex.IGNORECASE if ignore_case else 0)
+    has = [compiled.fullmatch(c) is not None for c in changed]
+    want = [compiled.fullmatch(c) is not None for c in stand_in]
+    extra = "".join(c for c, h, w in zip(changed, has, want) if h and not w)
+    missing = "".join(c for c, h, w in zip(changed, has, want) if w and not h)
+    if not extra and not missing:
+        return atom
+
+    def exactly(chars: str) -> str:  # no case folding: U+A7D3 is no U+A7D2 (new in Unicode 17)
+        return f"(?-i:{_codepoint_set(chars)})" if ignore_case else _codepoint_set(chars)
+
+    out = f"(?!{exactly(extra)})" + atom if extra else atom
+    return f"(?:{out}|{exactly(missing)})" if missing else f"(?:{out})"
+
+
+def _set_end(pattern: str, i: int) -> tuple[int, bool]:
+    """(index after the ``[...]`` set starting at ``pattern[i]``, whether it holds a class escape
+    or a POSIX class). Version-0 sets: a ``[`` inside is a literal unless it opens ``[:name:]``."""
+    j = i + 1
+    if pattern.startswith("^", j):
+        j += 1
+    if pattern.startswith("]", j):  # a leading ] is a literal
+        j += 1
+    has_class = False
+    while j < len(pattern) and pattern[j] != "]":
+        if pattern[j] == "\\" and j + 1 < len(pattern):
+            has_class |= pattern[j + 1] in _CLASS_ESCAPE_LETTERS
+            j = _escape_end(pattern, j)
+        elif pattern.startswith("[:", j) and pattern.find(":]", j + 2) > 0:
+            has_class = True
+            j = pattern.find(":]", j + 2) + 2
+        else:
+            j += 1
+    return j + 1, has_class
+
+
+def _escape_end(pattern: str, i: int) -> int:
+    """Index after the escape at ``pattern[i]`` (a backslash): ``\\p{...}`` / ``\\pL`` whole,
+    any other escape as its first two characters (what follows is then read as plain text)."""
+    if pattern[i + 1:i + 2] in ("p", "P"):
+        if pattern.startswith("{", i + 2):
+            close = pattern.find("}", i + 3)
+            return len(pattern) if close < 0 else close + 1
+        return min(i + 3, len(pattern))
+    return min(i + 2, len(pattern))
+
+
+def with_table_classes(pattern: str) -> str:
+    r"""``pattern`` rewritten so that the installed ``regex`` module reads its character classes
+    as :func:`class_tables`' Unicode (that of huggingface and tiktoken), whatever the module's:
+    regex 2025.10.23 and later read Unicode 17, where ~4,700 codepoints are new letters, digits,
+    marks or spaces (and U+0295 became ``Lo``). The pattern itself where they agree.
+
+    Every class escape (``\p{L}``, ``\pL``, ``\p{Letter}``, ``\P{L}``, ``\p{^L}``, ``\p{Lu}``,
+    ``\s``, ``\S``, ``\w``, ``\d``, ``\p{Han}``... any the module knows) and every ``[...]`` set
+    holding one (``[^\s\p{L}\p{N}]``, POSIX ``[:alpha:]``) becomes
+    ``(?:(?!EXTRA)atom|MISSING)``: the changed codepoints it matches only in the module's
+    Unicode are taken out and those it matches only in the tables' put in. What the tables'
+    Unicode says of a changed codepoint is read off a stand-in (:func:`_stand_ins`): for the
+    classes the tables hold (``\p{L} \p{N} \p{M} \s``, ``\p{Lu}|\p{Lt}``, ``\p{Ll}``,
+    ``\p{Lm}|\p{Lo}``) and the classes inside them (``\p{Lu}``, ``\p{Nd}``/``\d``, ``\w``,
+    scripts, ...) exactly, as the tests check against huggingface for every codepoint. Case
+    folding (``(?i)``, scoped or inline) is applied to each class as it is in the pattern.
+
+    Not covered: a codepoint whose table entry is unchanged but whose other properties changed
+    (new Unicode 17 symbols and punctuation: ``\p{S}``, ``\p{P}``, ``\p{Cn}`` read them as the
+    module does), and ``\b``/``\B``, which follow the module's ``\w``.
+
+    >>> with_table_classes(r"\d+|[^\s\p{L}]") == r"\d+|[^\s\p{L}]" or "(?!" in with_table_classes(r"\p{L}")
+    True
+    """
+    return _with_table_classes(pattern) if _stand_ins() is not None else pattern
+
+
+@functools.lru_cache(maxsize=64)
+def compile_with_table_classes(pattern: str):
+    """``regex.compile(with_table_classes(pattern))``, once per pattern (a ``regex.Pattern``)."""
+    import regex
+
+    return regex.compile(with_table_classes(pattern))
+
+
+@functools.lru_cache(maxsize=256)
+def _with_table_classes(pattern: str) -> str:
+    import regex
+
+    global _INLINE_FLAGS
+    if _INLINE_FLAGS is None:
+        _INLINE_FLAGS = regex.compile(r"\(\?([a-zA-Z0-9]*)(?:-([a-zA-Z]*))?([:)])")
+    out: list[str] = []
+    scopes = [False]  # case-insensitive in each open group, innermost last
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            end = _escape_end(pattern, i)
+            atom = pattern[i:end]
+            out.append(_atom_with_table_classes(atom, scopes[-1]) if pattern[i + 1] in _CLASS_ESCAPE_LETTERS else atom)
+            i = end
+        elif ch == "[":
+            end, has_class = _set_end(pattern, i)
+            atom = pattern[i:end]
+            out.append(_atom_with_table_classes(atom, scopes[-1]) if has_class else atom)
+            i = end
+        elif ch == "(":
+            flags = _INLINE_FLAGS.match(pattern, i)
+            ignore_case = scopes[-1]
+            if flags is not None:
+                on, off = flags.group(1), flags.group(2) or ""
+                ignore_case = (ignore_case or "i" in on) and "i" not in off
+                if flags.group(3) == ")":  # (?i): for the rest of the enclosing group
+                    scopes[-1] = ignore_case
+                    out.append(flags.group())
+                    i = flags.end()
+                    continue
+            elif pattern.startswith("(?#", i):  # a comment
+                end = pattern.find(")", i)
+                end = len(pattern) if end < 0 else end + 1
+                out.append(pattern[i:end])
+                i = end
+                continue
+            scopes.append(ignore_case)
+            end = flags.end() if flags is not None else i + 1
+            out.append(pattern[i:end])
+            i = end
+        elif ch == ")":
+            if len(scopes) > 1:
+                scopes.pop()
+            out.append(ch)
+            i += 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 # Kinds for gpt2 / cl100k.
 K_L, K_N, K_O, K_APOS, K_SP, K_OWS, K_NL, K_NONE = range(8)
@@ -709,7 +907,8 @@ def split(text: Ragged, rule: str) -> Words:
 
 
 def split_with_regex(texts: list[str], pattern: str) -> Words:
-    """The slow, general fallback: ``regex.finditer(pattern, t)`` for each text, as :class:`Words`.
+    """The slow, general fallback: ``regex.finditer(pattern, t)`` for each text, as :class:`Words`,
+    with the classes huggingface and tiktoken read (:func:`with_table_classes`).
 
     Any pattern works (matches need not tile the text; unmatched chars belong to no word). Word
     indices are codepoint positions in the concatenation of ``texts``, as for :func:`split` on
@@ -722,7 +921,10 @@ def split_with_regex(texts: list[str], pattern: str) -> Words:
     """
     import regex
 
-    compiled = regex.compile(pattern)
+    # The pattern as written where the regex module reads every character as the tables do (the
+    # usual case, and faster), else with the tables' classes (:func:`with_table_classes`).
+    agrees = all(map(regex_module_agrees, texts))
+    compiled = regex.compile(pattern) if agrees else compile_with_table_classes(pattern)
     spans: list[int] = []
     counts = np.zeros(len(texts) + 1, dtype=np.int64)
     base = 0

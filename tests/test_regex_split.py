@@ -45,50 +45,14 @@ def tensor_split_only():
     regex_split.REGEX_BELOW_CHARS = saved
 
 
-def _ranges(mask: np.ndarray) -> str:
-    """The codepoints of ``mask`` as the inside of a regex set."""
-    cps = np.nonzero(mask)[0]
-    breaks = np.nonzero(np.diff(cps) != 1)[0]
-    firsts, lasts = np.concatenate([cps[:1], cps[breaks + 1]]), np.concatenate([cps[breaks], cps[-1:]])
-    return "".join(f"\\U{a:08x}" if a == b else f"\\U{a:08x}-\\U{b:08x}" for a, b in zip(firsts, lasts))
-
-
 @functools.lru_cache(maxsize=None)
 def reference_pattern(rule: str) -> str:
     """``PATTERNS[rule]`` for the installed ``regex`` module, with the classes tiktoken reads
-    (the tables): each class escape becomes a version-1 set that takes out or puts in the
-    codepoints where the module's Unicode version differs (regex >= 2025.10.23 reads Unicode 17).
-    The pattern itself where they agree everywhere."""
-    ours = class_tables()[0].numpy()
-    theirs = regex_split._regex_module_tables()
-    assert np.array_equal(theirs["letters"], class_tables()[1].numpy())
-    pattern = PATTERNS[rule]
-    if np.array_equal(theirs["classes"], ours):
-        return pattern
-    sets = {}
-    for bit, char_pattern in regex_split._CLASS_PATTERNS.items():
-        escape = char_pattern[1:-1] if char_pattern.startswith("[") else char_pattern  # as PATTERNS spell it
-        want, have = (ours & bit) != 0, (theirs["classes"] & bit) != 0
-        members = f"[{escape}]"
-        if (have & ~want).any():
-            members = f"[{members}--[{_ranges(have & ~want)}]]"
-        if (want & ~have).any():
-            members = f"[{members}[{_ranges(want & ~have)}]]"
-        sets[escape] = members
-    out, i = [], 0
-    while i < len(pattern):
-        escape = next((e for e in sets if pattern.startswith(e, i)), None)
-        if escape is not None:
-            out.append(sets[escape])
-            i += len(escape)
-        elif pattern.startswith(r"\S", i):
-            out.append(f"[^{sets[chr(92) + 's']}]")
-            i += 2
-        else:
-            step = 2 if pattern[i] == "\\" else 1
-            out.append(pattern[i:i + step])
-            i += step
-    return "(?V1)" + "".join(out)
+    (the tables; regex >= 2025.10.23 reads Unicode 17): :func:`regex_split.with_table_classes`,
+    checked codepoint for codepoint below. The contraction letters are literals: the module must
+    fold them as the tables do."""
+    assert np.array_equal(regex_split._regex_module_tables()["letters"], class_tables()[1].numpy())
+    return regex_split.with_table_classes(PATTERNS[rule])
 
 
 def reference(texts: list[str], pattern: str) -> tuple[list[int], list[int], list[int]]:
@@ -244,6 +208,138 @@ def test_an_unwritable_cache_dir_only_costs_the_build(monkeypatch, tmp_path):
     monkeypatch.setattr(regex_split, "_regex_module_differs", functools.lru_cache(maxsize=1)(
         regex_split._regex_module_differs.__wrapped__))  # built afresh, under the unwritable dir
     assert regex_split.regex_module_agrees("Hello, 世界")
+
+
+# ---- any other pattern: the tables' classes through the regex module ---------------------
+
+LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+          r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+# Each spelling of a class the tables hold, with the table bits it must match exactly.
+_L, _N, _WS, _UP, _LO, _BL, _M = 1, 2, 4, 8, 16, 32, 64
+SPELLINGS = {
+    r"\p{L}": (_L, False), r"\pL": (_L, False), r"\p{Letter}": (_L, False), r"\p{gc=L}": (_L, False),
+    r"\P{L}": (_L, True), r"\p{^L}": (_L, True), r"[^\p{L}]": (_L, True), r"[\p{L}]": (_L, False),
+    r"\p{N}": (_N, False), r"\pN": (_N, False), r"\p{Number}": (_N, False), r"\P{N}": (_N, True),
+    r"\s": (_WS, False), r"\S": (_WS, True), r"[\s]": (_WS, False), r"[^\s]": (_WS, True),
+    r"\p{M}": (_M, False), r"\p{Mark}": (_M, False), r"\p{Ll}": (_LO, False), r"[\p{Lu}\p{Lt}]": (_UP, False),
+    r"[\p{Lm}\p{Lo}]": (_BL, False), r"[\p{L}\p{N}]": (_L | _N, False), r"[^\s\p{L}\p{N}]": (_WS | _L | _N, True),
+    r"[^\r\n\p{L}\p{N}]": (_L | _N, True),  # \r and \n are not changed codepoints
+}
+
+
+def _matches_everywhere(pattern: str) -> np.ndarray:
+    """Which codepoints (all of them, surrogates excepted) the compiled pattern matches alone."""
+    everything = "".join(chr(c) for c in range(MAX_CODEPOINT) if not 0xD800 <= c < 0xE000)
+    marked = regex.sub(pattern, "\x00", everything)
+    assert len(marked) == len(everything), pattern
+    hit = np.frombuffer(marked.encode("utf-32-le"), dtype=np.uint32) == 0
+    mask = np.zeros(MAX_CODEPOINT, dtype=bool)
+    mask[[c for c in range(MAX_CODEPOINT) if not 0xD800 <= c < 0xE000]] = hit
+    mask[0] = regex.fullmatch(pattern, "\x00") is not None
+    return mask
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+def test_with_table_classes_reads_every_class_spelling_as_the_tables(spelling):
+    bits, negated = SPELLINGS[spelling]
+    classes = class_tables()[0].numpy()
+    want = ((classes & bits) != 0) != negated
+    if spelling.startswith("[^\\r\\n"):
+        want[[0x0D, 0x0A]] = False
+    want[0xD800:0xE000] = False  # surrogates are never in a text (replaced at ingestion)
+    got = _matches_everywhere(regex_split.with_table_classes(spelling))
+    assert np.array_equal(got, want), [hex(c) for c in np.nonzero(got != want)[0][:10]]
+    # The same under (?i), scoped or not, where no case pair crosses the class (U+0345, a mark,
+    # folds to a letter: (?i)[^\p{L}] leaves it out in either Unicode)
+    if spelling in (r"\p{L}", r"\p{N}", r"\S"):
+        for flagged in (f"(?i){spelling}", f"(?i:{spelling})", f"(?i:(?:{spelling}))", f"(?i)[@]|{spelling}"):
+            expected = want.copy()
+            expected[ord("@")] |= "@" in flagged
+            assert np.array_equal(_matches_everywhere(regex_split.with_table_classes(flagged)), expected), flagged
+
+
+# Classes the tables do not hold, as huggingface (Oniguruma, Unicode 16) reads them on the changed
+# codepoints (where the regex module's Unicode differs): \p{Lu} \p{Lo} \d \p{Han} ...
+OTHER_CLASSES = [r"\p{Lu}", r"\p{Lt}", r"\p{Lm}", r"\p{Lo}", r"\p{Nd}", r"\d", r"\D", r"\p{Nl}", r"\p{No}",
+                 r"\p{Mn}", r"\p{Mc}", r"\p{Han}", r"\p{Latin}", r"\p{Cn}", r"[\p{Han}\d]", r"[^\w\s]"]
+
+
+@pytest.mark.parametrize("spelling", OTHER_CLASSES)
+def test_with_table_classes_reads_other_classes_as_huggingface(spelling):
+    pytest.importorskip("tokenizers")
+    from tokenizers import Regex
+    from tokenizers.pre_tokenizers import Split as HfSplit
+
+    stand_ins = regex_split._stand_ins()
+    if stand_ins is None:
+        pytest.skip("the installed regex module reads Unicode as the tables do")
+    changed = stand_ins[0] + "\u0294\u0296a1 \u4e00"  # and some neighbours that did not change
+    pieces = HfSplit(Regex(spelling), "removed").pre_tokenize_str("\x00".join(changed))
+    kept = {text for text, _ in pieces}  # "removed" keeps what does not match
+    hf = [c not in kept and not any(c in k for k in kept) for c in changed]
+    compiled = regex.compile(regex_split.with_table_classes(spelling))
+    ours = [compiled.fullmatch(c) is not None for c in changed]
+    differ = [hex(ord(c)) for c, a, b in zip(changed, hf, ours) if a != b]
+    assert not differ, differ[:10]
+
+
+def test_with_table_classes_keeps_the_rest_of_the_pattern():
+    assert regex_split.with_table_classes(r"a+|[xyz]|\\p{L}|(?i:k)|\x41|\N{BULLET}") == r"a+|[xyz]|\\p{L}|(?i:k)|\x41|\N{BULLET}"
+    for pattern in [LLAMA3] + list(PATTERNS.values()) + [r"[]\p{L}]+", r"[\]\s]|[[:alpha:]]+", r"(?#x\p{L})\p{L}"]:
+        rewritten = regex_split.with_table_classes(pattern)
+        regex.compile(rewritten)
+        text = "Hello world's  1234 \u4e2d\u6587 \t!?\n[] ]] \U00016ebb'm \u0295x"
+        if regex_split.regex_module_agrees(text):
+            continue
+        ascii_text = "Hello world's  1234 \t!?\n[] ]]"
+        assert regex.findall(rewritten, ascii_text) == regex.findall(pattern, ascii_text), pattern
+
+
+NEW_IN_UNICODE_17 = ["\U00016ebb'm", "\U00016ebb;a", "a\U00011db0'S", "\U000323b0\U000323b1's1", "!\u088f x",
+                     "\u0295'd", "x\U0001e6c0\u0c5c 12"]
+ISSUE_EXAMPLES = ["\U000107bf;a", "\u058c'm"]
+
+
+def _tiny_byte_level(tmp_path: Path, pattern: str):
+    """A byte-level BPE with merges across the pieces that differ (``'m``, ``;a``...), split by
+    ``pattern``, as a gputok Tokenizer and as the huggingface Tokenizer of its tokenizer.json."""
+    import base64
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from gputok import Tokenizer
+
+    tokens = [bytes([b]) for b in range(256)] + [b"'m", b"'S", b"'d", b";a", b"'s", b"\xf0\x96"]
+    path = tmp_path / "tiny.tiktoken"
+    path.write_text("".join(f"{base64.b64encode(t).decode()} {i}\n" for i, t in enumerate(tokens)))
+    ours = Tokenizer.from_tiktoken(str(path), pattern=pattern)
+    ours.save(str(tmp_path / "tiny.json"))
+    return ours, tokenizers.Tokenizer.from_file(str(tmp_path / "tiny.json"))
+
+
+def test_a_split_regex_reads_unicode_17_letters_as_huggingface(tmp_path, monkeypatch):
+    """Issue 22 item 7: the Llama 3 split on characters new in Unicode 17 (regex >= 2025.10.23
+    reads them as letters, huggingface as unassigned)."""
+    from gputok import tokenizer as tokenizer_module
+
+    ours, hf = _tiny_byte_level(tmp_path, LLAMA3)
+    texts = NEW_IN_UNICODE_17 + ISSUE_EXAMPLES
+    expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert [list(ours.encode(t)) for t in texts] == expected  # one by one: the small Python path
+    monkeypatch.setattr(tokenizer_module, "PYTHON_BPE_BELOW_CHARS", 0)
+    assert [list(ids) for ids in ours.encode_batch(texts)] == expected  # the batch path
+    from gputok.pre_tokenizers import Split
+
+    words = Split(LLAMA3)(codepoints(["\U00016ebb'm"]))
+    assert list(zip(words.starts.tolist(), words.ends.tolist())) == [(0, 2), (2, 3)]  # "\U00016ebb'", "m"
+
+
+def test_replace_regexes_read_the_tables_classes():
+    from gputok.decoders import ReplaceDecoder
+    from gputok.normalizers import Replace
+
+    assert ReplaceDecoder({"Regex": r"\p{L}"}, "_").decode_chain(["a\U00016ebb"]) == ["_\U00016ebb"]
+    out, _ = Replace({"Regex": r"\p{L}+"}, "_")(codepoints(["ab\U00016ebbc"]))
+    assert "".join(map(chr, out.values.tolist())) == "_\U00016ebb_"
 
 
 # ---- random mixes ---------------------------------------------------------------------------
