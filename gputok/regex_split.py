@@ -99,8 +99,11 @@ Only the named patterns are compiled to tensor ops; any other regex goes through
 Unicode data (16.0), NOT :mod:`unicodedata` (Python 3.11 has Unicode 14.0: ~14k
 codepoints get a different L/N/M class) nor the installed ``regex`` module's: regex 2025.10.23 and
 later read Unicode 17 (U+16EBB is a letter there, and not in tiktoken). The small-batch paths that
-run the ``regex`` module itself take a batch only when :func:`regex_module_agrees` on all of its
-characters. A later tiktoken on a newer Unicode needs the tables regenerated. Matching is done
+run the ``regex`` module on a pattern as written take a batch only when :func:`regex_module_agrees`
+on all of its characters; otherwise the pattern runs as :func:`with_table_classes` rewrites it
+(any Split regex, and the Replace normalizer and decoder), so every pattern reads the tables'
+classes whatever ``regex`` version is installed. A later tiktoken on a newer Unicode needs the
+tables regenerated. Matching is done
 on codepoints; lone surrogates were already replaced by U+FFFD at ingestion.
 
 Memory
@@ -374,7 +377,8 @@ def with_table_classes(pattern: str) -> str:
     (new Unicode 17 symbols and punctuation: ``\p{S}``, ``\p{P}``, ``\p{Cn}`` read them as the
     module does), and ``\b``/``\B``, which follow the module's ``\w``.
 
-    >>> with_table_classes(r"\d+|[^\s\p{L}]") == r"\d+|[^\s\p{L}]" or "(?!" in with_table_classes(r"\p{L}")
+    >>> import regex
+    >>> regex.fullmatch(with_table_classes(r"\p{L}"), "\U00016ebb") is None  # no letter in Unicode 16
     True
     """
     return _with_table_classes(pattern) if _stand_ins() is not None else pattern
