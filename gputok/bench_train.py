@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ._atomic import write_atomic
+
 PRESETS = ("byte-level-bpe", "char-bpe", "bert-wordpiece")
 # The acceptance settings of the training issue: 32000 / 2 for BPE, 30000 / 3 for WordPiece.
 DEFAULTS = {"byte-level-bpe": (32000, 2), "char-bpe": (32000, 2), "bert-wordpiece": (30000, 3)}
@@ -60,7 +62,7 @@ def _worker(engine: str, preset: str, megabytes: int | None, vocab_size: int, mi
         hf.train([str(path)], vocab_size=vocab_size, min_frequency=min_frequency, show_progress=False)
         row["seconds"] = time.perf_counter() - start
         spec = json.loads(hf.to_str())
-    Path(out).write_text(json.dumps(spec["model"]), encoding="utf-8")
+    write_atomic({out: json.dumps(spec["model"])})
     row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return row
 
@@ -114,7 +116,7 @@ def run_benchmark(*, presets=PRESETS, megabytes=(10,), vocab_size: int | None = 
                 _print_rows(rows[-2:], header=len(rows) == 2, threads=threads, device=device)
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps({"device": device, "threads": threads, "rows": rows}, indent=2))
+        write_atomic({json_path: json.dumps({"device": device, "threads": threads, "rows": rows}, indent=2)})
         print(f"wrote {json_path}")
     return rows
 

@@ -11,9 +11,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -33,18 +31,22 @@ def _encode(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
+    from ._atomic import check_output_paths, write_atomic
     from .ingest import read_lines
 
+    try:
+        check_output_paths({"-o": args.output})  # before the tokenizer loads and the inputs are read
+    except ValueError as e:
+        raise SystemExit(f"gputok encode: {e}") from e
     tok = load_tokenizer(args.tokenizer)
     for name in args.inputs:
         if not Path(name).is_file():
             raise SystemExit(f"gputok: input file {name} does not exist")
-    out = Path(args.output)
-    as_npz = out.suffix == ".npz"
-    fd, tmp = tempfile.mkstemp(dir=out.parent if str(out.parent) else ".", prefix=out.name, suffix=".tmp")
-    values, lengths = [], []
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as text_out:
+    as_npz = Path(args.output).suffix == ".npz"
+
+    def write(tmp: Path) -> None:
+        values, lengths = [], []
+        with open(tmp, "w", encoding="utf-8") as text_out:
             for name in args.inputs:
                 lines = read_lines(name)
                 with tqdm(total=len(lines), desc=name, unit="line", disable=args.quiet, file=sys.stderr) as bar:
@@ -59,16 +61,14 @@ def _encode(args: argparse.Namespace) -> int:
                             flat, bounds = ids.tolist(), offsets.tolist()
                             text_out.writelines(" ".join(map(str, flat[bounds[j] : bounds[j + 1]])) + "\n"
                                                 for j in range(len(bounds) - 1))
-                        bar.update(len(bounds) - 1 if not as_npz else offsets.numel() - 1)
+                        bar.update(offsets.numel() - 1)
         if as_npz:
             lens = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
             with open(tmp, "wb") as f:
                 np.savez(f, ids=np.concatenate(values) if values else np.zeros(0, dtype=np.int32),
                          offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
-        os.replace(tmp, out)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+
+    write_atomic({args.output: write})
     return 0
 
 
@@ -76,7 +76,7 @@ def _train(args: argparse.Namespace) -> int:
     import time
 
     from .training import PRESETS, output_files, save_sentencepiece_model, train_with_summary
-    from ._atomic import write_atomic
+    from ._atomic import check_output_paths, write_atomic
 
     kind = PRESETS[args.preset].model if args.preset else args.model or "bpe"
     if kind == "unigram" and (args.vocab_txt or args.vocab_json or args.merges_txt):
@@ -92,11 +92,13 @@ def _train(args: argparse.Namespace) -> int:
                          "--vocab-json/--merges-txt for BPE")
     if bool(args.vocab_json) != bool(args.merges_txt):
         raise SystemExit("gputok: --vocab-json and --merges-txt go together; pass both")
-    outputs = [p for p in (args.output, args.vocab_txt, args.vocab_json, args.merges_txt, args.sp_model) if p]
-    for out in outputs:  # fail before hours of training, not after
-        folder = Path(out).parent
-        if not folder.is_dir() or not os.access(folder, os.W_OK):
-            raise SystemExit(f"gputok: cannot write {out}: folder {folder} does not exist or is not writable")
+    options = {"-o": args.output, "--vocab-txt": args.vocab_txt, "--vocab-json": args.vocab_json,
+               "--merges-txt": args.merges_txt, "--sp-model": args.sp_model}
+    try:
+        check_output_paths(options)  # fail before hours of training, not after
+    except ValueError as e:
+        raise SystemExit(f"gputok train: {e}") from e
+    outputs = [p for p in options.values() if p]
     try:
         tok, summary = train_with_summary(
             args.inputs, model=args.model, preset=args.preset, vocab_size=args.vocab_size,
@@ -105,10 +107,11 @@ def _train(args: argparse.Namespace) -> int:
             progress=not args.no_progress, byte_fallback=args.byte_fallback,
             character_coverage=args.character_coverage, max_piece_length=args.max_piece_length)
         start = time.perf_counter()
-        write_atomic(output_files(tok, tokenizer_json_path=args.output, vocab_txt=args.vocab_txt,
-                                  vocab_json=args.vocab_json, merges_txt=args.merges_txt))
+        files: dict = output_files(tok, tokenizer_json_path=args.output, vocab_txt=args.vocab_txt,
+                                   vocab_json=args.vocab_json, merges_txt=args.merges_txt)
         if args.sp_model:
-            save_sentencepiece_model(tok, args.sp_model)
+            files[Path(args.sp_model)] = lambda tmp: save_sentencepiece_model(tok, tmp)
+        write_atomic(files)  # all of them or none
     except (ValueError, TypeError, OSError) as e:
         raise SystemExit(f"gputok train: {e}") from e
     summary.seconds["writing"] = time.perf_counter() - start

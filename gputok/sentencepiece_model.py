@@ -87,11 +87,10 @@ def read_model(path: str | os.PathLike) -> SentencePieceModel:
 
 
 def write_model(model: SentencePieceModel, path: str | os.PathLike) -> None:
-    """Write ``model`` as a ``.model`` file (atomically)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(serialize_model(model))
-    os.replace(tmp, path)
+    """Write ``model`` as a ``.model`` file (atomically: :func:`gputok._atomic.write_atomic`)."""
+    from ._atomic import write_atomic
+
+    write_atomic({path: serialize_model(model)})
 
 
 def parse_model(data: bytes) -> SentencePieceModel:

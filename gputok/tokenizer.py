@@ -634,5 +634,5 @@ def gputok_example_vocab() -> str:
     """Write a tiny BERT vocab.txt for examples and doctests; returns its path."""
     path = Path(tempfile.gettempdir()) / "gputok-example-vocab.txt"
     tokens = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]", "hello", ",", "una", "##ff", "##able", "world", "!"]
-    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    write_atomic({path: "\n".join(tokens) + "\n"})
     return str(path)

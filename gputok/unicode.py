@@ -19,14 +19,13 @@ per codepoint); normalizers that need it for parity say so.
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 import unicodedata
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
+from ._atomic import write_atomic
 from ._cache import cache_dir
 from .ragged import Ragged, expand_rows, offsets_from_lengths
 
@@ -96,14 +95,16 @@ def disk_cached(name: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[s
     except (OSError, ValueError, KeyError, EOFError):
         pass
     arrays = build()
+
+    def save(tmp) -> None:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-    except OSError:  # a cache dir that cannot be written only costs the build again next time
-        return arrays
-    with os.fdopen(fd, "wb") as f:
-        np.savez(f, **arrays)
-    os.replace(tmp, path)
+        write_atomic({path: save})
+    except (OSError, ValueError):  # a cache dir that cannot be written only costs the build again next time
+        pass
     return arrays
 
 

@@ -10,6 +10,7 @@ import collections
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -372,6 +373,126 @@ def test_write_atomic_leaves_no_partial_file(tmp_path, monkeypatch):
     with pytest.raises(TypeError):
         write_atomic({old: "new", tmp_path / "vocab.txt": None})
     assert old.read_text() == "the previous file" and sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer.json"]
+
+
+def _snapshot(folder):
+    """Every file under ``folder``: its bytes, inode and mtime (what "untouched" means)."""
+    return {str(f.relative_to(folder)): (f.read_bytes(), f.stat().st_ino, f.stat().st_mtime_ns)
+            for f in sorted(folder.rglob("*")) if f.is_file()}
+
+
+@pytest.mark.parametrize("fail_at", [1, 2])
+def test_write_atomic_all_or_none_when_a_rename_fails(tmp_path, monkeypatch, fail_at):
+    """Issue 22 item 6: a move that fails after others were done puts those back as they were."""
+    old = tmp_path / "tokenizer.json"
+    old.write_text("the previous file")
+    before = _snapshot(tmp_path)
+    targets = [old, tmp_path / "vocab.json", tmp_path / "merges.txt"]
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if str(dst) == str(targets[fail_at]) and str(src).endswith(".tmp"):
+            raise OSError(5, "Input/output error")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="Input/output error"):
+        write_atomic({targets[0]: "new", targets[1]: "{}", targets[2]: "#version: 0.2\n"})
+    assert _snapshot(tmp_path) == before  # the old file back (same inode, bytes, mtime), no new one, no temporaries
+    monkeypatch.undo()
+    write_atomic({targets[0]: "new", targets[1]: "{}", targets[2]: "#version: 0.2\n"})
+    assert [t.read_text() for t in targets] == ["new", "{}", "#version: 0.2\n"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["merges.txt", "tokenizer.json", "vocab.json"]
+
+
+def _no_training(monkeypatch):
+    from gputok import training
+
+    def train_with_summary(*args, **kwargs):
+        raise AssertionError("training started before the output paths were checked")
+
+    monkeypatch.setattr(training, "train_with_summary", train_with_summary)
+
+
+@pytest.mark.parametrize("options", [
+    ["--preset", "bert-wordpiece", "--vocab-txt", "{dir}"],
+    ["--model", "bpe", "--vocab-json", "{tmp}/vocab.json", "--merges-txt", "{dir}"],
+    ["--model", "bpe", "--vocab-json", "{dir}", "--merges-txt", "{tmp}/merges.txt"],
+    ["--model", "unigram", "--sp-model", "{dir}"],
+])
+@pytest.mark.parametrize("existing", [False, True])
+def test_cli_train_checks_every_output_path_before_training(small_corpus, tmp_path, monkeypatch, options, existing):
+    """Issue 22 item 6: an output that is a directory fails at once, naming the option; tok.json
+    is left as it was (or absent) and no temporary file is left anywhere."""
+    _no_training(monkeypatch)
+    out, folder = tmp_path / "tok.json", tmp_path / "a-folder"
+    folder.mkdir()
+    if existing:
+        out.write_text("the previous tokenizer")
+    before = _snapshot(tmp_path)
+    args = [a.format(dir=folder, tmp=tmp_path) for a in options]
+    option = options[options.index("{dir}") - 1]
+    with pytest.raises(SystemExit, match=f"{option} {folder} is a directory"):
+        cli.main(["train", str(small_corpus), "--vocab-size", "300", "--no-progress", "-o", str(out), *args])
+    assert _snapshot(tmp_path) == before
+
+
+def test_cli_train_checks_missing_and_unwritable_folders(small_corpus, tmp_path, monkeypatch):
+    _no_training(monkeypatch)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    base = ["train", str(small_corpus), "--no-progress", "--preset", "bert-wordpiece"]
+    with pytest.raises(SystemExit, match="--vocab-txt .*no/v.txt: folder .*no does not exist"):
+        cli.main([*base, "-o", str(tmp_path / "t.json"), "--vocab-txt", str(tmp_path / "no" / "v.txt")])
+    with pytest.raises(SystemExit, match="-o .*a-file/t.json: folder .*a-file does not exist"):
+        cli.main([*base, "-o", str(a_file / "t.json")])
+    with pytest.raises(SystemExit, match="--vocab-txt .*t.json: -o writes the same file"):
+        cli.main([*base, "-o", str(tmp_path / "t.json"), "--vocab-txt", str(tmp_path / "." / "t.json")])
+    monkeypatch.setattr("tempfile.mkstemp", lambda **kw: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    with pytest.raises(SystemExit, match="-o .*t.json: cannot write in folder .* \\(Permission denied\\)"):
+        cli.main([*base, "-o", str(tmp_path / "t.json")])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_cli_train_writes_all_or_none_when_the_last_output_fails(tmp_path, monkeypatch):
+    """A writer that fails after the others were written (here the .model) leaves every output as
+    it was: the files are moved into place only once all are written."""
+    from gputok import training
+
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("the cat sat on the mat\nthe dog ate the hat\n" * 20)
+    out = tmp_path / "tok.json"
+    out.write_text("the previous tokenizer")
+    before = _snapshot(tmp_path)
+
+    def save_sentencepiece_model(tok, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(training, "save_sentencepiece_model", save_sentencepiece_model)
+    with pytest.raises(SystemExit, match="No space left"):
+        cli.main(["train", str(corpus), "--model", "unigram", "--vocab-size", "16", "--no-progress",
+                  "-o", str(out), "--sp-model", str(tmp_path / "u.model")])
+    assert _snapshot(tmp_path) == before
+
+
+def test_cli_encode_checks_the_output_first_and_leaves_no_temporary(tmp_path, monkeypatch):
+    from gputok import tokenizer as tokenizer_module
+
+    vocab = tokenizer_module.gputok_example_vocab()
+    text = tmp_path / "in.txt"
+    text.write_text("hello world\n")
+    with pytest.raises(SystemExit, match="-o .*a-folder is a directory"):
+        (tmp_path / "a-folder").mkdir()
+        cli.main(["encode", "--tokenizer", str(tmp_path / "not-loaded.json"), str(text), "-o", str(tmp_path / "a-folder")])
+    before = _snapshot(tmp_path)
+    monkeypatch.setattr(np, "savez", lambda *a, **kw: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError, match="No space left"):
+        cli.main(["encode", "--tokenizer", vocab, str(text), "-o", str(tmp_path / "ids.npz"), "--quiet"])
+    assert _snapshot(tmp_path) == before
+    monkeypatch.undo()
+    assert cli.main(["encode", "--tokenizer", vocab, str(text), "-o", str(tmp_path / "ids.npz"), "--quiet"]) == 0
+    with np.load(tmp_path / "ids.npz") as saved:
+        assert saved["offsets"].tolist() == [0, len(saved["ids"])] and len(saved["ids"]) > 2
 
 
 def test_output_files_kinds(small_corpus):
