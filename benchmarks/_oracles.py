@@ -16,6 +16,7 @@ reference's, both from a path.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -58,6 +59,9 @@ def tiktoken_reference(path: str | Path, pattern: str) -> Encode:
 
     from gputok.regex_split import PATTERNS
 
+    # tiktoken caches what it reads under the path's name (in $TMP/data-gym-cache), so a file
+    # rewritten at the same path would be read stale: "" turns that cache off.
+    os.environ["TIKTOKEN_CACHE_DIR"] = ""
     pat_str = PATTERNS.get(TIKTOKEN_NAMES.get(pattern, pattern), pattern)
     encoding = tiktoken.Encoding("fuzz", pat_str=pat_str, special_tokens={},
                                  mergeable_ranks=load_tiktoken_bpe(str(path)))

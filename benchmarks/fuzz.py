@@ -114,7 +114,8 @@ def _finding(worker, family, kind, seed, text, outcome, detail, shrinks_left) ->
     small = text
     if alone and shrinks_left > 0:
         small = shrink(text, lambda t: _outcome(family, t) == outcome, worker.stage)
-    found = {"type": "mismatch" if outcome == "mismatch" else "crash", "family": family.name, "job": f"{kind}:{seed}",
+    found = {"type": "mismatch" if outcome == "mismatch" else "crash", "family": family.name,
+             "replay": f"text:{family.name}:{kind}:{seed}",
              "outcome": outcome, "length": len(text), "text": text[:TEXT_KEPT], "fails_alone": alone,
              "shrunk": small[:TEXT_KEPT], "detail": detail}
     if alone:
@@ -180,14 +181,19 @@ def file_case(worker: _Worker, base: str, mutation: str, seed: int) -> dict:
     fmt = _fuzz_files.BASES[base][0]
     worker.stage(f"make {base} {mutation} {seed}")
     data, options = _fuzz_files.make_case(base, mutation, seed)
-    path = worker.scratch / f"case-{seed}-{base}"
+    path = worker.scratch / f"case-{seed}-{mutation}-{base}"
     path.write_bytes(data)
     ours_loader, reference_loader = _oracles.LOADERS[fmt]
-    case = {"base": base, "mutation": mutation, "seed": seed, "options": options, "bytes": len(data)}
+    case = {"base": base, "mutation": mutation, "seed": seed, "replay": f"file:{base}:{mutation}:{seed}",
+            "options": options, "bytes": len(data)}
     worker.stage(f"gputok load {base} {mutation} {seed}")
     ours, ours_error = _load(ours_loader, path, options)
-    worker.stage(f"reference load {base} {mutation} {seed}")
-    reference, reference_error = _load(reference_loader, path, options)
+    if isinstance(ours_error, MemoryError):  # the process may be left short of memory: judge this case alone
+        case["restart"] = True
+        reference, reference_error = None, None
+    else:
+        worker.stage(f"reference load {base} {mutation} {seed}")
+        reference, reference_error = _load(reference_loader, path, options)
     expected = None
     if reference is not None:
         try:
@@ -228,6 +234,10 @@ def _worker_main(conn, memory_bytes: int, threads: int, scratch: str) -> None:
 
     if memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    # The references print panics (tiktoken on duplicate ranks) to stderr; the verdicts hold what matters.
+    os.environ["RUST_BACKTRACE"] = "0"
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))
     import torch
 
@@ -280,6 +290,12 @@ class Campaign:
         self.seconds = Counter()  # 'text' / 'file' -> worker seconds
         self.jobs = 0
         self._file_cases = self._file_case_order()
+        self.queue: list[tuple] | None = None  # fixed jobs (run_jobs) instead of random ones
+
+    def run_jobs(self, jobs: list[tuple], *, seconds: float = 3600) -> dict:
+        """Run exactly these jobs (``("text", family, kind, seed)`` or ``("file", base, mutation, seed)``)."""
+        self.queue = list(jobs)
+        return self.run(seconds=seconds)
 
     def _start(self) -> _Slot:
         parent, child = self.context.Pipe()
@@ -299,7 +315,9 @@ class Campaign:
                 number += 1
                 yield ("file", base, mutation, self.seed * 1_000_003 + number)
 
-    def _next_job(self, want_text: bool, want_files: bool) -> tuple:
+    def _next_job(self, want_text: bool, want_files: bool) -> tuple | None:
+        if self.queue is not None:
+            return self.queue.pop(0) if self.queue else None
         self.jobs += 1
         text_time, file_time = self.seconds["text"], self.seconds["file"]
         files_turn = want_files and (not want_text or file_time <= self.file_share * (text_time + file_time))
@@ -327,9 +345,10 @@ class Campaign:
                 want_files = files is None or self.files() < files
                 stop = now >= deadline or not (want_text or want_files)
                 for slot in self.slots:
-                    if slot.job is None and not stop:
-                        slot.job, slot.stage, slot.since, slot.started = self._next_job(want_text, want_files), "sent", now, now
-                        slot.conn.send(slot.job)
+                    job = None if stop or slot.job is not None else self._next_job(want_text, want_files)
+                    if job is not None:
+                        slot.job, slot.stage, slot.since, slot.started = job, "sent", now, now
+                        slot.conn.send(job)
                 busy = [s for s in self.slots if s.job is not None]
                 if not busy:
                     break
@@ -361,6 +380,8 @@ class Campaign:
             return
         job, slot.job = slot.job, None
         self.seconds[job[0]] += time.monotonic() - slot.started
+        if payload.pop("restart", False):  # a MemoryError: the next job gets a fresh worker
+            self._replace(slot)
         if "harness_error" in payload:
             self.harness_errors.append(f"{job}: {payload['harness_error']}")
             if self.verbose:
@@ -382,11 +403,7 @@ class Campaign:
         """The worker hung or died: count it against the job, and start a new worker."""
         job = slot.job
         self.seconds[job[0]] += time.monotonic() - slot.started
-        if slot.process.is_alive():
-            slot.process.kill()
-        slot.process.join(10)
-        slot.conn.close()
-        found = {"type": what, "job": ":".join(map(str, job)), "detail": detail}
+        found = {"type": what, "replay": ":".join(map(str, job)), "detail": detail}
         if job[0] == "text":
             family, kind, seed = job[1:]
             stats = self.text_stats[family]
@@ -400,7 +417,14 @@ class Campaign:
             found.update(format=_fuzz_files.BASES[job[1]][0], base=job[1], mutation=job[2], seed=job[3])
         self.findings.append(found)
         if self.verbose:
-            print(f"{what}: {found['job']}: {detail}", file=sys.stderr, flush=True)
+            print(f"{what}: {found['replay']}: {detail}", file=sys.stderr, flush=True)
+        self._replace(slot)
+
+    def _replace(self, slot: _Slot) -> None:
+        if slot.process.is_alive():
+            slot.process.kill()
+        slot.process.join(10)
+        slot.conn.close()
         replacement = self._start()
         slot.process, slot.conn, slot.job, slot.stage = replacement.process, replacement.conn, None, ""
 
@@ -424,6 +448,34 @@ class Campaign:
         return {"seed": self.seed, "seconds": elapsed, "strings": self.strings(), "files": self.files(),
                 "failures": dict(failures), "harness_errors": self.harness_errors,
                 "text": text_rows, "malformed_files": file_rows, "findings": self.findings}
+
+
+def ci_jobs(seed: int = 22, *, long_families=("cl100k-tiktoken", "bert-json", "sp-test-unigram")) -> list[tuple]:
+    """The CI profile (tests/test_fuzz.py): every family at every batch size once, a long line for
+    a few, and every mutation of every base file once; the same jobs for the same seed."""
+    jobs = [("text", family, kind, seed * 1000 + number)
+            for number, family in enumerate(_oracles.FAMILIES)
+            for kind in ("batch1000", "batch64", "batch7", "single")]
+    jobs += [("text", family, "long", seed) for family in long_families]
+    jobs += [("file", base, mutation, seed * 1000 + number)
+             for number, base in enumerate(_fuzz_files.BASES) for mutation in _fuzz_files.mutations_of(base)]
+    return jobs
+
+
+def summarize(findings: list[dict], limit: int = 40) -> str:
+    """One line per finding, deduplicated: family or file mutation, what, and a short repro."""
+    lines = []
+    for f in findings:
+        if "family" in f:
+            text = f.get("shrunk", "")
+            lines.append(f"{f['type']} {f['family']} (--replay {f['replay']}): "
+                         f"{ascii(text[:60])}{'...' if len(text) > 60 else ''} ({len(text)} chars) {f.get('detail', '')[:100]}")
+        else:
+            lines.append(f"{f['type']} {f['format']} {f['mutation']} (--replay {f['replay']}): "
+                         f"{f.get('why', '')} {f.get('gputok', f.get('detail', ''))[:100]}")
+    unique = list(dict.fromkeys(line.split(" (--replay")[0] + line.split(")", 1)[-1][:60] for line in lines))
+    return "\n".join(lines[:limit]) + (f"\n... {len(lines) - limit} more" if len(lines) > limit else "") + \
+        f"\n({len(lines)} findings, {len(unique)} distinct)"
 
 
 # ---- report ------------------------------------------------------------------------------------
