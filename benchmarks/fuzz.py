@@ -202,11 +202,13 @@ def file_case(worker: _Worker, base: str, mutation: str, seed: int) -> dict:
             reference_error = e
     case["reference"] = "loads" if reference_error is None else f"rejects ({_error(reference_error)[:160]})"
     if ours is None:
-        clean = isinstance(ours_error, ALLOWED_ERRORS) and path.name in str(ours_error)
+        # The message names what is wrong: the file, or the odd option (a tiktoken pattern) given with it.
+        named = [path.name] + [repr(v) for v in options.values()]
+        clean = isinstance(ours_error, ALLOWED_ERRORS) and any(n in str(ours_error) for n in named)
         case["verdict"] = "rejected" if clean else "unclean-error"
         case["gputok"] = _error(ours_error)
         if not clean:
-            case["why"] = ("the message does not name the file" if isinstance(ours_error, ALLOWED_ERRORS) else
+            case["why"] = ("the message does not name the file (or the bad option)" if isinstance(ours_error, ALLOWED_ERRORS) else
                            f"{type(ours_error).__name__} is not a ValueError")
         return case
     case["gputok"] = "loads"
