@@ -278,3 +278,39 @@ def _check_added_tokens(added: Any, vocab: dict[str, int], source: str) -> None:
     if seen_id:
         largest, k = max(seen_id.items())
         check_id_space(largest, len(vocab) + len(added), source, key_path("added_tokens", k) + ".id")
+
+
+# ---- SentencePiece .model --------------------------------------------------------------------
+
+def check_sentencepiece_pieces(pieces: list, byte_fallback: bool, source: str) -> None:
+    """SentencePiece's own checks of a model's pieces (``ModelInterface::InitializePieces``):
+    no empty or repeated piece, finite scores, exactly one unknown piece, byte pieces only with
+    ``byte_fallback`` and then all 256 of them. ``pieces``: :class:`gputok.sentencepiece_model.Piece`."""
+    from .sentencepiece_model import BYTE, UNKNOWN
+
+    fix = "SentencePiece refuses this model too: retrain it, or download it again if it is damaged"
+    seen: dict[str, int] = {}
+    unknown: list[int] = []
+    byte_pieces = 0
+    for i, p in enumerate(pieces):
+        field = f"pieces[{i}]"
+        if not p.piece:
+            raise fail(source, f"{field}.piece", p.piece, "a piece must not be empty", fix)
+        if not math.isfinite(p.score):
+            raise fail(source, f"{field}.score", p.score, "a score must be finite", fix)
+        if p.piece in seen:
+            raise fail(source, f"{field}.piece", p.piece, f"pieces[{seen[p.piece]}] is the same piece", fix)
+        seen[p.piece] = i
+        if p.type == UNKNOWN:
+            unknown.append(i)
+            if len(unknown) > 1:
+                raise fail(source, f"{field}.type", "UNKNOWN", f"pieces[{unknown[0]}] is the unknown piece already", fix)
+        if p.type == BYTE:
+            if not byte_fallback:
+                raise fail(source, f"{field}.piece", p.piece, "a byte piece in a model without byte_fallback", fix)
+            byte_pieces += 1
+    if not unknown:
+        raise FileFormatError(f"{source}: no piece has type UNKNOWN; {fix}")
+    if byte_fallback and byte_pieces != 256:
+        raise FileFormatError(f"{source}: trainer_spec.byte_fallback is true but there are {byte_pieces} byte pieces, "
+                              f"not 256; {fix}")

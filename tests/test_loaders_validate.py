@@ -329,3 +329,50 @@ def test_gpt2_files_name_the_file(tmp_path):
     (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
     with pytest.raises(FileFormatError, match=r"merges\.txt: merge 0 \('a', 'b'\) names tokens that are not in the vocabulary: \['ab'\]"):
         Tokenizer.from_gpt2_files(tmp_path / "vocab.json", tmp_path / "merges.txt")
+
+
+# ---- SentencePiece .model -------------------------------------------------------------------
+
+def _sp_model(tmp_path, extra=(), **options):
+    from gputok.sentencepiece_model import CONTROL, UNKNOWN, Piece, SentencePieceModel, serialize_model
+
+    pieces = [Piece("<unk>", 0.0, UNKNOWN), Piece("<s>", 0.0, CONTROL), Piece("</s>", 0.0, CONTROL),
+              Piece("▁a", -1.0), Piece("b", -2.0), Piece("▁", -3.0), Piece("a", -3.0), *extra]
+    path = tmp_path / "test.model"
+    path.write_bytes(serialize_model(SentencePieceModel(pieces=pieces, **options)))
+    return path
+
+
+def _sp_cases():
+    from gputok.sentencepiece_model import BPE, BYTE, NORMAL, UNKNOWN, Piece
+
+    return {
+        "repeated piece": (dict(extra=[Piece("b", -0.5)]), r"pieces\[7\]\.piece = 'b': pieces\[4\] is the same piece"),
+        "repeated piece (BPE)": (dict(extra=[Piece("b", -0.5)], model_type=BPE), r"pieces\[4\] is the same piece"),
+        "empty piece": (dict(extra=[Piece("", -0.5)]), r"pieces\[7\]\.piece = '': a piece must not be empty"),
+        "two unknown pieces": (dict(extra=[Piece("<unk2>", 0.0, UNKNOWN)]), r"pieces\[0\] is the unknown piece already"),
+        "NaN score": (dict(extra=[Piece("c", float("nan"))]), r"pieces\[7\]\.score = nan: a score must be finite"),
+        "infinite score": (dict(extra=[Piece("c", float("-inf"))]), r"pieces\[7\]\.score = -inf"),
+        "byte piece without byte_fallback": (dict(extra=[Piece("<0x41>", 0.0, BYTE)]),
+                                             r"'<0x41>': a byte piece in a model without byte_fallback"),
+        "byte_fallback without 256 bytes": (dict(extra=[Piece("<0x41>", 0.0, BYTE)], byte_fallback=True),
+                                            r"byte_fallback is true but there are 1 byte pieces, not 256"),
+        "valid": (dict(extra=[Piece("c", -0.5, NORMAL)]), None),
+    }
+
+
+@pytest.mark.parametrize("case", list(_sp_cases()))
+def test_sentencepiece_model_checks_match_sentencepiece(tmp_path, case):
+    """SentencePiece refuses these models at load; gputok loaded them (a repeated piece took the
+    last id, a BPE one failed with 'HashMap got 4 duplicated keys')."""
+    spm = pytest.importorskip("sentencepiece")
+    options, message = _sp_cases()[case]
+    path = _sp_model(tmp_path, **options)
+    if message is None:
+        reference = spm.SentencePieceProcessor(model_file=str(path))
+        assert Tokenizer.from_sentencepiece(path).encode("a b ab c") == reference.encode("a b ab c")
+        return
+    with pytest.raises(RuntimeError):
+        spm.SentencePieceProcessor(model_file=str(path))
+    with pytest.raises(FileFormatError, match=r"test\.model: .*" + message + r".*SentencePiece refuses this model too"):
+        Tokenizer.from_sentencepiece(path)
