@@ -310,7 +310,7 @@ def check_sentencepiece_pieces(pieces: list, byte_fallback: bool, source: str) -
                 raise fail(source, f"{field}.piece", p.piece, "a byte piece in a model without byte_fallback", fix)
             byte_pieces += 1
     if not unknown:
-        raise FileFormatError(f"{source}: no piece has type UNKNOWN; {fix}")
+        raise FileFormatError(f"{source}: the model has no unknown piece (no piece of type UNKNOWN); {fix}")
     if byte_fallback and byte_pieces != 256:
         raise FileFormatError(f"{source}: trainer_spec.byte_fallback is true but there are {byte_pieces} byte pieces, "
                               f"not 256; {fix}")
