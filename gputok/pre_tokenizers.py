@@ -11,6 +11,7 @@ punctuation or a Unicode P* category, with the reference's table quirks) is a wo
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -56,6 +57,14 @@ def words_from_starts(text: Ragged, starts_word: torch.Tensor) -> Words:
 
 
 WORD, SPACE, PUNCTUATION = 0, 1, 2
+
+
+def whole_texts(text: Ragged) -> Words:
+    """Each non-empty text is one word (no pre-tokenizer, or ByteLevel without its regex)."""
+    nonempty = text.lengths() > 0
+    starts = text.offsets[:-1][nonempty]
+    counts = nonempty.long()
+    return Words(starts, starts + text.lengths()[nonempty], torch.cat([counts.new_zeros(1), counts.cumsum(0)]))
 
 
 @functools.lru_cache(maxsize=8)
@@ -119,18 +128,19 @@ class Split:
 
     def __init__(self, pattern: str, *, byte_level: bool = False) -> None:
         """``byte_level``: the words feed a byte-level BPE; saved as huggingface writes that,
-        ``Sequence[Split(regex), ByteLevel(use_regex=false)]``."""
+        ``Sequence[Split(regex), ByteLevel(use_regex=false)]``. ``pattern``: a rule name, one of
+        tiktoken's encoding names (:data:`TIKTOKEN_NAMES`), or a regex; a regex with no match in
+        :data:`PROBE_TEXT` is an error (every text would encode to nothing)."""
         from . import regex_split
 
+        if not isinstance(pattern, str):
+            raise ValueError(f"Split pattern {pattern!r} is a {type(pattern).__name__}; pass a rule name or a regex string")
         self.byte_level = byte_level
-        self.rule = pattern if pattern in regex_split.PATTERNS else None
-        self.pattern = regex_split.PATTERNS.get(pattern, pattern)
+        name = TIKTOKEN_NAMES.get(pattern, pattern)
+        self.rule = name if name in regex_split.PATTERNS else None
+        self.pattern = regex_split.PATTERNS.get(name, pattern)
         if self.rule is None:
-            try:
-                regex.compile(self.pattern)
-            except regex.error as e:
-                raise ValueError(f"pattern {pattern!r} is neither a known name {sorted(regex_split.PATTERNS)} "
-                                 f"nor a valid regex: {e}") from e
+            _check_split_regex(pattern)
 
     @functools.cached_property
     def compiled(self) -> regex.Pattern:
@@ -183,6 +193,37 @@ class Split:
         return cls(named.get(pattern["Regex"], pattern["Regex"]))
 
 
+# tiktoken's encoding names, as aliases of the split rule each uses (tiktoken_ext.openai_public:
+# gpt2, r50k_base, p50k_base and p50k_edit split with r50k_pat_str, o200k_harmony with o200k's).
+TIKTOKEN_NAMES = {"r50k_base": "r50k", "p50k_base": "p50k", "p50k_edit": "p50k", "cl100k_base": "cl100k",
+                  "o200k_base": "o200k", "o200k_harmony": "o200k"}
+# A Split regex must match something in this: letters, digits, spaces, punctuation, CJK, emoji.
+PROBE_TEXT = "Hello world, it's 2024! x=1+2; foo_bar\n\t  Ünïcode 中文字 😀 ..."
+
+
+def pattern_names() -> list[str]:
+    from . import regex_split
+
+    return sorted(set(regex_split.PATTERNS) | set(TIKTOKEN_NAMES))
+
+
+def _check_split_regex(pattern: str) -> None:
+    """A Split regex compiles and matches some text; otherwise say which names exist."""
+    names = pattern_names()
+    try:
+        compiled = regex.compile(pattern)
+    except regex.error as e:
+        raise ValueError(f"Split pattern {pattern!r} is neither a known name {names} nor a valid regex ({e}); "
+                         "pass one of the names or a regex") from e
+    if any(m.end() > m.start() for m in compiled.finditer(PROBE_TEXT)):
+        return
+    close = difflib.get_close_matches(pattern.lower(), names, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(f"Split pattern {pattern!r} matches nothing in the probe text {PROBE_TEXT!r}, so every text "
+                     f"would encode to no tokens; {hint}pass one of the names {names} (names are case-sensitive) "
+                     "or a regex that matches the words")
+
+
 class ByteLevel(Split):
     """huggingface's ByteLevel pre-tokenizer: the GPT-2 split (``use_regex``), bytes as BPE input.
 
@@ -199,11 +240,7 @@ class ByteLevel(Split):
             self.rewrite = functools.partial(_prepend_unless_first, char=" ")
 
     def __call__(self, text: Ragged) -> Words:
-        if self.use_regex:
-            return super().__call__(text)
-        starts = text.offsets[:-1][text.lengths() > 0]
-        counts = (text.lengths() > 0).long()
-        return Words(starts, starts + text.lengths()[text.lengths() > 0], torch.cat([counts.new_zeros(1), counts.cumsum(0)]))
+        return super().__call__(text) if self.use_regex else whole_texts(text)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "add_prefix_space": self.add_prefix_space, "trim_offsets": self.trim_offsets,

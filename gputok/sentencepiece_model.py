@@ -20,6 +20,8 @@ import os
 import struct
 from pathlib import Path
 
+from ._validate import FileFormatError, check_sentencepiece_pieces
+
 # SentencePiece.Type
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 # TrainerSpec.ModelType
@@ -75,15 +77,18 @@ _NORMALIZER_FIELDS = {1: ("name", "str"), 2: ("precompiled_charsmap", "bytes"), 
 
 
 def read_model(path: str | os.PathLike) -> SentencePieceModel:
-    """Read a SentencePiece ``.model`` file; a damaged file raises ValueError naming it."""
+    """Read a SentencePiece ``.model`` file; a damaged file, or one SentencePiece would refuse
+    (:func:`gputok._validate.check_sentencepiece_pieces`), raises ValueError naming it."""
     try:
         data = Path(path).read_bytes()
     except OSError as e:
         raise ValueError(f"cannot read SentencePiece model {path}: {e}") from e
     try:
-        return parse_model(data)
+        model = parse_model(data)
     except ValueError as e:
-        raise ValueError(f"{path} is not a valid SentencePiece model: {e}") from e
+        raise FileFormatError(f"{path} is not a valid SentencePiece model: {e}") from e
+    check_sentencepiece_pieces(model.pieces, model.byte_fallback, str(path))
+    return model
 
 
 def write_model(model: SentencePieceModel, path: str | os.PathLike) -> None:

@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 
-from . import _cpu_threads, _dispatch, decoders, normalizers, pre_tokenizers
+from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers
 from ._atomic import write_atomic
+from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_words
 from .ingest import TextInput, as_texts, codepoints, without_surrogates
 from .models.bpe import BPE
@@ -137,12 +138,14 @@ class Tokenizer:
     @classmethod
     def from_tiktoken(cls, path: str | os.PathLike, *, pattern: str = "cl100k",
                       special_tokens: dict[str, int] | None = None) -> Tokenizer:
-        """A tiktoken ``.tiktoken`` file with its split ``pattern`` (a name, e.g. "gpt2", "cl100k",
-        "o200k", or a regex). ``special_tokens`` ({"<|endoftext|>": 100257}) are matched in the text
-        first, as huggingface matches added tokens.
+        """A tiktoken ``.tiktoken`` file with its split ``pattern``: a rule name ("gpt2", "r50k",
+        "p50k", "cl100k", "o200k"), tiktoken's encoding name ("cl100k_base", "o200k_base",
+        "r50k_base", "p50k_base", ...) or a regex. ``special_tokens`` ({"<|endoftext|>": 100257})
+        are matched in the text first, as huggingface matches added tokens.
         """
         model = BPE.from_tiktoken(path)
-        specials = [AddedToken(i, t) for t, i in sorted((special_tokens or {}).items(), key=lambda kv: kv[1])]
+        specials = [AddedToken(i, t) for t, i in sorted(_checked_special_tokens(special_tokens, model, path).items(),
+                                                        key=lambda kv: kv[1])]
         return cls(model, pre_tokenizer=pre_tokenizers.Split(pattern, byte_level=True),
                    decoder=decoders.ByteLevelDecoder(), added_tokens=specials)
 
@@ -150,15 +153,19 @@ class Tokenizer:
     def from_gpt2_files(cls, vocab_json: str | os.PathLike, merges_txt: str | os.PathLike) -> Tokenizer:
         """GPT-2 style ``vocab.json`` + ``merges.txt``, as huggingface's ``ByteLevelBPETokenizer``."""
         try:
-            vocab = json.loads(Path(vocab_json).read_text(encoding="utf-8"))
+            vocab_text = Path(vocab_json).read_text(encoding="utf-8")
             lines = Path(merges_txt).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"cannot read GPT-2 files {vocab_json}, {merges_txt}: {e}") from e
+        except (OSError, UnicodeDecodeError) as e:
+            raise FileFormatError(f"cannot read GPT-2 files {vocab_json}, {merges_txt}: {e}") from e
+        vocab = _validate.check_vocab(_validate.load_json(vocab_text, str(vocab_json)), str(vocab_json), "vocab")
         merges = [line for line in lines if line and not line.startswith("#version")]
         for number, line in enumerate(merges, 1):
             if len(line.split(" ")) != 2:
-                raise ValueError(f"{merges_txt}: merge {number} is not 'left right': {line[:60]!r}")
-        model = BPE.from_json({"vocab": vocab, "merges": merges, "ignore_merges": False})
+                raise FileFormatError(f"{merges_txt}: merge {number} is not 'left right': {line[:60]!r}")
+        try:
+            model = BPE.from_json({"vocab": vocab, "merges": merges, "ignore_merges": False})
+        except ValueError as e:
+            raise FileFormatError(f"{vocab_json}, {merges_txt}: {e}") from e
         return cls(model, pre_tokenizer=pre_tokenizers.ByteLevel(), decoder=decoders.ByteLevelDecoder())
 
     @classmethod
@@ -195,19 +202,22 @@ class Tokenizer:
 
     @classmethod
     def from_str(cls, text: str, *, source: str = "<string>") -> Tokenizer:
-        try:
-            spec = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{source} is not valid JSON: {e}") from e
-        if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
-            raise ValueError(f"{source} is not a tokenizer.json: it has no 'model' object")
+        """Load a huggingface ``tokenizer.json`` from its text; ``source`` names it in errors.
+
+        Every field is checked first (:func:`gputok._validate.check_tokenizer_json`): a bad file
+        raises :class:`gputok._validate.FileFormatError` (a ValueError) naming the file, the field
+        and the fix, before anything is built.
+        """
+        spec = _validate.load_json(text, source)
+        _validate.check_tokenizer_json(spec, source)
         model_type = spec["model"].get("type", "WordPiece" if "vocab" in spec["model"] and "merges" not in spec["model"] else None)
         if model_type not in MODELS:
-            raise ValueError(f"{source}: model type {model_type!r} is not supported; supported: {sorted(MODELS)}")
+            raise FileFormatError(f"{source}: model type {model_type!r} is not supported; supported: {sorted(MODELS)}")
         try:
+            # huggingface ignores an added token with empty content (it would match everywhere)
             added = [AddedToken(**{k: t[k] for k in ("id", "content", "special", "single_word", "lstrip",
                                                       "rstrip", "normalized") if k in t})
-                     for t in spec.get("added_tokens") or []]
+                     for t in spec.get("added_tokens") or [] if t["content"]]
             post = spec.get("post_processor")
             if post is not None and post.get("type") == "ByteLevel":
                 extra_post = post  # only trims offsets; the ids are those of the model
@@ -237,8 +247,12 @@ class Tokenizer:
                        decoder=decoders.from_json(spec.get("decoder")), added_tokens=added,
                        extra={"truncation": spec.get("truncation"), "padding": spec.get("padding"),
                               "post_processor": extra_post})
+        except FileFormatError:
+            raise
+        except ValueError as e:  # a component's own check: name the file
+            raise FileFormatError(f"{source}: {e}") from e
         except (KeyError, TypeError, AttributeError) as e:
-            raise ValueError(f"{source}: malformed tokenizer.json ({type(e).__name__}: {e})") from e
+            raise FileFormatError(f"{source}: malformed tokenizer.json ({type(e).__name__}: {e})") from e
 
     def to_json(self) -> dict[str, Any]:
         part = lambda c: None if c is None else c.to_json()  # noqa: E731
@@ -303,13 +317,12 @@ class Tokenizer:
             norm, source = self.normalizer(text)
         else:
             norm, source = text, None  # each character is its own source (made only if spans are asked for)
-        if self.pre_tokenizer is None:
-            raise ValueError("a WordPiece tokenizer needs a pre_tokenizer to split words")
         rewrite = getattr(self.pre_tokenizer, "rewrite", None)
         if rewrite is not None:  # Metaspace: spaces become "▁" and a "▁" goes first, before the split
             norm, moved = rewrite(norm)
             source = moved if source is None else source[moved]
-        words = self.pre_tokenizer(norm)
+        # no pre-tokenizer: each normalized text is one word, as in huggingface
+        words = pre_tokenizers.whole_texts(norm) if self.pre_tokenizer is None else self.pre_tokenizer(norm)
         lengths = words.lengths()
         in_context = getattr(self.model, "encode_in_context", None)  # Unigram: float32 ties, sampling
         if in_context is not None:
@@ -624,6 +637,27 @@ class Tokenizer:
 
     def decode_batch(self, batch: Sequence[Sequence[int]] | torch.Tensor, *, skip_special_tokens: bool = True) -> list[str]:
         return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in batch]
+
+
+def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.PathLike) -> dict[str, int]:
+    """``from_tiktoken``'s ``special_tokens``: non-empty strings to ids that no rank of the file
+    uses (tiktoken would decode such an id as the rank's bytes), within the file's id space."""
+    special_tokens = special_tokens or {}
+    if not isinstance(special_tokens, dict):
+        raise ValueError(f"special_tokens={special_tokens!r}; pass a dict {{token: id}}, e.g. {{'<|endoftext|>': 100257}}")
+    for token, i in special_tokens.items():
+        if not isinstance(token, str) or not token:
+            raise ValueError(f"special_tokens key {token!r} is not a non-empty string")
+        if not _validate.ID[1](i):
+            raise ValueError(f"special_tokens[{token!r}] = {i!r}; expected {_validate.ID[0]}")
+        if i < model.vocab_size and model.token_bytes[i] is not None:
+            raise ValueError(f"special_tokens[{token!r}] = {i} is the rank of {model.token_bytes[i]!r} in {path}; "
+                             f"give it an id no rank uses (ranks end at {model.vocab_size - 1})")
+    if special_tokens:
+        token, largest = max(special_tokens.items(), key=lambda kv: kv[1])
+        _validate.check_id_space(largest, model.vocab_size + len(special_tokens), str(path),
+                                 _validate.key_path("special_tokens", token))
+    return special_tokens
 
 
 _A = TemplateItem(sequence=0, token=None, token_id=None, type_id=0)

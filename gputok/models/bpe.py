@@ -27,12 +27,10 @@ round's fixed op overhead would cost more than a Python heap per word.
 
 from __future__ import annotations
 
-import base64
 import functools
 import heapq
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -296,17 +294,11 @@ class BPE:
 
     @classmethod
     def from_tiktoken(cls, path: str | os.PathLike) -> BPE:
-        """A ``.tiktoken`` file: one ``base64(token) rank`` line per token; ids are the ranks."""
-        ranks: dict[bytes, int] = {}
-        for number, line in enumerate(Path(path).read_bytes().splitlines(), 1):
-            if not line.strip():
-                continue
-            parts = line.split()
-            try:
-                token, rank = base64.b64decode(parts[0], validate=True), int(parts[1])
-            except (IndexError, ValueError) as e:
-                raise ValueError(f"{path}:{number}: not a 'base64-token rank' line: {line[:60]!r}") from e
-            ranks[token] = rank
+        """A ``.tiktoken`` file: one ``base64(token) rank`` line per token; ids are the ranks
+        (checked as tiktoken checks them: :func:`gputok.formats.read_tiktoken`)."""
+        from ..formats import read_tiktoken
+
+        ranks = read_tiktoken(path)
         token_bytes: list[bytes | None] = [None] * (max(ranks.values()) + 1)
         for token, rank in ranks.items():
             token_bytes[rank] = token

@@ -130,7 +130,9 @@ class WordPiece:
         self.max_input_chars_per_word = max_input_chars_per_word
         self.partial_unk = partial_unk
         prefix = continuing_subword_prefix
-        self.continuations = {p[len(prefix):]: i for p, i in vocab.items() if prefix and p.startswith(prefix)}
+        # huggingface looks a continuation up as prefix + piece: with prefix "", any token continues
+        self.continuations = ({p[len(prefix):]: i for p, i in vocab.items() if p.startswith(prefix)} if prefix
+                              else dict(vocab))
         self.trie = Trie([vocab, self.continuations])
 
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:

@@ -1,0 +1,316 @@
+"""Up-front checks of what the loaders read: every field's type, ids, option values.
+
+A loader calls these before it builds anything, so a bad file fails at load with a
+:class:`FileFormatError` naming the file (or ``<string>``), the field as a JSON path
+(``model.vocab["ab"]``), the bad value and the fix, instead of loading and then failing or
+encoding wrong. The rules are those of the format's reference library (checked against the
+installed huggingface ``tokenizers`` 0.23, ``tiktoken`` 0.14): ids are JSON integers (not
+booleans or floats) in ``0 .. 2**32 - 1``; option flags are JSON booleans; counts are integers.
+
+Memory at load follows the file, never a number written in it: gputok keeps ids dense (tables
+indexed by id), so an id far past the token count (:func:`check_id_space`) is an error before
+anything is allocated. huggingface and tiktoken keep sparse ids in hash maps; gputok accepts gaps
+up to ``2 * tokens + ID_SLACK`` (cl100k leaves 21 ids unused, added tokens sit past the vocabulary),
+which every real file is within.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+U32 = 1 << 32  # huggingface reads ids as u32, tiktoken ranks as u32
+ID_SLACK = 1 << 16
+
+
+class FileFormatError(ValueError):
+    """A tokenizer file that is not valid: the message names the file, the field and the fix."""
+
+
+def fail(source: str, field: str, value: Any, problem: str, fix: str) -> FileFormatError:
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return FileFormatError(f"{source}: {field} = {shown}: {problem}; {fix}")
+
+
+def key_path(parent: str, key: str | int) -> str:
+    """``model.vocab["ab"]``, ``added_tokens[3]``."""
+    return f"{parent}[{key}]" if isinstance(key, int) else f"{parent}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+# ---- JSON ------------------------------------------------------------------------------------
+
+def load_json(text: str, source: str) -> Any:
+    """``json.loads`` whose failures (bad syntax, nesting too deep for the parser) name the file."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise FileFormatError(f"{source} is not valid JSON: {e}") from e
+    except RecursionError:
+        raise FileFormatError(f"{source}: JSON nested too deeply to read (huggingface stops at 128 levels); "
+                              "a tokenizer.json nests a few levels: the file is damaged") from None
+
+
+# ---- kinds of values: (name for the message, test) -------------------------------------------
+
+Kind = tuple[str, Callable[[Any], bool]]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+BOOL: Kind = ("a JSON boolean (true or false)", lambda v: isinstance(v, bool))
+STR: Kind = ("a string", lambda v: isinstance(v, str))
+COUNT: Kind = ("an integer >= 0", lambda v: _is_int(v) and v >= 0)
+INT: Kind = ("an integer", _is_int)
+NUMBER: Kind = ("a finite number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+ID: Kind = (f"an integer id in 0 .. {U32 - 1}", lambda v: _is_int(v) and 0 <= v < U32)
+LIST: Kind = ("a JSON list", lambda v: isinstance(v, list))
+OBJECT: Kind = ("a JSON object", lambda v: isinstance(v, dict))
+
+
+def optional(kind: Kind) -> Kind:
+    return (f"null or {kind[0]}", lambda v: v is None or kind[1](v))
+
+
+def one_of(*values: Any) -> Kind:
+    return (f"one of {list(values)}", lambda v: isinstance(v, str) and v in values)
+
+
+def check(value: Any, kind: Kind, source: str, field: str, example: str | None = None) -> Any:
+    if not kind[1](value):
+        raise fail(source, field, value, f"expected {kind[0]}", f"write {example or kind[0]} there")
+    return value
+
+
+def check_fields(spec: dict[str, Any], kinds: dict[str, Kind], source: str, path: str) -> None:
+    """Each field of ``spec`` named in ``kinds`` that is present has its kind (absent: the default)."""
+    for name, kind in kinds.items():
+        if name in spec:
+            check(spec[name], kind, source, f"{path}.{name}")
+
+
+# ---- ids -------------------------------------------------------------------------------------
+
+def id_limit(tokens: int) -> int:
+    """The largest id + 1 that gputok's dense tables accept for a file of ``tokens`` tokens."""
+    return 2 * tokens + ID_SLACK
+
+
+def check_id_space(largest: int, tokens: int, source: str, field: str) -> None:
+    """Raise before allocating if ``largest`` (an id in ``field``) is far past the token count."""
+    if largest >= id_limit(tokens):
+        raise fail(source, field, largest,
+                   f"this id is far past the {tokens} tokens of the file (gputok keeps ids dense, so it "
+                   f"accepts ids below 2 x tokens + {ID_SLACK} = {id_limit(tokens)})",
+                   "renumber the tokens 0 .. n-1 (huggingface and tiktoken keep such ids; gputok would "
+                   "need memory for every id up to it)")
+
+
+def check_vocab(vocab: Any, source: str, field: str) -> dict[str, int]:
+    """A ``{token: id}`` object: string keys, ids of kind :data:`ID`, within the id space."""
+    check(vocab, OBJECT, source, field, example='the vocabulary as {"token": id, ...}')
+    for token, i in vocab.items():
+        check(i, ID, source, key_path(field, token))
+    if vocab:
+        token, largest = max(vocab.items(), key=lambda kv: kv[1])
+        check_id_space(largest, len(vocab), source, key_path(field, token))
+    return vocab
+
+
+# ---- huggingface tokenizer.json --------------------------------------------------------------
+
+_METASPACE = {"replacement": STR, "str_rep": STR, "prepend_scheme": one_of("always", "first", "never"),
+              "split": BOOL, "add_prefix_space": BOOL}
+_BYTE_LEVEL = {"add_prefix_space": BOOL, "trim_offsets": BOOL, "use_regex": BOOL}
+# The option fields of each component type, by stage (fields not named here are not read).
+COMPONENT_FIELDS: dict[str, dict[str, dict[str, Kind]]] = {
+    "normalizer": {
+        "BertNormalizer": {"clean_text": BOOL, "handle_chinese_chars": BOOL, "strip_accents": optional(BOOL),
+                           "lowercase": BOOL},
+        "Strip": {"strip_left": BOOL, "strip_right": BOOL}, "Prepend": {"prepend": STR},
+        "Replace": {"pattern": OBJECT, "content": STR}, "Precompiled": {"precompiled_charsmap": optional(STR)},
+        "Sequence": {"normalizers": LIST}},
+    "pre_tokenizer": {
+        "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
+        "Split": {"pattern": OBJECT, "behavior": STR, "invert": BOOL}, "Sequence": {"pretokenizers": LIST}},
+    "decoder": {
+        "WordPiece": {"prefix": STR, "cleanup": BOOL}, "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
+        "BPEDecoder": {"suffix": STR}, "Strip": {"content": STR, "start": COUNT, "stop": COUNT},
+        "Replace": {"pattern": OBJECT, "content": STR}, "Sequence": {"decoders": LIST}},
+    "post_processor": {
+        "ByteLevel": _BYTE_LEVEL, "BertProcessing": {"cls": LIST, "sep": LIST},
+        "TemplateProcessing": {"single": LIST, "pair": LIST, "special_tokens": OBJECT}},
+}
+_NESTED = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "decoder": "decoders"}
+MODEL_FIELDS: dict[str, dict[str, Kind]] = {
+    "WordPiece": {"unk_token": STR, "continuing_subword_prefix": STR, "max_input_chars_per_word": COUNT},
+    "BPE": {"dropout": optional(NUMBER), "unk_token": optional(STR), "continuing_subword_prefix": optional(STR),
+            "end_of_word_suffix": optional(STR), "fuse_unk": BOOL, "byte_fallback": BOOL,
+            "ignore_merges": optional(BOOL), "merges": LIST},
+    "Unigram": {"unk_id": optional(COUNT), "byte_fallback": BOOL, "vocab": LIST},
+}
+ADDED_TOKEN_FIELDS = {"id": ID, "content": STR, "special": BOOL, "single_word": BOOL, "lstrip": BOOL,
+                      "rstrip": BOOL, "normalized": BOOL}
+
+
+def check_tokenizer_json(spec: Any, source: str) -> None:
+    """Every field gputok reads from a parsed tokenizer.json, before anything is built.
+
+    The ``type`` tags themselves are checked where the components are built (the error lists the
+    supported ones); here, their options, the model's vocabulary, merges and ids, and the added tokens.
+    """
+    if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
+        raise FileFormatError(f"{source} is not a tokenizer.json: it has no 'model' object")
+    for stage in COMPONENT_FIELDS:
+        _check_component(spec.get(stage), stage, source, stage)
+    for name in ("truncation", "padding"):
+        check(spec.get(name), optional(OBJECT), source, name)
+    check_fields(spec.get("padding") or {}, {"pad_id": ID, "pad_token": STR}, source, "padding")
+    tokens = _check_model(spec["model"], source)
+    _check_post_processor_ids(spec.get("post_processor"), source)
+    _check_added_tokens(spec.get("added_tokens"), tokens, source)
+
+
+def _check_component(spec: Any, stage: str, source: str, path: str) -> None:
+    if spec is None:
+        return
+    check(spec, OBJECT, source, path)
+    kind = spec.get("type")
+    check_fields(spec, COMPONENT_FIELDS[stage].get(kind, {}), source, path)
+    if kind == "Sequence" and stage in _NESTED:
+        children = f"{path}.{_NESTED[stage]}"
+        for k, child in enumerate(spec.get(_NESTED[stage]) or []):
+            _check_component(child, stage, source, key_path(children, k))
+
+
+def _check_model(model: dict[str, Any], source: str) -> dict[str, int]:
+    """The model's options, ids and merges; returns its ``{token: id}`` (Unigram: first id of a piece)."""
+    kind = model.get("type", "WordPiece" if "vocab" in model and "merges" not in model else None)
+    check_fields(model, MODEL_FIELDS.get(kind, {}), source, "model")
+    if kind == "Unigram":
+        return _check_unigram(model, source)
+    if kind not in MODEL_FIELDS:
+        return {}  # an unsupported model type: the loader names the supported ones
+    vocab = check_vocab(model.get("vocab"), source, "model.vocab")
+    if kind == "BPE":
+        dropout = model.get("dropout")
+        if dropout is not None and not 0 <= dropout <= 1:
+            raise fail(source, "model.dropout", dropout, "a probability is in 0 .. 1",
+                       "write null (gputok encodes deterministically) or a value in 0 .. 1")
+        for rank, merge in enumerate(model.get("merges") or []):
+            if not (isinstance(merge, str) or isinstance(merge, list) and len(merge) == 2
+                    and all(isinstance(part, str) for part in merge)):
+                raise fail(source, key_path("model.merges", rank), merge, "a merge is a string 'left right' or "
+                           "a list [left, right] of two strings", "write the merge in one of those forms")
+    return vocab
+
+
+def _check_unigram(model: dict[str, Any], source: str) -> dict[str, int]:
+    pieces: dict[str, int] = {}
+    for i, entry in enumerate(model.get("vocab") or []):
+        path = key_path("model.vocab", i)
+        if not (isinstance(entry, list) and len(entry) == 2):
+            raise fail(source, path, entry, "a Unigram piece is a list [piece, score]", "write it as [\"piece\", -1.5]")
+        check(entry[0], STR, source, f"{path}[0]")
+        check(entry[1], NUMBER, source, f"{path}[1]")
+        pieces.setdefault(entry[0], i)
+    unk_id = model.get("unk_id")
+    if unk_id is not None and unk_id >= len(model.get("vocab") or []):
+        raise fail(source, "model.unk_id", unk_id, f"the vocabulary has {len(model.get('vocab') or [])} pieces",
+                   "write the id of the unknown piece, or null")
+    return pieces
+
+
+def _check_post_processor_ids(spec: Any, source: str) -> None:
+    """The ids a post-processor inserts: they index the vocabulary table, so they are ids."""
+    if not isinstance(spec, dict):
+        return
+    if spec.get("type") == "BertProcessing":
+        for name in ("cls", "sep"):
+            pair = spec.get(name)
+            if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and ID[1](pair[1])):
+                raise fail(source, f"post_processor.{name}", pair, "expected [token, id]", 'write ["[CLS]", 101]')
+    if spec.get("type") == "TemplateProcessing":
+        for name, entry in (spec.get("special_tokens") or {}).items():
+            path = key_path("post_processor.special_tokens", name)
+            check(entry, OBJECT, source, path)
+            for k, i in enumerate(check(entry.get("ids"), LIST, source, f"{path}.ids")):
+                check(i, ID, source, key_path(f"{path}.ids", k))
+            check(entry.get("tokens"), LIST, source, f"{path}.tokens")
+
+
+def _check_added_tokens(added: Any, vocab: dict[str, int], source: str) -> None:
+    """Types and ids of ``added_tokens``. An added token that is a vocabulary token has its id
+    (huggingface would use the vocabulary's); contents and ids are unique."""
+    check(added, optional(LIST), source, "added_tokens")
+    seen_content: dict[str, int] = {}
+    seen_id: dict[int, int] = {}
+    owner = {i: t for t, i in vocab.items()}
+    for k, token in enumerate(added or []):
+        path = key_path("added_tokens", k)
+        check(token, OBJECT, source, path)
+        for required in ("id", "content"):
+            if required not in token:
+                raise fail(source, path, token, f"an added token needs {required!r}",
+                           f"add \"{required}\" (and the flags special, single_word, lstrip, rstrip, normalized)")
+        check_fields(token, ADDED_TOKEN_FIELDS, source, path)
+        content, i = token["content"], token["id"]
+        if not content:
+            continue  # huggingface ignores an added token with empty content; so does the loader
+        if content in vocab and vocab[content] != i:
+            raise fail(source, f"{path}.id", i, f"{content!r} is model.vocab[{json.dumps(content)}] = {vocab[content]}, "
+                       "the id huggingface gives it", f"write {vocab[content]}")
+        if content not in vocab and i in owner:
+            raise fail(source, f"{path}.id", i, f"that is the id of model.vocab[{json.dumps(owner[i])}]; huggingface "
+                       f"would give {content!r} a new id", "give the added token an id no vocabulary token has")
+        if content in seen_content:
+            raise fail(source, f"{path}.content", content, f"added_tokens[{seen_content[content]}] has it too",
+                       "keep one of them")
+        if i in seen_id:
+            raise fail(source, f"{path}.id", i, f"added_tokens[{seen_id[i]}] has this id too", "give each its own id")
+        seen_content[content] = k
+        seen_id[i] = k
+    if seen_id:
+        largest, k = max(seen_id.items())
+        check_id_space(largest, len(vocab) + len(added), source, key_path("added_tokens", k) + ".id")
+
+
+# ---- SentencePiece .model --------------------------------------------------------------------
+
+def check_sentencepiece_pieces(pieces: list, byte_fallback: bool, source: str) -> None:
+    """SentencePiece's own checks of a model's pieces (``ModelInterface::InitializePieces``):
+    no empty or repeated piece, finite scores, exactly one unknown piece, byte pieces only with
+    ``byte_fallback`` and then all 256 of them. ``pieces``: :class:`gputok.sentencepiece_model.Piece`."""
+    from .sentencepiece_model import BYTE, UNKNOWN
+
+    fix = "SentencePiece refuses this model too: retrain it, or download it again if it is damaged"
+    seen: dict[str, int] = {}
+    unknown: list[int] = []
+    byte_pieces = 0
+    for i, p in enumerate(pieces):
+        field = f"pieces[{i}]"
+        if not p.piece:
+            raise fail(source, f"{field}.piece", p.piece, "a piece must not be empty", fix)
+        if not math.isfinite(p.score):
+            raise fail(source, f"{field}.score", p.score, "a score must be finite", fix)
+        if p.piece in seen:
+            raise fail(source, f"{field}.piece", p.piece, f"pieces[{seen[p.piece]}] is the same piece", fix)
+        seen[p.piece] = i
+        if p.type == UNKNOWN:
+            unknown.append(i)
+            if len(unknown) > 1:
+                raise fail(source, f"{field}.type", "UNKNOWN", f"pieces[{unknown[0]}] is the unknown piece already", fix)
+        if p.type == BYTE:
+            if not byte_fallback:
+                raise fail(source, f"{field}.piece", p.piece, "a byte piece in a model without byte_fallback", fix)
+            byte_pieces += 1
+    if not unknown:
+        raise FileFormatError(f"{source}: the model has no unknown piece (no piece of type UNKNOWN); {fix}")
+    if byte_fallback and byte_pieces != 256:
+        raise FileFormatError(f"{source}: trainer_spec.byte_fallback is true but there are {byte_pieces} byte pieces, "
+                              f"not 256; {fix}")

@@ -1,0 +1,378 @@
+"""Loaders check everything they read, up front (issue 22, items 2-5 and 8): a bad file raises a
+``FileFormatError`` (a ValueError) naming the file, the field and the fix, where the reference
+library rejects it too; where the reference accepts a file, gputok gives its ids."""
+
+import base64
+import json
+
+import pytest
+
+from gputok import Tokenizer
+from gputok._validate import FileFormatError
+
+tokenizers = pytest.importorskip("tokenizers")
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+def wordpiece(vocab=None, **options):
+    model = {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+             "max_input_chars_per_word": 100, "vocab": vocab or {"[UNK]": 0, "a": 1, "ab": 2, "c": 3}}
+    return {**model, **options}
+
+
+def bpe(vocab=None, merges=("a b",), **options):
+    model = {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+             "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+             "vocab": vocab or {"a": 0, "b": 1, "c": 2, "ab": 3}, "merges": list(merges)}
+    return {**model, **options}
+
+
+def unigram(vocab=None, **options):
+    model = {"type": "Unigram", "unk_id": 0, "byte_fallback": False,
+             "vocab": vocab or [["<unk>", 0.0], ["a", -1.0], ["b", -2.0], ["ab", -1.5], ["c", -1.0]]}
+    return {**model, **options}
+
+
+def added(i, content, **flags):
+    return {"id": i, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+            "normalized": False, "special": True, **flags}
+
+
+def spec(model, *, pre=(), added_tokens=(), **parts):
+    pre = {"type": "WhitespaceSplit"} if pre == () else pre
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": list(added_tokens),
+            "normalizer": None, "pre_tokenizer": pre, "post_processor": None, "decoder": None, "model": model, **parts}
+
+
+def both(text, *texts):
+    """gputok and huggingface tokenizers from the same tokenizer.json text."""
+    return Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
+
+
+def hf_rejects(text):
+    with pytest.raises(Exception):
+        tokenizers.Tokenizer.from_str(text)
+
+
+# ---- tokenizer.json: what huggingface rejects, gputok rejects up front ---------------------
+
+BAD_SPECS = {
+    # item 3: a negative id overwrote another token ("ab c" -> [2], the "c" gone)
+    "negative id": (spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": -1})), r'model\.vocab\["c"\] = -1: expected an integer id'),
+    "negative BPE id": (spec(bpe({"a": 0, "b": 1, "c": -1, "ab": 3})), r'model\.vocab\["c"\] = -1'),
+    "id past u32": (spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": 2 ** 32})), r'model\.vocab\["c"\] = 4294967296'),
+    # item 8: a JSON bool is not an id, a string is not a count
+    "bool id": (spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": True})), r'model\.vocab\["c"\] = True: expected an integer id'),
+    "float id": (spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": 3.0})), r'model\.vocab\["c"\] = 3\.0'),
+    "string max chars": (spec(wordpiece(max_input_chars_per_word="100")),
+                         r"model\.max_input_chars_per_word = '100': expected an integer >= 0"),
+    "negative max chars": (spec(wordpiece(max_input_chars_per_word=-1)), r"model\.max_input_chars_per_word = -1"),
+    "null prefix": (spec(wordpiece(continuing_subword_prefix=None)), r"model\.continuing_subword_prefix = None: expected a string"),
+    "null unk": (spec(wordpiece(unk_token=None)), r"model\.unk_token = None"),
+    "added content 7": (spec(wordpiece(), added_tokens=[added(4, 7)]), r"added_tokens\[0\]\.content = 7: expected a string"),
+    "added id -1": (spec(wordpiece(), added_tokens=[added(-1, "X")]), r"added_tokens\[0\]\.id = -1"),
+    "added id bool": (spec(wordpiece(), added_tokens=[added(True, "X")]), r"added_tokens\[0\]\.id = True"),
+    "added flag string": (spec(wordpiece(), added_tokens=[added(4, "X", special="yes")]),
+                          r"added_tokens\[0\]\.special = 'yes': expected a JSON boolean"),
+    "BPE merge not in vocab": (spec(bpe(merges=["a z"])), r"merge 0 \('a', 'z'\) names tokens that are not in the vocabulary: \['z', 'az'\]"),
+    "BPE merge result not in vocab": (spec(bpe(merges=["b c"])), r"not in the vocabulary: \['bc'\]"),
+    "BPE merge of 3": (spec(bpe(merges=["a b c"])), r"merge 0 is not 'left right'"),
+    "BPE merge int": (spec(bpe(merges=[7])), r"model\.merges\[0\] = 7: a merge is a string"),
+    "BPE flag string": (spec(bpe(fuse_unk="yes")), r"model\.fuse_unk = 'yes': expected a JSON boolean"),
+    "BPE flag int": (spec(bpe(byte_fallback=1)), r"model\.byte_fallback = 1"),
+    "BPE dropout 2": (spec(bpe(dropout=2.0)), r"model\.dropout = 2\.0: a probability is in 0 \.\. 1"),
+    "BPE vocab list": (spec(bpe([["a", 0]])), r"model\.vocab = \[\['a', 0\]\]: expected a JSON object"),
+    "Unigram unk_id past the end": (spec(unigram(unk_id=9)), r"model\.unk_id = 9: the vocabulary has 5 pieces"),
+    "Unigram unk_id -1": (spec(unigram(unk_id=-1)), r"model\.unk_id = -1"),
+    "Unigram unk_id bool": (spec(unigram(unk_id=True)), r"model\.unk_id = True"),
+    "Unigram score string": (spec(unigram([["<unk>", 0.0], ["d", "-1"]])), r"model\.vocab\[1\]\[1\] = '-1': expected a finite number"),
+    "Unigram piece int": (spec(unigram([["<unk>", 0.0], [5, -1.0]])), r"model\.vocab\[1\]\[0\] = 5: expected a string"),
+    "Unigram triple": (spec(unigram([["<unk>", 0.0], ["d", -1.0, 3]])), r"model\.vocab\[1\] = \['d', -1\.0, 3\]: a Unigram piece is"),
+    "Unigram flag string": (spec(unigram(byte_fallback="no")), r"model\.byte_fallback = 'no'"),
+    "normalizer flag": (spec(wordpiece(), normalizer={"type": "BertNormalizer", "lowercase": "yes"}),
+                        r"normalizer\.lowercase = 'yes': expected a JSON boolean"),
+    "nested normalizer flag": (spec(wordpiece(), normalizer={"type": "Sequence", "normalizers": [
+        {"type": "Strip", "strip_left": 1, "strip_right": True}]}), r"normalizer\.normalizers\[0\]\.strip_left = 1"),
+    "pre_tokenizer enum": (spec(unigram(), pre={"type": "Metaspace", "replacement": "▁", "prepend_scheme": "sometimes",
+                                                "split": True}),
+                           r"pre_tokenizer\.prepend_scheme = 'sometimes': expected one of \['always', 'first', 'never'\]"),
+    "decoder option": (spec(wordpiece(), decoder={"type": "WordPiece", "prefix": "##", "cleanup": "true"}),
+                       r"decoder\.cleanup = 'true'"),
+    "post_processor id": (spec(wordpiece(), post_processor={"type": "BertProcessing", "sep": ["c", -3], "cls": ["a", 1]}),
+                          r"post_processor\.sep = \['c', -3\]: expected \[token, id\]"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_SPECS)
+def test_bad_tokenizer_json_is_rejected_like_huggingface(name, tmp_path):
+    bad, message = BAD_SPECS[name]
+    text = json.dumps(bad)
+    hf_rejects(text)
+    path = tmp_path / "tokenizer.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(FileFormatError, match=message) as raised:
+        Tokenizer.from_file(path)
+    assert str(path) in str(raised.value)
+    with pytest.raises(FileFormatError, match=r"^<string>: "):
+        Tokenizer.from_str(text)
+
+
+def test_deeply_nested_json_is_a_value_error():
+    """Item 8: RecursionError before; huggingface: 'recursion limit exceeded'."""
+    deep = '{"model":' * 100_000 + "1" + "}" * 100_000
+    hf_rejects(deep)
+    with pytest.raises(FileFormatError, match=r"<string>: JSON nested too deeply"):
+        Tokenizer.from_str(deep)
+
+
+@pytest.mark.parametrize("where", ["model", "added_tokens"])
+def test_huge_id_fails_up_front(where):
+    """Item 4: one id of 10**8 in a 5-token file took 123 s and 12 GB (10**9: MemoryError).
+    gputok keeps ids dense, so it refuses an id far past the token count before allocating."""
+    if where == "model":
+        bad = spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": 10 ** 9}))
+        message = r'<string>: model\.vocab\["c"\] = 1000000000: this id is far past the 4 tokens .*renumber the tokens'
+    else:
+        bad = spec(wordpiece(), added_tokens=[added(10 ** 9, "X")])
+        message = r"<string>: added_tokens\[0\]\.id = 1000000000: this id is far past the 5 tokens"
+    with pytest.raises(FileFormatError, match=message):
+        Tokenizer.from_str(json.dumps(bad))
+
+
+def test_modest_id_gaps_load():
+    """Gaps that real files have (unused ids, added tokens past the vocabulary) still load."""
+    tok, hf = both(json.dumps(spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": 900}),
+                                   added_tokens=[added(1000, "[X]")])))
+    assert tok.encode("ab c") == hf.encode("ab c").ids == [2, 900]
+    assert tok.encode("ab[X]") == [2, 1000]
+
+
+def test_added_token_ids_that_huggingface_would_change_are_errors():
+    """huggingface gives an added token that is a vocabulary token the vocabulary's id, and one that
+    takes another token's id a new one; gputok would use the file's id, so it says so instead."""
+    in_vocab = spec(wordpiece(), added_tokens=[added(7, "ab")])
+    with pytest.raises(FileFormatError, match=r"added_tokens\[0\]\.id = 7: 'ab' is model\.vocab\[\"ab\"\] = 2.*write 2"):
+        Tokenizer.from_str(json.dumps(in_vocab))
+    taken = spec(wordpiece(), added_tokens=[added(1, "X")])
+    with pytest.raises(FileFormatError, match=r"added_tokens\[0\]\.id = 1: that is the id of model\.vocab\[\"a\"\]"):
+        Tokenizer.from_str(json.dumps(taken))
+    twice = spec(wordpiece(), added_tokens=[added(4, "X"), added(5, "X")])
+    with pytest.raises(FileFormatError, match=r"added_tokens\[1\]\.content = 'X': added_tokens\[0\] has it too"):
+        Tokenizer.from_str(json.dumps(twice))
+
+
+# ---- tokenizer.json: what huggingface accepts, gputok encodes as it does -------------------
+
+def test_empty_added_token_is_ignored_like_huggingface():
+    """Item 5: an added token with empty content turned "ab" into [3, 0, 3, 1, 3]."""
+    text = json.dumps(spec(wordpiece(), added_tokens=[added(4, "")]))
+    tok, hf = both(text)
+    assert tok.encode("ab") == hf.encode("ab").ids == [2]
+    assert tok.encode_batch(["ab c", "", "a"]) == [e.ids for e in hf.encode_batch(["ab c", "", "a"])]
+
+
+def test_empty_continuing_subword_prefix_matches_huggingface():
+    """Item 8: prefix "" made every word of two pieces [UNK]; huggingface continues with the plain tokens."""
+    text = json.dumps(spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": 3, "b": 4}, continuing_subword_prefix="")))
+    tok, hf = both(text)
+    texts = ["ab c", "abab", "ca", "cab", "abz", "b"]
+    assert tok.encode_batch(texts) == [e.ids for e in hf.encode_batch(texts)]
+    assert tok.encode("abab") == [2, 2]
+
+
+@pytest.mark.parametrize("model", [wordpiece(), unigram(), bpe()], ids=["WordPiece", "Unigram", "BPE"])
+def test_no_pre_tokenizer_is_one_word_per_text_like_huggingface(model):
+    """Item 8: without a pre_tokenizer every encode raised; huggingface takes each text as one word."""
+    tok, hf = both(json.dumps(spec(model, pre=None)))
+    texts = ["ab c", "ab", "", "cab ab", "a  b"]
+    assert tok.encode_batch(texts) == [e.ids for e in hf.encode_batch(texts)]
+
+
+def test_int_scores_and_null_options_load_like_huggingface():
+    text = json.dumps(spec(unigram([["<unk>", 0], ["a", -1], ["ab", -1.5], ["b", -2]])))
+    tok, hf = both(text)
+    assert tok.encode("ab a") == hf.encode("ab a").ids
+    tok, hf = both(json.dumps(spec(bpe(ignore_merges=None, dropout=0.0))))
+    assert tok.encode("ab c") == hf.encode("ab c").ids == [3, 2]
+
+
+# ---- .tiktoken files ------------------------------------------------------------------------
+
+def tiktoken_lines(extra=()):
+    ranks = [(bytes([b]), b) for b in range(256)] + [(b"zz", 256), (b"qq", 257), (b"zzqq", 258), (b" w", 259)]
+    ranks += list(extra)
+    return [base64.b64encode(t) + b" " + str(r).encode() for t, r in ranks]
+
+
+def write_tiktoken(tmp_path, lines, name="test.tiktoken"):
+    path = tmp_path / name
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+@pytest.mark.parametrize("case, extra, message", [
+    ("negative rank", [(b"zzqqzz", -1)], r"rank -1 is outside 0 \.\. 4294967295"),
+    ("rank past u32", [(b"zzqqzz", 2 ** 32)], r"rank 4294967296 is outside"),
+    ("duplicate rank", [(b"zzqqzz", 258)], r":261: rank 258 is also the rank of line 259"),
+    # a truncated last line: " world" 1917 cut to " world" 19, a rank taken already
+    ("truncated rank", [(b" world", 19)], r"rank 19 is also the rank of line 20 .*truncated"),
+    ("duplicate token", [(b"zz", 300)], r"token b'zz' is also on line 257"),
+    ("rank far past the tokens", [(b" world", 10 ** 8)], r"rank = 100000000: this id is far past the 261 tokens"),
+])
+def test_bad_tiktoken_ranks_are_rejected(tmp_path, case, extra, message):
+    """Item 3: such files loaded and ids decoded to the wrong bytes; tiktoken rejects all but the
+    repeated token (which it reads with its last rank, leaving a hole) and the far rank (a hash map)."""
+    path = write_tiktoken(tmp_path, tiktoken_lines(extra))
+    with pytest.raises(FileFormatError, match=r"test\.tiktoken:?.*" + message):
+        Tokenizer.from_tiktoken(path, pattern="gpt2")
+
+
+def test_tiktoken_reference_rejects_the_same_ranks(tmp_path):
+    """The rules above are tiktoken's own: its Encoding refuses negative, > u32 and repeated ranks."""
+    tiktoken = pytest.importorskip("tiktoken")
+    base = {bytes([b]): b for b in range(256)}
+    for bad in ({**base, b"ab": -1}, {**base, b"ab": 2 ** 32}, {**base, b"ab": 5}):
+        with pytest.raises(BaseException):  # OverflowError, or a Rust panic for the repeated rank
+            tiktoken.Encoding("t", pat_str=r"\S+", mergeable_ranks=bad, special_tokens={})
+
+
+@pytest.mark.parametrize("line, message", [
+    (b"IHdvcmxk", r":261: not a 'base64-token rank' line"),
+    (b"IHdvcmxk 19 17", r":261: not a 'base64-token rank' line"),
+    (b"IHd@cmxk 1917", r":261: token b'IHd@cmxk' is not valid base64"),
+    (b"IHdvcmxk 19x7", r":261: rank b'19x7' is not an integer"),
+    (b"IHdvcmxk 1.5", r":261: rank b'1.5' is not an integer"),
+])
+def test_malformed_tiktoken_lines(tmp_path, line, message):
+    path = write_tiktoken(tmp_path, tiktoken_lines() + [line])
+    with pytest.raises(FileFormatError, match=message):
+        Tokenizer.from_tiktoken(path, pattern="gpt2")
+
+
+def test_empty_tiktoken_file(tmp_path):
+    with pytest.raises(FileFormatError, match=r"empty\.tiktoken holds no tokens"):
+        Tokenizer.from_tiktoken(write_tiktoken(tmp_path, [b""], "empty.tiktoken"))
+
+
+def test_good_tiktoken_file_decodes_its_ranks(tmp_path):
+    tok = Tokenizer.from_tiktoken(write_tiktoken(tmp_path, tiktoken_lines([(b" world", 1917)])), pattern="gpt2")
+    assert tok.decode([1917]) == " world" and tok.decode([258]) == "zzqq"
+    assert tok.encode(" world zzqq") == [1917, 32, 258]  # " world" is a token; " zzqq" is " " + "zzqq"
+
+
+def test_special_tokens_are_checked(tmp_path):
+    path = write_tiktoken(tmp_path, tiktoken_lines())
+    with pytest.raises(ValueError, match=r"special_tokens\['<s>'\] = 256 is the rank of b'zz'"):
+        Tokenizer.from_tiktoken(path, special_tokens={"<s>": 256})
+    with pytest.raises(ValueError, match=r"special_tokens\['<s>'\] = True; expected an integer id"):
+        Tokenizer.from_tiktoken(path, special_tokens={"<s>": True})
+    with pytest.raises(ValueError, match=r"this id is far past"):
+        Tokenizer.from_tiktoken(path, special_tokens={"<s>": 10 ** 9})
+    assert Tokenizer.from_tiktoken(path, special_tokens={"<s>": 300}).encode("zz<s>") == [256, 300]
+
+
+# ---- split patterns -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("alias, rule", [("cl100k_base", "cl100k"), ("o200k_base", "o200k"), ("r50k_base", "gpt2"),
+                                         ("p50k_base", "gpt2"), ("p50k_edit", "gpt2"), ("o200k_harmony", "o200k"),
+                                         ("gpt2", "gpt2")])
+def test_tiktoken_encoding_names_are_aliases(tmp_path, alias, rule):
+    """Item 2: tiktoken's own names were taken as regexes that match nothing: every encode gave []."""
+    path = write_tiktoken(tmp_path, tiktoken_lines())
+    text = "Hello world's 12345 zzqq  \n中文"
+    expected = Tokenizer.from_tiktoken(path, pattern=rule).encode(text)
+    assert expected and Tokenizer.from_tiktoken(path, pattern=alias).encode(text) == expected
+
+
+def test_tiktoken_names_use_tiktokens_patterns():
+    """The aliases name the rule each encoding of tiktoken splits with."""
+    pytest.importorskip("tiktoken")
+    import tiktoken_ext.openai_public as openai_public
+
+    from gputok import pre_tokenizers, regex_split
+
+    assert regex_split.PATTERNS["gpt2"] == openai_public.r50k_pat_str
+    assert pre_tokenizers.Split("cl100k_base").pattern == regex_split.PATTERNS["cl100k"]
+    assert pre_tokenizers.Split("r50k_base").pattern == openai_public.r50k_pat_str
+
+
+@pytest.mark.parametrize("pattern, message", [
+    ("cl100K", r"Split pattern 'cl100K' matches nothing .*did you mean 'cl100k'\?"),
+    ("gpt-2", r"Split pattern 'gpt-2' matches nothing .*did you mean 'gpt2'\?"),
+    ("", r"Split pattern '' matches nothing in the probe text .*'cl100k_base'"),
+    ("x{999}", r"matches nothing"),
+    ("cl100k_base(", r"Split pattern 'cl100k_base\(' is neither a known name \[.*'o200k_base'.*\] nor a valid regex"),
+])
+def test_pattern_that_splits_nothing_is_an_error(tmp_path, pattern, message):
+    path = write_tiktoken(tmp_path, tiktoken_lines())
+    with pytest.raises(ValueError, match=message):
+        Tokenizer.from_tiktoken(path, pattern=pattern)
+
+
+def test_custom_regex_still_works(tmp_path):
+    tok = Tokenizer.from_tiktoken(write_tiktoken(tmp_path, tiktoken_lines()), pattern=r"\S+|\s+")
+    assert tok.decode(tok.encode("zzqq ok")) == "zzqq ok"
+
+
+# ---- GPT-2 vocab.json + merges.txt ----------------------------------------------------------
+
+def test_gpt2_files_name_the_file(tmp_path):
+    from gputok.models.bpe import byte_decoder
+
+    alphabet = sorted(byte_decoder(), key=byte_decoder().get)
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n", encoding="utf-8")
+    (tmp_path / "vocab.json").write_text(json.dumps({**vocab, "ab": -5}), encoding="utf-8")
+    with pytest.raises(FileFormatError, match=r'vocab\.json: vocab\["ab"\] = -5: expected an integer id'):
+        Tokenizer.from_gpt2_files(tmp_path / "vocab.json", tmp_path / "merges.txt")
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with pytest.raises(FileFormatError, match=r"merges\.txt: merge 0 \('a', 'b'\) names tokens that are not in the vocabulary: \['ab'\]"):
+        Tokenizer.from_gpt2_files(tmp_path / "vocab.json", tmp_path / "merges.txt")
+
+
+# ---- SentencePiece .model -------------------------------------------------------------------
+
+def _sp_model(tmp_path, extra=(), **options):
+    from gputok.sentencepiece_model import CONTROL, UNKNOWN, Piece, SentencePieceModel, serialize_model
+
+    pieces = [Piece("<unk>", 0.0, UNKNOWN), Piece("<s>", 0.0, CONTROL), Piece("</s>", 0.0, CONTROL),
+              Piece("▁a", -1.0), Piece("b", -2.0), Piece("▁", -3.0), Piece("a", -3.0), *extra]
+    path = tmp_path / "test.model"
+    path.write_bytes(serialize_model(SentencePieceModel(pieces=pieces, **options)))
+    return path
+
+
+def _sp_cases():
+    from gputok.sentencepiece_model import BPE, BYTE, NORMAL, UNKNOWN, Piece
+
+    return {
+        "repeated piece": (dict(extra=[Piece("b", -0.5)]), r"pieces\[7\]\.piece = 'b': pieces\[4\] is the same piece"),
+        "repeated piece (BPE)": (dict(extra=[Piece("b", -0.5)], model_type=BPE), r"pieces\[4\] is the same piece"),
+        "empty piece": (dict(extra=[Piece("", -0.5)]), r"pieces\[7\]\.piece = '': a piece must not be empty"),
+        "two unknown pieces": (dict(extra=[Piece("<unk2>", 0.0, UNKNOWN)]), r"pieces\[0\] is the unknown piece already"),
+        "NaN score": (dict(extra=[Piece("c", float("nan"))]), r"pieces\[7\]\.score = nan: a score must be finite"),
+        "infinite score": (dict(extra=[Piece("c", float("-inf"))]), r"pieces\[7\]\.score = -inf"),
+        "byte piece without byte_fallback": (dict(extra=[Piece("<0x41>", 0.0, BYTE)]),
+                                             r"'<0x41>': a byte piece in a model without byte_fallback"),
+        "byte_fallback without 256 bytes": (dict(extra=[Piece("<0x41>", 0.0, BYTE)], byte_fallback=True),
+                                            r"byte_fallback is true but there are 1 byte pieces, not 256"),
+        "valid": (dict(extra=[Piece("c", -0.5, NORMAL)]), None),
+    }
+
+
+@pytest.mark.parametrize("case", list(_sp_cases()))
+def test_sentencepiece_model_checks_match_sentencepiece(tmp_path, case):
+    """SentencePiece refuses these models at load; gputok loaded them (a repeated piece took the
+    last id, a BPE one failed with 'HashMap got 4 duplicated keys')."""
+    spm = pytest.importorskip("sentencepiece")
+    options, message = _sp_cases()[case]
+    path = _sp_model(tmp_path, **options)
+    if message is None:
+        reference = spm.SentencePieceProcessor(model_file=str(path))
+        assert Tokenizer.from_sentencepiece(path).encode("a b ab c") == reference.encode("a b ab c")
+        return
+    with pytest.raises(RuntimeError):
+        spm.SentencePieceProcessor(model_file=str(path))
+    with pytest.raises(FileFormatError, match=r"test\.model: .*" + message + r".*SentencePiece refuses this model too"):
+        Tokenizer.from_sentencepiece(path)
