@@ -62,6 +62,9 @@ UNK_PENALTY = 10.0
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 ESCAPED_SPACE = "\u2581"
 FLT_MIN = 1.1754943508222875e-38
+# SentencePiece re-centres its running float32 sentence score whenever it passes +-1e5 (its encoder's
+# score_reset_threshold): see gputok/kernels/unigram_sentence.py.
+SCORE_RESET_THRESHOLD = 1e5
 
 
 def _f32(x: float) -> float:
@@ -511,6 +514,23 @@ class Unigram:
         return (lat.ids(edge), last + 1 - words.offsets.index_select(0, token_row), counts, margin,
                 lat.scores.index_select(0, edge))
 
+    def segment_sentences(self, rows: Ragged) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """SentencePiece's segmentation of whole rows (sentences), in its float32 arithmetic
+        (``gputok.kernels.unigram_sentence``): token ids, token ends (characters) and tokens per
+        row. Runs on the CPU (a sequential pass per row, linear in its length); the results go
+        back to the rows' device."""
+        from ..kernels.unigram_sentence import unigram_sentence_viterbi
+
+        trie = self.trie
+        code_of, root_child, row_base, table, token_of_node = (t.numpy() for t in trie.tensors(torch.device("cpu")))
+        ids, ends, counts = unigram_sentence_viterbi(
+            rows.values.cpu().int().numpy(), rows.offsets.cpu().numpy(), code_of, root_child, row_base, table,
+            trie.dense, trie.inner, trie.codes, trie.rare_keys.numpy(), trie.rare_child.numpy(), token_of_node,
+            self.score64.float().numpy(), self.unk_score, -1 if self.unk_id is None else self.unk_id,
+            SCORE_RESET_THRESHOLD)
+        device = rows.device
+        return torch.from_numpy(ids).to(device), torch.from_numpy(ends).to(device), torch.from_numpy(counts).to(device)
+
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints) and each token's end, in characters."""
         settings = getattr(self._local, "sampling", None)
@@ -640,7 +660,7 @@ class Unigram:
             return piece_ids, piece_ends, torch.arange(lengths.numel(), device=device)
         if self.sentencepiece and not self.splits_at_space:  # the words are whole sentences: as SentencePiece does
             unique_words = gather_words(values, words.starts[rep], lengths[rep])
-            ids, ends, counts, _, _ = self.segment(unique_words, float32_scores=True)
+            ids, ends, counts = self.segment_sentences(unique_words)
             piece_ids, piece_ends = self._finish(unique_words, ids, ends, counts)
             return piece_ids, piece_ends, unique.inverse
         starts, sizes = words.starts.index_select(0, rep), lengths.index_select(0, rep)
@@ -677,7 +697,7 @@ class Unigram:
         first, last = words.text_offsets[texts], words.text_offsets[texts + 1] - 1
         starts = words.starts[first]
         rows = gather_words(values, starts, words.ends[last] - starts)
-        ids, ends, counts, _, _ = self.segment(rows, float32_scores=True)
+        ids, ends, counts = self.segment_sentences(rows)
         # Cut the sentences' tokens at their words (no token crosses a '▁' boundary).
         token_row = row_ids(offsets_from_lengths(counts), ids.numel())
         word = torch.searchsorted(words.starts, starts[token_row] + ends - 1, right=True) - 1

@@ -1,0 +1,116 @@
+"""SentencePiece's own Viterbi (``unigram_model.cc``, ``Model::EncodeOptimized``), one whole
+sentence at a time, on the CPU: the exact ids of ``SentencePieceProcessor.encode`` however long the
+sentence.
+
+Why a sequential kernel: SentencePiece keeps one float32 best score per position *of the whole
+sentence*. Its magnitude grows with the sentence (about -2.5e7 after 10 MB of English), so its
+rounding (a float32 ulp of 2 there) decides between segmentations of a word whose scores differ
+by less; no per-word computation can know that rounding without the score of everything before
+the word. The arithmetic, as SentencePiece's C++ does it:
+
+- a piece candidate is ``double(score) + double(best[start])``, compared in double with the stored
+  float32 ``best[end]`` and stored rounded to float32 (``score`` is double because the user-defined
+  branch of its ``?:`` is: ``float(bytes * max_score) - 0.1``);
+- the unk candidate (no single-character piece starts here) is ``unk_score + best[start]`` in
+  float32, rounded *before* the comparison;
+- starts are visited in order; a node takes the first candidate that reaches it and later ones only
+  if strictly greater.
+
+Memory: 12 bytes per character of the longest row (best score, start, piece), plus the outputs
+(8 bytes per character at most). Time: one trie walk per position (the longest match's length).
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(nogil=True, cache=True)
+def _trie_step(node, code, row_base, table, dense, inner, codes, rare_keys, rare_child):
+    """Child of non-root ``node`` along ``code`` in :class:`gputok.models.unigram.PieceTrie`, or -1."""
+    if code < dense:
+        return np.int64(table[row_base[node] + code])
+    if code > inner or rare_keys.size == 0:
+        return np.int64(-1)
+    key = node * codes + code
+    at = np.searchsorted(rare_keys, key)
+    if at < rare_keys.size and rare_keys[at] == key:
+        return np.int64(rare_child[at])
+    return np.int64(-1)
+
+
+@njit(nogil=True, cache=True)
+def unigram_sentence_viterbi(values, offsets, code_of, root_child, row_base, table, dense, inner, codes,
+                             rare_keys, rare_child, token_of_node, piece_score, unk_score, unk_id, reset_threshold):
+    """Best segmentation of every row (codepoints ``values[offsets[r]:offsets[r + 1]]``).
+
+    ``piece_score``: float32 per piece id (SentencePiece's candidate score), ``unk_score`` the unk
+    candidate's, ``reset_threshold`` SentencePiece's re-centering bound (1e5). Returns
+    ``(ids, ends, counts)``: int64 token ids and ends (characters into their row), row after row,
+    and the number of tokens per row.
+    """
+    rows = offsets.size - 1
+    longest = 0
+    for r in range(rows):
+        longest = max(longest, offsets[r + 1] - offsets[r])
+    best = np.empty(longest + 1, np.float32)
+    start = np.empty(longest + 1, np.int32)
+    piece = np.empty(longest + 1, np.int32)
+    ids = np.empty(offsets[rows] - offsets[0], np.int64)
+    ends = np.empty_like(ids)
+    counts = np.zeros(rows, np.int64)
+    unk32 = np.float32(unk_score)
+    threshold = np.float32(reset_threshold)
+    written = 0
+    for r in range(rows):
+        lo = offsets[r]
+        n = offsets[r + 1] - lo
+        start[:n + 1] = -1
+        best[0] = np.float32(0.0)
+        frontier = 0  # the furthest node a candidate has reached
+        for s in range(n):
+            base = best[s]
+            if base < -threshold or base > threshold:
+                # Re-centre: every node from here to the frontier loses the score at s (float32).
+                for i in range(s, frontier + 1):
+                    if i == s or start[i] >= 0:
+                        best[i] = best[i] - base
+                base = np.float32(0.0)
+            single = False
+            node = root_child[code_of[values[lo + s]]]
+            end = s
+            while node >= 0:
+                end += 1  # the piece of ``node`` covers s .. end
+                token = token_of_node[node]
+                if token >= 0:
+                    frontier = max(frontier, end)
+                    cand = piece_score[token] + base  # float32 + float32: float32, as in C++
+                    if start[end] < 0 or cand > best[end]:
+                        best[end] = cand
+                        start[end] = s
+                        piece[end] = token
+                    if end == s + 1:
+                        single = True
+                if end >= n:
+                    break
+                node = _trie_step(node, code_of[values[lo + end]], row_base, table, dense, inner, codes,
+                                  rare_keys, rare_child)
+            if not single:
+                cand = unk32 + base
+                if start[s + 1] < 0 or cand > best[s + 1]:
+                    best[s + 1] = cand
+                    start[s + 1] = s
+                    piece[s + 1] = unk_id
+                frontier = max(frontier, s + 1)
+        count = 0
+        at = n
+        while at > 0:
+            count += 1
+            at = start[at]
+        at = n
+        for k in range(written + count - 1, written - 1, -1):
+            ids[k] = piece[at]
+            ends[k] = at
+            at = start[at]
+        counts[r] = count
+        written += count
+    return ids[:written].copy(), ends[:written].copy(), counts
