@@ -25,23 +25,29 @@ from numba import njit
 
 
 @njit(nogil=True, cache=True)
-def _trie_step(node, code, row_base, table, dense, inner, codes, rare_keys, rare_child):
-    """Child of non-root ``node`` along ``code`` in :class:`gputok.models.unigram.PieceTrie`, or -1."""
-    if code < dense:
-        return np.int64(table[row_base[node] + code])
-    if code > inner or rare_keys.size == 0:
-        return np.int64(-1)
-    key = node * codes + code
-    at = np.searchsorted(rare_keys, key)
-    if at < rare_keys.size and rare_keys[at] == key:
-        return np.int64(rare_child[at])
-    return np.int64(-1)
+def _child(node, code, child_offsets, child_codes, child_nodes):
+    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
+    lo = child_offsets[node]
+    hi = child_offsets[node + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if child_codes[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < child_offsets[node + 1] and child_codes[lo] == code:
+        return child_nodes[lo]
+    return -1
 
 
 @njit(nogil=True, cache=True)
-def unigram_sentence_viterbi(values, offsets, code_of, root_child, row_base, table, dense, inner, codes,
-                             rare_keys, rare_child, token_of_node, piece_score, unk_score, unk_id, reset_threshold):
+def unigram_sentence_viterbi(values, offsets, code_of, root_child, child_offsets, child_codes, child_nodes,
+                             token_of_node, piece_score, unk_score, unk_id, reset_threshold):
     """Best segmentation of every row (codepoints ``values[offsets[r]:offsets[r + 1]]``).
+
+    The trie is :class:`gputok.models.unigram.PieceTrie`'s: ``code_of`` (codepoint to alphabet
+    code), ``root_child`` (root's child per code), sorted child lists of the other nodes
+    (``child_offsets``, ``child_codes``, ``child_nodes``), ``token_of_node`` (-1: no piece ends there).
 
     ``piece_score``: float32 per piece id (SentencePiece's candidate score), ``unk_score`` the unk
     candidate's, ``reset_threshold`` SentencePiece's re-centering bound (1e5). Returns
@@ -92,8 +98,7 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, row_base, tab
                         single = True
                 if end >= n:
                     break
-                node = _trie_step(node, code_of[values[lo + end]], row_base, table, dense, inner, codes,
-                                  rare_keys, rare_child)
+                node = _child(node, code_of[values[lo + end]], child_offsets, child_codes, child_nodes)
             if not single:
                 cand = unk32 + base
                 if start[s + 1] < 0 or cand > best[s + 1]:
@@ -114,3 +119,19 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, row_base, tab
         counts[r] = count
         written += count
     return ids[:written].copy(), ends[:written].copy(), counts
+
+
+@njit(nogil=True, cache=True)
+def cut_at_words(token_ends, word_starts, word_ends):
+    """Tokens per word and each token's end within its word, for tokens and words that both run
+    in order through the same text (``token_ends``, ``word_starts``, ``word_ends``: positions in
+    it; no token crosses a word end). One merge of the two lists."""
+    counts = np.zeros(word_starts.size, np.int64)
+    within = np.empty_like(token_ends)
+    w = 0
+    for t in range(token_ends.size):
+        while word_ends[w] < token_ends[t]:
+            w += 1
+        counts[w] += 1
+        within[t] = token_ends[t] - word_starts[w]
+    return counts, within
