@@ -1,23 +1,25 @@
-"""SentencePiece's own Viterbi (``unigram_model.cc``, ``Model::EncodeOptimized``), one whole
-sentence at a time, on the CPU: the exact ids of ``SentencePieceProcessor.encode`` however long the
-sentence.
+"""SentencePiece's own Viterbi over a whole sentence, on the CPU: the exact ids of
+``SentencePieceProcessor.encode`` (sentencepiece 0.2.3) however long the sentence. CPU only: there
+is no Triton twin; CUDA callers copy the (few, or long) sentences here and back.
 
 Why a sequential kernel: SentencePiece keeps one float32 best score per position *of the whole
-sentence*. Its magnitude grows with the sentence (about -2.5e7 after 10 MB of English), so its
-rounding (a float32 ulp of 2 there) decides between segmentations of a word whose scores differ
-by less; no per-word computation can know that rounding without the score of everything before
-the word. The arithmetic, as SentencePiece's C++ does it:
+sentence*, so its rounding, which depends on everything before a word, decides between
+segmentations of the word whose scores differ by less than a float32 ulp of that running score.
+The arithmetic, established against sentencepiece 0.2.3 (its encoder source, and ties probed on
+``"the " * k + "defile"`` with the tests' 8k model, ``tests/test_unigram_long_lines.py``):
 
-- a piece candidate is ``double(score) + double(best[start])``, compared in double with the stored
-  float32 ``best[end]`` and stored rounded to float32 (``score`` is double because the user-defined
-  branch of its ``?:`` is: ``float(bytes * max_score) - 0.1``);
-- the unk candidate (no single-character piece starts here) is ``unk_score + best[start]`` in
-  float32, rounded *before* the comparison;
+- a candidate is ``score + best[start]`` in float32 (rounded before the comparison); the unk
+  candidate (no single-character piece starts there) scores ``unk_score``; a user-defined piece
+  ``float32(bytes * max_score) - 0.1`` rounded to float32;
 - starts are visited in order; a node takes the first candidate that reaches it and later ones only
-  if strictly greater.
+  if strictly greater;
+- re-centring: before a start whose best score is beyond +-``reset_threshold`` (1e5), that score is
+  subtracted (in float32) from the start and from every reached node up to the furthest one, so
+  the running score stays within about 1e5 and ties are decided at that precision. (Without it,
+  float32 sums drift from SentencePiece's choices after ~25k words of English.)
 
 Memory: 12 bytes per character of the longest row (best score, start, piece), plus the outputs
-(8 bytes per character at most). Time: one trie walk per position (the longest match's length).
+(16 bytes per token). Time: one trie walk per position (the longest match's length).
 """
 
 import numpy as np
@@ -41,13 +43,15 @@ def _child(node, code, child_offsets, child_codes, child_nodes):
 
 
 @njit(nogil=True, cache=True)
-def unigram_sentence_viterbi(values, offsets, code_of, root_child, child_offsets, child_codes, child_nodes,
-                             token_of_node, piece_score, unk_score, unk_id, reset_threshold):
+def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
+                             child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, reset_threshold):
     """Best segmentation of every row (codepoints ``values[offsets[r]:offsets[r + 1]]``).
 
     The trie is :class:`gputok.models.unigram.PieceTrie`'s: ``code_of`` (codepoint to alphabet
-    code), ``root_child`` (root's child per code), sorted child lists of the other nodes
-    (``child_offsets``, ``child_codes``, ``child_nodes``), ``token_of_node`` (-1: no piece ends there).
+    code), ``root_child`` (root's child per code), the other nodes' children along codes below
+    ``narrow`` as a dense table (``narrow_table[narrow_row[node] * narrow + code]``) and all of them
+    as sorted child lists (``child_offsets``, ``child_codes``, ``child_nodes``), ``token_of_node``
+    (-1: no piece ends there).
 
     ``piece_score``: float32 per piece id (SentencePiece's candidate score), ``unk_score`` the unk
     candidate's, ``reset_threshold`` SentencePiece's re-centering bound (1e5). Returns
@@ -98,7 +102,11 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, child_offsets
                         single = True
                 if end >= n:
                     break
-                node = _child(node, code_of[values[lo + end]], child_offsets, child_codes, child_nodes)
+                code = code_of[values[lo + end]]
+                if code < narrow:
+                    node = narrow_table[narrow_row[node] * narrow + code]
+                else:
+                    node = _child(node, code, child_offsets, child_codes, child_nodes)
             if not single:
                 cand = unk32 + base
                 if start[s + 1] < 0 or cand > best[s + 1]:
