@@ -77,7 +77,7 @@ def _f32(x: float) -> float:
 
 
 def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor, edge_score: torch.Tensor,
-                          node_offsets: torch.Tensor, *, float32_scores: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                          node_offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Best path of every row's lattice: for each node, the edge of the best path ending there.
 
     Rows are laid out column by column (:class:`Lattice`): row ``r`` of the rows sorted longest
@@ -86,8 +86,6 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
     ``edge_offsets[t] .. edge_offsets[t + 1]`` (any order: they reach distinct nodes), reaching
     ``edge_target``, scored ``edge_score`` (float64). Every path starts at 0. Candidates reach a
     node in order of start; a later one replaces the best only if strictly greater.
-    ``float32_scores``: best scores are stored rounded to float32 (SentencePiece), else kept in
-    float64 (huggingface).
 
     Returns ``choice`` (int64 [nodes]: the chosen edge, -1 at row starts) and ``margin``
     (float64 [rows], sorted order: the smallest gap between best and runner-up candidate at any
@@ -95,8 +93,7 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
 
     >>> # One row "ab": a (-1), b (-1), ab (-1.5); nodes 0 (start), 1 (after a), 2 (after ab).
     >>> choice, margin = unigram_viterbi_torch(torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 2]),
-    ...     torch.tensor([-1.0, -1.5, -1.0], dtype=torch.float64), torch.tensor([0, 1, 2, 3]),
-    ...     float32_scores=False)
+    ...     torch.tensor([-1.0, -1.5, -1.0], dtype=torch.float64), torch.tensor([0, 1, 2, 3]))
     >>> choice.tolist(), margin.tolist()
     ([-1, 0, 1], [0.5])
     """
@@ -118,8 +115,6 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
         if not edge.numel():
             continue
         cand = best.index_select(0, source) + score
-        if float32_scores:  # SentencePiece adds float32 scores in float32
-            cand = cand.float().double()
         cur = best.index_select(0, target)
         # A node's first candidate always beats its -inf; later ones must be strictly greater.
         better = cand > cur
@@ -133,13 +128,12 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
     return choice, margin
 
 
-def unigram_viterbi(edge_offsets, edge_target, edge_score, node_offsets, *, float32_scores: bool):
+def unigram_viterbi(edge_offsets, edge_target, edge_score, node_offsets):
     if _dispatch.backend(edge_target.device) == "triton":
         from ..kernels.unigram_viterbi import unigram_viterbi_triton
 
-        return unigram_viterbi_triton(edge_offsets, edge_target, edge_score, node_offsets,
-                                      float32_scores=float32_scores)
-    return unigram_viterbi_torch(edge_offsets, edge_target, edge_score, node_offsets, float32_scores=float32_scores)
+        return unigram_viterbi_triton(edge_offsets, edge_target, edge_score, node_offsets)
+    return unigram_viterbi_torch(edge_offsets, edge_target, edge_score, node_offsets)
 
 
 class PieceTrie:
@@ -497,14 +491,13 @@ class Unigram:
         return (lat.length(), lat.ids(), lat.scores, in_rows.index_select(0, lat.source()),
                 in_rows.index_select(0, lat.target), n + rows, node_start, bounds)
 
-    def segment(self, words: Ragged, *, float32_scores: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Best segmentation of each row: token ids, token ends (characters), tokens per row,
-        each row's margin (see :func:`unigram_viterbi_torch`) and each token's score."""
+    def segment(self, words: Ragged) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Best segmentation of each row in float64 (huggingface's arithmetic, per word): token
+        ids, token ends (characters), tokens per row, each row's margin (see
+        :func:`unigram_viterbi_torch`) and each token's score."""
         device = words.device
         lat = self.lattice(words)
-        choice, margin = unigram_viterbi(lat.edge_offsets, lat.target, lat.scores, lat.node_offsets,
-                                         float32_scores=float32_scores)
+        choice, margin = unigram_viterbi(lat.edge_offsets, lat.target, lat.scores, lat.node_offsets)
         # Backtrack every row at once by pointer doubling: each node's predecessor on its best
         # path (row starts point at themselves); a row's tokens end at the ancestors of its end
         # node, found in log2(longest row) rounds (a round per token costs a long row hundreds).
