@@ -22,20 +22,25 @@ Sampling (subword regularization) is forward filtering over the same lattice and
 sampling per word occurrence; n-best lists keep the k best partial paths per position.
 
 Exactness. huggingface runs the programme per Metaspace word in float64; SentencePiece runs it
-over the whole sentence in float32 (each candidate score a float32 sum), so two segmentations of
-a word whose scores differ by less than the float32 rounding of the running sentence score may
-be ordered differently in the two. Words are independent in both because no piece holds ``▁``
-after its first character (checked at load; otherwise whole sentences are the words). So
-gputok segments each unique word in float64 and records its *margin*, the smallest gap between
-the best and the runner-up candidate at any position; in SentencePiece mode, an occurrence whose
-margin is not above the worst-case float32 rounding of its sentence's score is re-segmented
-together with its whole sentence in SentencePiece's float32 arithmetic
-(:meth:`Unigram.encode_in_context`; a few sentences per MB of text). Leaves out:
+over the whole sentence in float32 (each candidate score a float32 sum, the running score
+re-centred on 0 whenever it passes +-1e5), so two segmentations of a word whose scores differ by
+less than the float32 rounding of the running sentence score may be ordered differently in the
+two. Words are independent in both because no piece holds ``▁`` after its first character
+(checked at load; otherwise whole sentences are the words). So gputok segments each unique word
+in float64 and records its *margin*, the smallest gap between the best and the runner-up candidate
+at any position; in SentencePiece mode, an occurrence whose margin is not above the worst-case
+float32 rounding of its sentence's score is re-segmented together with its whole sentence by
+SentencePiece's own encoder (:meth:`Unigram.segment_sentences`, the numba kernel
+``gputok.kernels.unigram_sentence``, on the CPU; a few sentences per MB of text), and a text over
+:data:`WHOLE_SENTENCE_CHARS` characters goes there directly, without the per-word pass
+(:meth:`Unigram.encode_in_context`). Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
 (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
-Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice (~2 edges per character, ~48 bytes each
-while it is built) plus three float64 / int64 values per position for the programme; sampling
-keeps one more float64 per position.
+Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
+edges per character, ~48 bytes each while it is built) plus three float64 / int64 values per
+position for the programme; a text segmented whole takes 12 bytes per character in the kernel
+and ~50 bytes per character of the whole encode (a 10 MB line: ~0.5 GB over the warmed-up
+process); sampling keeps one more float64 per position.
 """
 
 from __future__ import annotations
