@@ -548,6 +548,9 @@ class Unigram:
             trie.child_codes.numpy(), trie.child_nodes.numpy(), trie.token_of_node.numpy(),
             self.score64.float().numpy(), self.unk_score, -1 if self.unk_id is None else self.unk_id,
             SCORE_RESET_THRESHOLD)
+        if self.unk_id is None and bool((ids < 0).any()):
+            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                             "give the model an unk piece")
         device = rows.device
         return torch.from_numpy(ids).to(device), torch.from_numpy(ends).to(device), torch.from_numpy(counts).to(device)
 
