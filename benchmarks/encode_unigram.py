@@ -1,7 +1,7 @@
 """Unigram encoding throughput: gputok vs sentencepiece vs huggingface on the same real text, one run.
 
     python benchmarks/encode_unigram.py [--megabytes 5] [--threads 2] [--model PATH] [--device cuda] [--passes N]
-                                        [--json out.json]
+                                        [--single-line] [--json out.json]
 
 The model is a Unigram model that sentencepiece trains on ASSETS text (vocab 8000, nmt_nfkc; cached
 as the tests cache it), or ``--model``. The text is the first ``--megabytes`` of the parity corpus
@@ -15,7 +15,10 @@ tensors), sentencepiece's batch call
 writes for the same model (``RAYON_NUM_THREADS=N``). Prints a table and writes JSON
 (default bench-results/encode_unigram.json). All engines must produce the same token count. With
 ``--passes N`` each engine runs N times in its process and the fastest pass counts (on CUDA the first
-pass also compiles the kernels, unless Triton's disk cache has them).
+pass also compiles the kernels, unless Triton's disk cache has them). ``--single-line``: the text is
+instead the first ``--megabytes`` of the 20 MB English set with its line breaks as spaces, one line
+(SentencePiece's float32 sentence score at its longest); each engine warms up on 10,000 characters
+of it, and the table adds the peak RSS over the process's RSS after warming up.
 """
 
 from __future__ import annotations
@@ -40,9 +43,13 @@ def default_model() -> str:
     return trained_model(8000)
 
 
-def load_lines(megabytes: float) -> tuple[list[str], int]:
+def load_lines(megabytes: float, single_line: bool = False) -> tuple[list[str], int]:
     from gputok import assets
 
+    if single_line:
+        with assets.english_corpus(20).open("rb") as f:
+            line = f.read(int(megabytes * 1_000_000)).decode("utf-8", errors="ignore").replace("\n", " ")
+        return [line], len(line.encode())
     with assets.parity_corpus().open("rb") as f:
         text = f.read(int(megabytes * 1_000_000)).decode("utf-8", errors="ignore")
     lines = text.splitlines()
@@ -50,8 +57,9 @@ def load_lines(megabytes: float) -> tuple[list[str], int]:
 
 
 def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: int, device: str = "cpu",
-           passes: int = 1) -> dict:
-    lines, nbytes = load_lines(megabytes)
+           passes: int = 1, single_line: bool = False) -> dict:
+    lines, nbytes = load_lines(megabytes, single_line)
+    warm_up = [lines[0][:10_000]] if single_line else lines[:batch_size]
     if engine in ("gputok", "gputok-ragged"):
         import torch
 
@@ -59,7 +67,7 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
 
         torch.set_num_threads(threads)
         tok = gputok.Tokenizer.from_sentencepiece(model)
-        tok(lines[:batch_size], device=device)  # warm up: tables on the device, charsmap read, kernels compiled
+        tok(warm_up, device=device)  # warm up: tables on the device, charsmap read, kernels compiled
 
         def run():
             tok.word_cache = type(tok.word_cache)()  # every pass starts cold
@@ -76,7 +84,7 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
         import sentencepiece as spm
 
         sp = spm.SentencePieceProcessor(model_file=model)
-        sp.encode(lines[:100])
+        sp.encode(warm_up[:100])
 
         def run():
             return sum(map(len, sp.encode(lines, num_threads=threads)))
@@ -90,10 +98,11 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
         path = Path(tempfile.mkdtemp()) / "tokenizer.json"
         gputok.Tokenizer.from_sentencepiece(model).save(path)
         hf = HFTokenizer.from_file(str(path))
-        hf.encode_batch(lines[:100])
+        hf.encode_batch(warm_up[:100])
 
         def run():
             return sum(len(e.ids) for e in hf.encode_batch(lines, add_special_tokens=False))
+    warm_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     pass_seconds = []
     for _ in range(passes):
         start = time.perf_counter()
@@ -103,7 +112,7 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
     return {"engine": engine, "seconds": seconds, "pass_seconds": pass_seconds, "tokens": tokens,
             "megabytes": nbytes / 1e6,
             "mb_per_s": nbytes / 1e6 / seconds, "tokens_per_s": tokens / seconds,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "warm_rss_mb": warm_rss_mb}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,13 +124,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", help="where gputok encodes (cpu or cuda)")
     parser.add_argument("--passes", type=int, default=1, help="time each engine this many times, keep the fastest")
     parser.add_argument("--engines", nargs="+", default=["gputok", "gputok-ragged", "sentencepiece", "huggingface"])
+    parser.add_argument("--single-line", action="store_true", help="one line of English instead of the corpus lines")
     parser.add_argument("--json", default="bench-results/encode_unigram.json")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     model = args.model or default_model()
     if args.worker:
         print(json.dumps(worker(args.worker, model, args.megabytes, args.threads, args.batch_size, args.device,
-                                args.passes)))
+                                args.passes, args.single_line)))
         return 0
     rows = []
     env = dict(os.environ, RAYON_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
@@ -129,18 +139,21 @@ def main(argv: list[str] | None = None) -> int:
         out = subprocess.run([sys.executable, __file__, "--worker", engine, "--model", model,
                               "--megabytes", str(args.megabytes), "--threads", str(args.threads),
                               "--batch-size", str(args.batch_size), "--device", args.device,
-                              "--passes", str(args.passes)], capture_output=True, text=True, env=env)
+                              "--passes", str(args.passes)] + ["--single-line"] * args.single_line,
+                             capture_output=True, text=True, env=env)
         if out.returncode:
             raise SystemExit(f"{engine} failed:\n{out.stderr}")
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     anchor = next((r for r in rows if r["engine"] == "sentencepiece"), rows[0])
-    print(f"Unigram encoding, {rows[0]['megabytes']:.1f} MB of the parity corpus, {args.threads} threads, "
+    text = "one line of English" if args.single_line else "the parity corpus"
+    print(f"Unigram encoding, {rows[0]['megabytes']:.1f} MB of {text}, {args.threads} threads, "
           f"gputok on {args.device}, fastest of {args.passes} pass(es), "
           f"model {Path(model).name}")
-    print(f"{'engine':<15}{'seconds':>9}{'MB/s':>8}{'Mtok/s':>8}{'peak RSS MB':>13}{'vs spm':>8}")
+    print(f"{'engine':<15}{'seconds':>9}{'MB/s':>8}{'Mtok/s':>8}{'peak RSS MB':>13}{'over warm MB':>14}{'vs spm':>8}")
     for r in rows:
         print(f"{r['engine']:<15}{r['seconds']:>9.2f}{r['mb_per_s']:>8.2f}{r['tokens_per_s'] / 1e6:>8.2f}"
-              f"{r['peak_rss_mb']:>13.0f}{anchor['seconds'] / r['seconds']:>7.2f}x")
+              f"{r['peak_rss_mb']:>13.0f}{r['peak_rss_mb'] - r['warm_rss_mb']:>14.0f}"
+              f"{anchor['seconds'] / r['seconds']:>7.2f}x")
     if len({r["tokens"] for r in rows}) != 1:
         print("WARNING: token counts differ:", {r["engine"]: r["tokens"] for r in rows})
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

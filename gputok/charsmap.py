@@ -263,7 +263,30 @@ def _single_table(codepoints: torch.Tensor, values: Ragged) -> Ragged:
 
 def whitespace_rules(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix: bool, remove_extra_whitespaces: bool,
                      escape_whitespaces: bool) -> tuple[Ragged, torch.Tensor]:
-    """SentencePiece's whitespace handling of rewritten codepoints (``unit``: each one's unit start).
+    """SentencePiece's whitespace handling of rewritten codepoints (``unit``: each one's unit start):
+    the numba kernel ``gputok.kernels.sentencepiece_whitespace`` on CPU tensors, else
+    :func:`whitespace_rules_torch` (same outputs).
+
+    >>> text = Ragged.from_lengths(torch.tensor([32, 97, 32, 32, 98, 32]), torch.tensor([6]))
+    >>> o, src = whitespace_rules(text, torch.arange(6), add_dummy_prefix=True, remove_extra_whitespaces=True,
+    ...                           escape_whitespaces=True)
+    >>> "".join(map(chr, o.values.tolist())), src.tolist()
+    ('▁a▁b', [1, 1, 2, 4])
+    """
+    if out.values.device.type != "cpu":
+        return whitespace_rules_torch(out, unit, add_dummy_prefix=add_dummy_prefix,
+                                      remove_extra_whitespaces=remove_extra_whitespaces,
+                                      escape_whitespaces=escape_whitespaces)
+    from .kernels.sentencepiece_whitespace import whitespace_rules_numba
+
+    values, offsets, source = whitespace_rules_numba(out.values.int().numpy(), out.offsets.numpy(), unit.long().numpy(),
+                                                     add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces)
+    return Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), torch.from_numpy(source)
+
+
+def whitespace_rules_torch(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix: bool, remove_extra_whitespaces: bool,
+                           escape_whitespaces: bool) -> tuple[Ragged, torch.Tensor]:
+    """:func:`whitespace_rules` in torch ops (any device).
 
     Returns the kept codepoints (spaces as ``▁`` when escaping, the dummy-prefix ``▁`` first) and the
     input index of each (the dummy prefix points at its text's first kept unit).

@@ -84,9 +84,10 @@ def _train(args: argparse.Namespace) -> int:
                          "--vocab-txt/--vocab-json/--merges-txt are for WordPiece and BPE")
     if args.sp_model and kind != "unigram":
         raise SystemExit("gputok: --sp-model writes a SentencePiece Unigram model; add --model unigram")
-    if kind != "unigram" and (args.byte_fallback or args.max_piece_length != 16 or args.character_coverage != 0.9995):
-        raise SystemExit("gputok: --byte-fallback, --character-coverage and --max-piece-length are Unigram "
-                         "options; add --model unigram")
+    if kind != "unigram" and (args.byte_fallback or args.max_piece_length != 16 or args.character_coverage != 0.9995
+                              or args.max_sentence_length != 4192):
+        raise SystemExit("gputok: --byte-fallback, --character-coverage, --max-piece-length and --max-sentence-length "
+                         "are Unigram options; add --model unigram")
     if args.vocab_txt and kind == "bpe" or (args.vocab_json or args.merges_txt) and kind == "wordpiece":
         raise SystemExit(f"gputok: this trains a {kind} model; --vocab-txt is for WordPiece, "
                          "--vocab-json/--merges-txt for BPE")
@@ -105,7 +106,8 @@ def _train(args: argparse.Namespace) -> int:
             min_frequency=args.min_frequency, special_tokens=args.special_tokens, score=args.score,
             limit_alphabet=args.limit_alphabet, max_token_length=args.max_token_length, device=args.device,
             progress=not args.no_progress, byte_fallback=args.byte_fallback,
-            character_coverage=args.character_coverage, max_piece_length=args.max_piece_length)
+            character_coverage=args.character_coverage, max_piece_length=args.max_piece_length,
+            max_sentence_length=args.max_sentence_length or None)
         start = time.perf_counter()
         files: dict = output_files(tok, tokenizer_json_path=args.output, vocab_txt=args.vocab_txt,
                                    vocab_json=args.vocab_json, merges_txt=args.merges_txt)
@@ -145,6 +147,9 @@ def _train_parser(sub) -> None:
     tr.add_argument("--character-coverage", type=float, default=0.9995,
                     help="unigram: share of characters that get a piece of their own (default 0.9995)")
     tr.add_argument("--max-piece-length", type=int, default=16, help="unigram: longest piece in characters (16)")
+    tr.add_argument("--max-sentence-length", type=int, default=4192,
+                    help="unigram: lines over this many UTF-8 bytes are skipped with a warning, as SentencePiece "
+                         "skips them (4192); 0 trains on every line")
     tr.add_argument("--sp-model", default=None,
                     help="unigram: also write a SentencePiece .model (identity normalization: its text must be "
                          "nmt_nfkc-normalized first)")

@@ -326,8 +326,7 @@ class Tokenizer:
         lengths = words.lengths()
         in_context = getattr(self.model, "encode_in_context", None)  # Unigram: float32 ties, sampling
         if in_context is not None:
-            piece_ids, piece_ends, inverse = in_context(norm.values, words, unique_words(norm.values, words),
-                                                        cache=self.word_cache)
+            piece_ids, piece_ends, inverse = in_context(norm.values, words, cache=self.word_cache)
         elif self.word_cache is not None:  # one row per word: the model runs on unseen words only
             encode = lambda s, n: self.model.encode_words(gather_words(norm.values, s, n))  # noqa: E731
             piece_ids, piece_ends = self.word_cache.encode(

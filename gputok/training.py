@@ -39,6 +39,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,7 +203,8 @@ def train_with_summary(files_or_iterator, *, model: str | None = None, preset: s
                        initial_alphabet: Sequence[str] = (), max_token_length: int | None = None,
                        device: torch.device | str = "cpu", progress: bool = True, byte_fallback: bool = False,
                        character_coverage: float = 0.9995,
-                       max_piece_length: int = 16) -> tuple[Tokenizer, TrainingSummary]:
+                       max_piece_length: int = 16,
+                       max_sentence_length: int | None = 4192) -> tuple[Tokenizer, TrainingSummary]:
     """:func:`train`, also returning the :class:`TrainingSummary`."""
     if vocab_size is None:
         vocab_size = 8000 if model == "unigram" else 30000
@@ -214,16 +216,17 @@ def train_with_summary(files_or_iterator, *, model: str | None = None, preset: s
                  "max_token_length": max_token_length is not None}
         if any(given.values()):
             raise ValueError(f"{[k for k, v in given.items() if v]}: BPE/WordPiece options; model='unigram' takes "
-                             "byte_fallback, character_coverage and max_piece_length instead")
+                             "byte_fallback, character_coverage, max_piece_length and max_sentence_length instead")
         if _dispatch.checked_device(device).type != "cpu":
             raise ValueError(f"device={str(device)!r}: Unigram training runs on the CPU only (its expected-count "
                              "kernel is tested against its twin, but the trainer keeps its tables on the host); "
                              "drop device=")
         return _train_unigram(files_or_iterator, vocab_size=vocab_size, special_tokens=special_tokens,
                               byte_fallback=byte_fallback, character_coverage=character_coverage,
-                              max_piece_length=max_piece_length, progress=progress)
+                              max_piece_length=max_piece_length, max_sentence_length=max_sentence_length,
+                              progress=progress)
     unigram_only = {"byte_fallback": byte_fallback is not False, "character_coverage": character_coverage != 0.9995,
-                    "max_piece_length": max_piece_length != 16}
+                    "max_piece_length": max_piece_length != 16, "max_sentence_length": max_sentence_length != 4192}
     if any(unigram_only.values()):
         raise ValueError(f"{[k for k, v in unigram_only.items() if v]}: Unigram options; pass model='unigram'")
     name, chosen = _resolve(model, preset, score)
@@ -247,7 +250,8 @@ def train(files_or_iterator, *, model: str | None = None, preset: str | None = N
           min_frequency: int = 2, special_tokens: Sequence[str] | None = None, score: str = "frequency",
           limit_alphabet: int | None = None, initial_alphabet: Sequence[str] = (),
           max_token_length: int | None = None, device: torch.device | str = "cpu", progress: bool = True,
-          byte_fallback: bool = False, character_coverage: float = 0.9995, max_piece_length: int = 16) -> Tokenizer:
+          byte_fallback: bool = False, character_coverage: float = 0.9995, max_piece_length: int = 16,
+          max_sentence_length: int | None = 4192) -> Tokenizer:
     """Train a tokenizer on text files (a path or a list of paths) or an iterator of texts
     (``iter(texts)``, a generator, ...: anything but a list or tuple, which must hold paths).
 
@@ -263,7 +267,9 @@ def train(files_or_iterator, *, model: str | None = None, preset: str | None = N
     ``model="unigram"``: SentencePiece's Unigram trainer (:mod:`gputok.trainers.unigram`; no preset):
     nmt_nfkc normalization, ``special_tokens`` default ``("<unk>", "<s>", "</s>")`` (``<unk>`` is
     required), ``byte_fallback`` (256 ``<0xNN>`` pieces), ``character_coverage`` and
-    ``max_piece_length`` as SentencePiece's options; ``vocab_size`` defaults to 8000 (SentencePiece's
+    ``max_piece_length`` as SentencePiece's options; ``max_sentence_length`` (UTF-8 bytes, default
+    4192 as SentencePiece's): longer lines are not trained on, as SentencePiece skips them, with a
+    warning that counts them (an error if no line is left); None trains on every line. ``vocab_size`` defaults to 8000 (SentencePiece's
     default; 30000 for the other models). The tokenizer encodes as sentencepiece does with these pieces (see :func:`unigram_tokenizer`);
     :func:`save_sentencepiece_model` writes them as a ``.model`` file.
 
@@ -280,7 +286,7 @@ def train(files_or_iterator, *, model: str | None = None, preset: str | None = N
                                       limit_alphabet=limit_alphabet, initial_alphabet=initial_alphabet,
                                       max_token_length=max_token_length, device=device, progress=progress,
                                       byte_fallback=byte_fallback, character_coverage=character_coverage,
-                                      max_piece_length=max_piece_length)
+                                      max_piece_length=max_piece_length, max_sentence_length=max_sentence_length)
     if progress:
         print(f"gputok train: {summary}", file=sys.stderr)
     return tok
@@ -351,11 +357,13 @@ class UnigramTrainingSummary(TrainingSummary):
 
     rounds: int = 0
     em_steps: int = 0
+    skipped_long_lines: int = 0  # lines over max_sentence_length bytes, not trained on
 
     def __str__(self) -> str:
         phases = ", ".join(f"{name} {s:.2f} s" for name, s in self.seconds.items())
+        skipped = f", {self.skipped_long_lines:,} too long lines skipped" if self.skipped_long_lines else ""
         return (f"{self.words:,} words, {self.unique_words:,} unique, vocabulary {self.vocab_size:,}, "
-                f"{self.rounds} pruning rounds, {self.em_steps} EM steps; {phases}")
+                f"{self.rounds} pruning rounds, {self.em_steps} EM steps{skipped}; {phases}")
 
 
 def nmt_nfkc_normalizer() -> normalizers.Sequence:
@@ -417,20 +425,22 @@ def save_sentencepiece_model(tok: Tokenizer, path: str | os.PathLike) -> None:
                               unk_token=model.pieces[model.unk_id], special_tokens=special)
 
 
-def _unigram_counts(files_or_iterator, progress: bool) -> tuple[Ragged, torch.Tensor, torch.Tensor]:
+def _unigram_counts(files_or_iterator, progress: bool, max_sentence_length: int | None
+                    ) -> tuple[Ragged, torch.Tensor, torch.Tensor, int, int]:
     """Unique words, counts and sentence-final counts of the input (files read line by line as
-    :func:`count_words` reads them, an iterable's items as sentences), streamed in chunks."""
+    :func:`count_words` reads them, an iterable's items as sentences), streamed in chunks; and the
+    number of lines skipped for being over ``max_sentence_length`` bytes, and the longest of them."""
     from .trainers.unigram import UnigramWordCounter
 
-    counter = UnigramWordCounter()
+    counter = UnigramWordCounter(max_sentence_length=max_sentence_length)
     _read(files_or_iterator, on_file_chunk=lambda chunk: counter.add_lines(chunk.split("\n")),
           on_texts=counter.add_lines, progress=progress, desc="reading")
-    return counter.result()
+    return (*counter.result(), counter.skipped_lines, counter.longest_skipped)
 
 
 def _train_unigram(files_or_iterator, *, vocab_size: int, special_tokens: Sequence[str] | None,
                    byte_fallback: bool, character_coverage: float, max_piece_length: int,
-                   progress: bool) -> tuple[Tokenizer, UnigramTrainingSummary]:
+                   max_sentence_length: int | None, progress: bool) -> tuple[Tokenizer, UnigramTrainingSummary]:
     from .trainers.unigram import UnigramTrainStats, learn_unigram
 
     if not isinstance(byte_fallback, bool):
@@ -439,8 +449,22 @@ def _train_unigram(files_or_iterator, *, vocab_size: int, special_tokens: Sequen
     for token in specials:
         if not isinstance(token, str) or not token:
             raise ValueError(f"special token {token!r}: special tokens must be non-empty strings")
+    if max_sentence_length is not None and (isinstance(max_sentence_length, bool)
+                                            or not isinstance(max_sentence_length, int) or max_sentence_length < 1):
+        raise ValueError(f"max_sentence_length={max_sentence_length!r}; pass a positive number of UTF-8 bytes, "
+                         "or None to train on every line")
     start = time.perf_counter()
-    words, counts, final = _unigram_counts(files_or_iterator, progress)
+    words, counts, final, skipped, longest = _unigram_counts(files_or_iterator, progress, max_sentence_length)
+    if skipped:
+        too_long = (f"{skipped:,} line(s) longer than max_sentence_length={max_sentence_length} UTF-8 bytes "
+                    f"(the longest {longest:,} bytes)")
+        if not counts.numel():
+            raise ValueError(f"the training corpus holds no words: its {too_long} are skipped, as SentencePiece's "
+                             "trainer skips them; pass max_sentence_length=None (--max-sentence-length 0) or a "
+                             "larger number to train on them, or split the lines")
+        warnings.warn(f"{too_long} were not trained on, as SentencePiece's trainer skips them; pass "
+                      "max_sentence_length=None (--max-sentence-length 0) or a larger number to train on them",
+                      stacklevel=4)
     if not counts.numel():
         raise ValueError("the training corpus holds no words (empty, or only whitespace); nothing to train on")
     read = time.perf_counter()
@@ -453,7 +477,8 @@ def _train_unigram(files_or_iterator, *, vocab_size: int, special_tokens: Sequen
     tok = unigram_tokenizer(pieces, byte_fallback=byte_fallback, special_tokens=specials)
     seconds = {"reading": read - start, **(stats.seconds or {}), "building": time.perf_counter() - learned}
     return tok, UnigramTrainingSummary(words=int(counts.sum()), unique_words=counts.numel(), vocab_size=len(pieces),
-                                       seconds=seconds, rounds=stats.rounds, em_steps=stats.em_steps)
+                                       seconds=seconds, rounds=stats.rounds, em_steps=stats.em_steps,
+                                       skipped_long_lines=skipped)
 
 
 def _from_mapping(word_counts: Mapping[str, int], byte_level: bool, device) -> tuple[Ragged, torch.Tensor]:

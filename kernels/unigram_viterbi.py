@@ -7,9 +7,8 @@ after ``e`` characters is ``node_offsets[e] + r``, so the lanes of a block read 
 neighbouring nodes at each step. Each lane walks its row's start positions in order; at each it
 reads the best score of the path ending there and offers every edge starting there to the edge's
 target node, which takes it if it has none yet or the candidate is strictly greater
-(SentencePiece's order and tie rule). With ``FLOAT32`` the candidate is rounded to float32 first,
-as SentencePiece adds its float32 scores. The lane also keeps the runner-up at each node, for the
-margin. Lanes never share nodes, so there are no atomics; a lane's own stores and loads are
+(SentencePiece's order and tie rule), in float64. The lane also keeps the runner-up at each node,
+for the margin. Lanes never share nodes, so there are no atomics; a lane's own stores and loads are
 ordered. Memory: three values per node.
 """
 
@@ -24,7 +23,7 @@ import triton.language as tl
 @triton.jit(do_not_specialize=["rows", "max_len", "max_edges"])
 def _unigram_viterbi_kernel(edge_offsets_ptr, edge_target_ptr, edge_score_ptr, node_offsets_ptr, length_ptr,
                             best_ptr, second_ptr, choice_ptr, margin_ptr, rows, max_len, max_edges,
-                            FLOAT32: tl.constexpr, BLOCK: tl.constexpr):
+                            BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     in_range = row < rows
     length = tl.load(length_ptr + row, mask=in_range, other=0)
@@ -39,8 +38,6 @@ def _unigram_viterbi_kernel(edge_offsets_ptr, edge_target_ptr, edge_score_ptr, n
             ok = active & (e < hi)
             target = tl.load(edge_target_ptr + e, mask=ok, other=0)
             cand = base + tl.load(edge_score_ptr + e, mask=ok, other=0.0)
-            if FLOAT32:
-                cand = cand.to(tl.float32).to(tl.float64)
             cur = tl.load(best_ptr + target, mask=ok, other=0.0)
             sec = tl.load(second_ptr + target, mask=ok, other=0.0)
             chosen = tl.load(choice_ptr + target, mask=ok, other=-1)
@@ -61,7 +58,7 @@ def _unigram_viterbi_kernel(edge_offsets_ptr, edge_target_ptr, edge_score_ptr, n
 
 
 def unigram_viterbi_triton(edge_offsets: torch.Tensor, edge_target: torch.Tensor, edge_score: torch.Tensor,
-                           node_offsets: torch.Tensor, *, float32_scores: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                           node_offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     device = edge_target.device
     num_nodes = edge_offsets.numel() - 1
     rows = int(node_offsets[1] - node_offsets[0]) if node_offsets.numel() > 1 else 0
@@ -84,5 +81,5 @@ def unigram_viterbi_triton(edge_offsets: torch.Tensor, edge_target: torch.Tensor
     _unigram_viterbi_kernel[(triton.cdiv(rows, block),)](
         edge_offsets.contiguous(), edge_target.contiguous(), edge_score.double().contiguous(),
         node_offsets.contiguous(), lengths.contiguous(), best, second, choice, margin, rows, max_len, max_edges,
-        FLOAT32=float32_scores, BLOCK=block)
+        BLOCK=block)
     return choice, margin

@@ -37,13 +37,12 @@ def random_lattice(lengths: list[int], seed: int, ties: bool):
 
 
 @pytest.mark.parametrize("lengths", [[], [0], [1], [3, 0, 5], [7] * 3 + [130, 1, 64, 65], list(range(70))])
-@pytest.mark.parametrize("float32_scores", [False, True])
 @pytest.mark.parametrize("ties", [False, True])
-def test_viterbi_kernel_matches_twin(lengths, float32_scores, ties):
+def test_viterbi_kernel_matches_twin(lengths, ties):
     args = random_lattice(lengths, seed=len(lengths) + 7 * ties, ties=ties)
-    want = unigram_viterbi_torch(*args, float32_scores=float32_scores)
+    want = unigram_viterbi_torch(*args)
     with use_backend("triton"):
-        got = unigram_viterbi(*args, float32_scores=float32_scores)
+        got = unigram_viterbi(*args)
     assert torch.equal(got[0], want[0])
     assert torch.equal(got[1], want[1])
 
@@ -89,3 +88,27 @@ def test_lattice_rare_codes_take_the_binary_search(sp_test_tokenizer):
     assert small.trie.rare_keys.numel() > 1000
     got = small.encode_words(ragged)
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_whitespace_rules_kernel_matches_twin(seed):
+    """The numba whitespace rules (CPU path) equal their torch twin on random texts of spaces, '▁',
+    letters and multi-codepoint units (a unit's rewrite may hold a space after a letter)."""
+    from gputok.charsmap import whitespace_rules, whitespace_rules_torch
+
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, 12, (40,), generator=g)
+    lengths[::7] = 0
+    n = int(lengths.sum())
+    values = torch.tensor([32, 97, 0x2581, 98])[torch.randint(0, 4, (n,), generator=g)].int()
+    text = Ragged.from_lengths(values, lengths)
+    new_unit = torch.rand(n, generator=g) < 0.7
+    new_unit[text.offsets[:-1][lengths > 0]] = True  # a unit never spans two texts
+    unit = torch.cumsum(new_unit.long(), 0)  # runs of one unit
+    for flags in range(8):
+        options = dict(add_dummy_prefix=bool(flags & 1), remove_extra_whitespaces=bool(flags & 2),
+                       escape_whitespaces=bool(flags & 4))
+        want_text, want_source = whitespace_rules_torch(text, unit, **options)
+        got_text, got_source = whitespace_rules(text, unit, **options)
+        assert got_text.tolist() == want_text.tolist(), options
+        assert got_source.tolist() == want_source.tolist(), options

@@ -22,20 +22,25 @@ Sampling (subword regularization) is forward filtering over the same lattice and
 sampling per word occurrence; n-best lists keep the k best partial paths per position.
 
 Exactness. huggingface runs the programme per Metaspace word in float64; SentencePiece runs it
-over the whole sentence in float32 (each candidate score a float32 sum), so two segmentations of
-a word whose scores differ by less than the float32 rounding of the running sentence score may
-be ordered differently in the two. Words are independent in both because no piece holds ``▁``
-after its first character (checked at load; otherwise whole sentences are the words). So
-gputok segments each unique word in float64 and records its *margin*, the smallest gap between
-the best and the runner-up candidate at any position; in SentencePiece mode, an occurrence whose
-margin is not above the worst-case float32 rounding of its sentence's score is re-segmented
-together with its whole sentence in SentencePiece's float32 arithmetic
-(:meth:`Unigram.encode_in_context`; a few sentences per MB of text). Leaves out:
+over the whole sentence in float32 (each candidate score a float32 sum, the running score
+re-centred on 0 whenever it passes +-1e5), so two segmentations of a word whose scores differ by
+less than the float32 rounding of the running sentence score may be ordered differently in the
+two. Words are independent in both because no piece holds ``▁`` after its first character
+(checked at load; otherwise whole sentences are the words). So gputok segments each unique word
+in float64 and records its *margin*, the smallest gap between the best and the runner-up candidate
+at any position; in SentencePiece mode, an occurrence whose margin is not above the worst-case
+float32 rounding of its sentence's score is re-segmented together with its whole sentence by
+SentencePiece's own encoder (:meth:`Unigram.segment_sentences`, the numba kernel
+``gputok.kernels.unigram_sentence``, on the CPU; a few sentences per MB of text), and a text over
+:data:`WHOLE_SENTENCE_CHARS` characters goes there directly, without the per-word pass
+(:meth:`Unigram.encode_in_context`). Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
 (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
-Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice (~2 edges per character, ~48 bytes each
-while it is built) plus three float64 / int64 values per position for the programme; sampling
-keeps one more float64 per position.
+Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
+edges per character, ~48 bytes each while it is built) plus three float64 / int64 values per
+position for the programme; a text segmented whole takes 12 bytes per character in the kernel
+and ~50 bytes per character of the whole encode (a 10 MB line: ~0.5 GB over the warmed-up
+process); sampling keeps one more float64 per position.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from typing import Any
 import torch
 
 from .. import _dispatch
-from ..dedup import UniqueWords, gather_words
+from ..dedup import gather_words, unique_words
 from ..ingest import utf8_bytes
 from ..pre_tokenizers import Metaspace, Words
 from ..ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
@@ -62,6 +67,14 @@ UNK_PENALTY = 10.0
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 ESCAPED_SPACE = "\u2581"
 FLT_MIN = 1.1754943508222875e-38
+# SentencePiece re-centres its running float32 sentence score whenever it passes +-1e5 (its encoder's
+# score_reset_threshold): see gputok/kernels/unigram_sentence.py.
+SCORE_RESET_THRESHOLD = 1e5
+# Texts longer than this (normalized characters) are segmented whole by SentencePiece's encoder
+# (Unigram.segment_sentences) without the per-word pass: over a few thousand characters the
+# sentence score is large enough that most near ties need the sentence anyway.
+WHOLE_SENTENCE_CHARS = 4096
+NARROW_CODES = 32  # PieceTrie.narrow_table's width: the codes of the commonest following characters
 
 
 def _f32(x: float) -> float:
@@ -69,7 +82,7 @@ def _f32(x: float) -> float:
 
 
 def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor, edge_score: torch.Tensor,
-                          node_offsets: torch.Tensor, *, float32_scores: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                          node_offsets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Best path of every row's lattice: for each node, the edge of the best path ending there.
 
     Rows are laid out column by column (:class:`Lattice`): row ``r`` of the rows sorted longest
@@ -78,8 +91,6 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
     ``edge_offsets[t] .. edge_offsets[t + 1]`` (any order: they reach distinct nodes), reaching
     ``edge_target``, scored ``edge_score`` (float64). Every path starts at 0. Candidates reach a
     node in order of start; a later one replaces the best only if strictly greater.
-    ``float32_scores``: best scores are stored rounded to float32 (SentencePiece), else kept in
-    float64 (huggingface).
 
     Returns ``choice`` (int64 [nodes]: the chosen edge, -1 at row starts) and ``margin``
     (float64 [rows], sorted order: the smallest gap between best and runner-up candidate at any
@@ -87,8 +98,7 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
 
     >>> # One row "ab": a (-1), b (-1), ab (-1.5); nodes 0 (start), 1 (after a), 2 (after ab).
     >>> choice, margin = unigram_viterbi_torch(torch.tensor([0, 2, 3, 3]), torch.tensor([1, 2, 2]),
-    ...     torch.tensor([-1.0, -1.5, -1.0], dtype=torch.float64), torch.tensor([0, 1, 2, 3]),
-    ...     float32_scores=False)
+    ...     torch.tensor([-1.0, -1.5, -1.0], dtype=torch.float64), torch.tensor([0, 1, 2, 3]))
     >>> choice.tolist(), margin.tolist()
     ([-1, 0, 1], [0.5])
     """
@@ -110,8 +120,6 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
         if not edge.numel():
             continue
         cand = best.index_select(0, source) + score
-        if float32_scores:  # SentencePiece adds float32 scores in float32
-            cand = cand.float().double()
         cur = best.index_select(0, target)
         # A node's first candidate always beats its -inf; later ones must be strictly greater.
         better = cand > cur
@@ -125,13 +133,12 @@ def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor,
     return choice, margin
 
 
-def unigram_viterbi(edge_offsets, edge_target, edge_score, node_offsets, *, float32_scores: bool):
+def unigram_viterbi(edge_offsets, edge_target, edge_score, node_offsets):
     if _dispatch.backend(edge_target.device) == "triton":
         from ..kernels.unigram_viterbi import unigram_viterbi_triton
 
-        return unigram_viterbi_triton(edge_offsets, edge_target, edge_score, node_offsets,
-                                      float32_scores=float32_scores)
-    return unigram_viterbi_torch(edge_offsets, edge_target, edge_score, node_offsets, float32_scores=float32_scores)
+        return unigram_viterbi_triton(edge_offsets, edge_target, edge_score, node_offsets)
+    return unigram_viterbi_torch(edge_offsets, edge_target, edge_score, node_offsets)
 
 
 class PieceTrie:
@@ -207,6 +214,23 @@ class PieceTrie:
         rare = ~at_root & (label >= dense)
         self.rare_keys, by_key = torch.sort(parent[rare] * codes + label[rare])
         self.rare_child = child[rare][by_key]
+        # The non-root edges again as sorted child lists per node (CSR: ``child_offsets``, codes
+        # ``child_codes``, nodes ``child_nodes``), for the sequential sentence kernel: a few kB
+        # per thousand pieces that stay in cache, where the dense table's random rows do not.
+        inner_edge = ~at_root
+        by_parent = torch.argsort(parent[inner_edge] * codes + label[inner_edge])
+        self.child_codes = label[inner_edge][by_parent].int()
+        self.child_nodes = child[inner_edge][by_parent]
+        self.child_offsets = offsets_from_lengths(torch.bincount(parent[inner_edge], minlength=len(tokens)))
+        # The children along the 32 most frequent following characters also as a small dense
+        # table (``narrow_row[node] * 32 + code``; row 0 all -1): ~1.6 MB for the 8k test model,
+        # half the walk's time of the binary search on English.
+        narrow = inner_edge & (label < NARROW_CODES)
+        has_row = torch.zeros(len(tokens), dtype=torch.bool)
+        has_row[parent[narrow]] = True
+        self.narrow_row = torch.where(has_row, torch.cumsum(has_row, 0), 0).int()
+        self.narrow_table = torch.full(((int(has_row.sum()) + 1) * NARROW_CODES,), -1, dtype=torch.int32)
+        self.narrow_table[self.narrow_row[parent[narrow]].long() * NARROW_CODES + label[narrow]] = child[narrow].int()
         self._on: dict = {}
         self._rare_on: dict = {}
 
@@ -472,14 +496,13 @@ class Unigram:
         return (lat.length(), lat.ids(), lat.scores, in_rows.index_select(0, lat.source()),
                 in_rows.index_select(0, lat.target), n + rows, node_start, bounds)
 
-    def segment(self, words: Ragged, *, float32_scores: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Best segmentation of each row: token ids, token ends (characters), tokens per row,
-        each row's margin (see :func:`unigram_viterbi_torch`) and each token's score."""
+    def segment(self, words: Ragged) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Best segmentation of each row in float64 (huggingface's arithmetic, per word): token
+        ids, token ends (characters), tokens per row, each row's margin (see
+        :func:`unigram_viterbi_torch`) and each token's score."""
         device = words.device
         lat = self.lattice(words)
-        choice, margin = unigram_viterbi(lat.edge_offsets, lat.target, lat.scores, lat.node_offsets,
-                                         float32_scores=float32_scores)
+        choice, margin = unigram_viterbi(lat.edge_offsets, lat.target, lat.scores, lat.node_offsets)
         # Backtrack every row at once by pointer doubling: each node's predecessor on its best
         # path (row starts point at themselves); a row's tokens end at the ancestors of its end
         # node, found in log2(longest row) rounds (a round per token costs a long row hundreds).
@@ -510,6 +533,26 @@ class Unigram:
         margin = torch.empty_like(margin).index_copy_(0, lat.order, margin)
         return (lat.ids(edge), last + 1 - words.offsets.index_select(0, token_row), counts, margin,
                 lat.scores.index_select(0, edge))
+
+    def segment_sentences(self, rows: Ragged) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """SentencePiece's segmentation of whole rows (sentences), in its float32 arithmetic
+        (``gputok.kernels.unigram_sentence``): token ids, token ends (characters) and tokens per
+        row. Runs on the CPU (a sequential pass per row, linear in its length); the results go
+        back to the rows' device."""
+        from ..kernels.unigram_sentence import unigram_sentence_viterbi  # numba loads on first use
+
+        trie = self.trie
+        ids, ends, counts = unigram_sentence_viterbi(
+            rows.values.cpu().int().numpy(), rows.offsets.cpu().numpy(), trie.code_of.numpy(), trie.root_child.numpy(),
+            trie.narrow_row.numpy(), trie.narrow_table.numpy(), NARROW_CODES, trie.child_offsets.numpy(),
+            trie.child_codes.numpy(), trie.child_nodes.numpy(), trie.token_of_node.numpy(),
+            self.score64.float().numpy(), self.unk_score, -1 if self.unk_id is None else self.unk_id,
+            SCORE_RESET_THRESHOLD)
+        if self.unk_id is None and bool((ids < 0).any()):
+            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                             "give the model an unk piece")
+        device = rows.device
+        return torch.from_numpy(ids).to(device), torch.from_numpy(ends).to(device), torch.from_numpy(counts).to(device)
 
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints) and each token's end, in characters."""
@@ -616,13 +659,17 @@ class Unigram:
             out.append(paths)
         return out
 
-    def encode_in_context(self, values: torch.Tensor, words: Words, unique: UniqueWords, *,
+    def encode_in_context(self, values: torch.Tensor, words: Words, *,
                           cache: WordCache | None = None) -> tuple[Ragged, Ragged, torch.Tensor]:
-        """Segmentation of every word occurrence. SentencePiece mode: the unique words' own, except
-        where the float32 rounding of the sentence score could reorder a near tie (see the module
-        docstring): those sentences are segmented whole, in float32, and their words get rows of
-        their own. huggingface mode: the unique words' own. Inside :meth:`sampling`: a sample per
-        occurrence. Returns the rows' ids and ends and each occurrence's row.
+        """Segmentation of every word occurrence (``words`` of the normalized ``values``). Returns
+        the rows' ids and ends and each occurrence's row.
+
+        SentencePiece mode: a text over :data:`WHOLE_SENTENCE_CHARS` characters is segmented whole
+        by SentencePiece's own encoder (:meth:`segment_sentences`), its words never deduplicated;
+        the other texts' unique words are segmented on their own, except where the float32
+        rounding of the sentence score could reorder a near tie (see the module docstring): those
+        texts are segmented whole too. The words of texts segmented whole get rows of their own.
+        huggingface mode: the unique words' own. Inside :meth:`sampling`: a sample per occurrence.
 
         ``cache`` (:class:`gputok.word_cache.WordCache`): unique words seen in earlier batches
         are not segmented again. In SentencePiece mode it stores each word's ids and ends after one
@@ -631,26 +678,74 @@ class Unigram:
         """
         device = values.device
         lengths = words.lengths()
-        rep = unique.representative
+        num_words = lengths.numel()
         settings = getattr(self._local, "sampling", None)
         if settings is not None:  # every occurrence draws its own segmentation
-            unique_words = gather_words(values, words.starts[rep], lengths[rep])
-            ids, ends, counts = self.sample(unique_words, unique.inverse, *settings)
+            unique = unique_words(values, words)
+            rep = unique.representative
+            uniques = gather_words(values, words.starts[rep], lengths[rep])
+            ids, ends, counts = self.sample(uniques, unique.inverse, *settings)
             piece_ids, piece_ends = self._finish(gather_words(values, words.starts, lengths), ids, ends, counts)
-            return piece_ids, piece_ends, torch.arange(lengths.numel(), device=device)
+            return piece_ids, piece_ends, torch.arange(num_words, device=device)
         if self.sentencepiece and not self.splits_at_space:  # the words are whole sentences: as SentencePiece does
-            unique_words = gather_words(values, words.starts[rep], lengths[rep])
-            ids, ends, counts, _, _ = self.segment(unique_words, float32_scores=True)
-            piece_ids, piece_ends = self._finish(unique_words, ids, ends, counts)
+            unique = unique_words(values, words)
+            rep = unique.representative
+            uniques = gather_words(values, words.starts[rep], lengths[rep])
+            ids, ends, counts = self.segment_sentences(uniques)
+            piece_ids, piece_ends = self._finish(uniques, ids, ends, counts)
             return piece_ids, piece_ends, unique.inverse
-        starts, sizes = words.starts.index_select(0, rep), lengths.index_select(0, rep)
         if not self.sentencepiece:  # huggingface: every word on its own, in float64
+            unique = unique_words(values, words)
+            starts, sizes = words.starts.index_select(0, unique.representative), lengths.index_select(0, unique.representative)
             if cache is None or unique.keys is None:
                 piece_ids, piece_ends, _, _ = self._segment_words(values, starts, sizes)
             else:
                 piece_ids, piece_ends = cache.encode(self, values, starts, sizes, unique.keys,
                                                      lambda s, n: self._segment_words(values, s, n)[:2])
             return piece_ids, piece_ends, unique.inverse
+        # SentencePiece: long texts whole; the words of the others on their own, then the check.
+        sentence = row_ids(words.text_offsets, num_words)
+        whole = torch.zeros(len(words.text_offsets) - 1, dtype=torch.bool, device=device)
+        if num_words:
+            first, last = words.text_offsets[:-1], words.text_offsets[1:] - 1
+            has_words = last >= first
+            text_chars = (words.ends.index_select(0, last.clamp(min=0))
+                          - words.starts.index_select(0, first.clamp(max=num_words - 1)))
+            whole = has_words & (text_chars > WHOLE_SENTENCE_CHARS)
+        short = nonzero(~whole.index_select(0, sentence))
+        piece_ids, piece_ends, inverse, margin, word_score = self._segment_short_words(values, words, short, cache)
+        fragile = torch.zeros(0, dtype=torch.int64, device=device)
+        if short.numel():
+            score64, _ = self._tensors(device)
+            max_abs = float(score64.abs().max())  # the unk score is the last entry
+            short_sentence = sentence.index_select(0, short)
+            score_of = torch.zeros(num_words, dtype=torch.float64, device=device)
+            score_of.index_copy_(0, short, word_score.abs().index_select(0, inverse.index_select(0, short)))
+            magnitude = segment_sum(score_of, words.text_offsets)
+            size = lengths.index_select(0, short)
+            # float32 keeps 24 bits: each stored score is off by at most magnitude * 2**-24, and a
+            # decision sees at most (length + 1) of them on each side (SentencePiece's re-centring
+            # only makes the stored scores smaller).
+            bound = (2 * size + 4) * (magnitude.index_select(0, short_sentence) + size * max_abs) * 2.0 ** -23
+            fragile = short_sentence.index_select(0, nonzero(margin.index_select(0, inverse.index_select(0, short))
+                                                              <= bound))
+        texts = torch.unique(torch.cat([nonzero(whole), fragile]))
+        if not texts.numel():
+            return piece_ids, piece_ends, inverse
+        return self._segment_whole_texts(values, words, texts, piece_ids, piece_ends, inverse)
+
+    def _segment_short_words(self, values: torch.Tensor, words: Words, chosen: torch.Tensor,
+                             cache: WordCache | None) -> tuple[Ragged, Ragged, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The unique words among ``words[chosen]``, each segmented on its own in float64 (with
+        ``cache``): their ids and ends, each word's row (-1 for words not chosen), and each row's
+        margin and float64 score."""
+        device = values.device
+        lengths = words.lengths()
+        subset = Words(words.starts.index_select(0, chosen), words.ends.index_select(0, chosen),
+                       torch.tensor([0, chosen.numel()], device=device))
+        unique = unique_words(values, subset)
+        starts = subset.starts.index_select(0, unique.representative)
+        sizes = subset.lengths().index_select(0, unique.representative)
         if cache is None or unique.keys is None:
             piece_ids, piece_ends, margin, word_score = self._segment_words(values, starts, sizes)
         else:
@@ -661,34 +756,36 @@ class Unigram:
             with_ids, with_ends = cache.encode(self, values, starts, sizes, unique.keys, encode)
             (piece_ids, margin), (piece_ends, word_score) = _split_last(with_ids), _split_last(with_ends)
             margin, word_score = margin.view(torch.float64), word_score.view(torch.float64)
-        if not lengths.numel():
-            return piece_ids, piece_ends, unique.inverse
-        score64, _ = self._tensors(device)
-        max_abs = float(score64.abs().max())  # the unk score is the last entry
-        sentence = row_ids(words.text_offsets, lengths.numel())
-        magnitude = segment_sum(word_score.abs().index_select(0, unique.inverse), words.text_offsets)
-        # float32 keeps 24 bits: each stored score is off by at most magnitude * 2**-24, and a
-        # decision sees at most (length + 1) of them on each side.
-        bound = (2 * lengths + 4) * (magnitude.index_select(0, sentence) + lengths * max_abs) * 2.0 ** -23
-        fragile = nonzero(margin.index_select(0, unique.inverse) <= bound)
-        if not fragile.numel():
-            return piece_ids, piece_ends, unique.inverse
-        texts = torch.unique(sentence.index_select(0, fragile))
+        inverse = torch.full((lengths.numel(),), -1, dtype=torch.int64, device=device)
+        inverse.index_copy_(0, chosen, unique.inverse)
+        return piece_ids, piece_ends, inverse, margin, word_score
+
+    def _segment_whole_texts(self, values: torch.Tensor, words: Words, texts: torch.Tensor, piece_ids: Ragged,
+                             piece_ends: Ragged, inverse: torch.Tensor) -> tuple[Ragged, Ragged, torch.Tensor]:
+        """``texts`` (sorted, each with words) segmented whole by :meth:`segment_sentences`, their
+        tokens cut at their words (no token crosses a '▁' boundary), each of their words given a
+        row of its own after the rows of ``piece_ids`` / ``piece_ends``."""
+        from ..kernels.unigram_sentence import cut_at_words
+
+        device = values.device
+        lengths = words.lengths()
         first, last = words.text_offsets[texts], words.text_offsets[texts + 1] - 1
         starts = words.starts[first]
         rows = gather_words(values, starts, words.ends[last] - starts)
-        ids, ends, counts, _, _ = self.segment(rows, float32_scores=True)
-        # Cut the sentences' tokens at their words (no token crosses a '▁' boundary).
-        token_row = row_ids(offsets_from_lengths(counts), ids.numel())
-        word = torch.searchsorted(words.starts, starts[token_row] + ends - 1, right=True) - 1
+        ids, ends, counts = self.segment_sentences(rows)
+        del rows
+        token_end = starts.index_select(0, row_ids(offsets_from_lengths(counts), ids.numel())) + ends  # in values
         sent_words = torch.repeat_interleave(first, last - first + 1)
         sent_words = sent_words + positions_in_rows(offsets_from_lengths(last - first + 1), sent_words.numel())
-        word_counts = torch.bincount(word, minlength=lengths.numel())[sent_words]
-        word_rows = Ragged.from_lengths(ends + (starts[token_row] - words.starts[word]), word_counts)
-        new_words = gather_words(values, words.starts[sent_words], lengths[sent_words])
-        new_ids, new_ends = self._finish(new_words, ids, word_rows.values, word_counts)
-        inverse = unique.inverse.clone()
-        inverse[sent_words] = len(piece_ids) + torch.arange(sent_words.numel(), device=device)
+        word_starts = words.starts.index_select(0, sent_words)
+        word_counts, word_ends = (torch.from_numpy(t).to(device) for t in cut_at_words(
+            token_end.cpu().numpy(), word_starts.cpu().numpy(), words.ends.index_select(0, sent_words).cpu().numpy()))
+        del token_end
+        # Only byte fallback reads the words' characters.
+        new_words = gather_words(values, word_starts, lengths.index_select(0, sent_words)) if self.byte_fallback else None
+        new_ids, new_ends = self._finish(new_words, ids, word_ends, word_counts)
+        inverse = inverse.clone()
+        inverse.index_copy_(0, sent_words, len(piece_ids) + torch.arange(sent_words.numel(), device=device))
         return (Ragged(torch.cat([piece_ids.values, new_ids.values]),
                        torch.cat([piece_ids.offsets, new_ids.offsets[1:] + piece_ids.offsets[-1]])),
                 Ragged(torch.cat([piece_ends.values, new_ends.values]),
@@ -704,9 +801,10 @@ class Unigram:
         piece_ids, piece_ends = self._finish(words, ids, ends, counts)
         return piece_ids, piece_ends, margin, segment_sum(token_score, offsets_from_lengths(counts))
 
-    def _finish(self, words: Ragged, ids: torch.Tensor, ends: torch.Tensor, counts: torch.Tensor
+    def _finish(self, words: Ragged | None, ids: torch.Tensor, ends: torch.Tensor, counts: torch.Tensor
                 ) -> tuple[Ragged, Ragged]:
-        """Fuse runs of unk tokens into one, or with byte fallback expand each to its UTF-8 bytes."""
+        """Fuse runs of unk tokens into one, or with byte fallback expand each to its UTF-8 bytes
+        (the characters of ``words``, which only byte fallback reads)."""
         device = ids.device
         if self.unk_id is None or not ids.numel():
             return Ragged.from_lengths(ids, counts), Ragged.from_lengths(ends, counts)

@@ -121,13 +121,34 @@ def nmt_nfkc(text: str) -> str:
     return "\uff5e".join(unicodedata.normalize("NFKC", part) for part in text.split("\uff5e"))
 
 
-def unigram_training_words(lines: Iterable[str], *, max_sentence_length: int = 4192,
+def drop_long_lines(lines: list[str], max_sentence_length: int | None) -> tuple[list[str], int, int]:
+    """``lines`` without those over ``max_sentence_length`` UTF-8 bytes (None: no limit), the number
+    dropped and the longest dropped one's length in bytes (0 if none), as SentencePiece's trainer
+    skips them (it logs "Found too long line" and "Skipped N too long sentences").
+
+    >>> drop_long_lines(["ab", "€" * 3, "abc"], 8)
+    (['ab', 'abc'], 1, 9)
+    """
+    if max_sentence_length is None or max(map(len, lines), default=0) * 4 <= max_sentence_length:
+        return lines, 0, 0  # a character is at most 4 bytes: no line can be too long
+    kept, skipped, longest = [], 0, 0
+    for line in lines:
+        size = len(line) if len(line) * 4 <= max_sentence_length else len(line.encode("utf-8", "surrogatepass"))
+        if size <= max_sentence_length:
+            kept.append(line)
+        else:
+            skipped, longest = skipped + 1, max(longest, size)
+    return kept, skipped, longest
+
+
+def unigram_training_words(lines: Iterable[str], *, max_sentence_length: int | None = 4192,
                            return_sentence_final: bool = False):
     """The unique words SentencePiece trains on, as ragged code points, and their int64 counts.
 
     Each line is normalized (:func:`nmt_nfkc`), its runs of spaces collapse and its ends are
     stripped, and every word between spaces becomes ``▁word``. Lines longer than
-    ``max_sentence_length`` UTF-8 bytes are skipped, as the reference skips them. With
+    ``max_sentence_length`` UTF-8 bytes are skipped, as the reference skips them (None: none
+    is; :func:`drop_long_lines`). With
     ``return_sentence_final`` a third tensor says how many occurrences of each word end their line
     (``learn_unigram``'s ``sentence_final_counts``).
 
@@ -135,10 +156,7 @@ def unigram_training_words(lines: Iterable[str], *, max_sentence_length: int = 4
     >>> sorted(zip(["".join(map(chr, w)) for w in words.tolist()], counts.tolist(), final.tolist()))
     [('▁a', 1, 0), ('▁b', 2, 2)]
     """
-    lines = list(lines)
-    if max(map(len, lines), default=0) * 4 > max_sentence_length:  # only then can a line be too long
-        lines = [line for line in lines if len(line) * 4 <= max_sentence_length
-                 or len(line.encode("utf-8", "surrogatepass")) <= max_sentence_length]
+    lines, _, _ = drop_long_lines(list(lines), max_sentence_length)
     # Line breaks stay (they end sentences); spaces around them, empty lines and runs of spaces go.
     text = _LINE_BREAKS.sub("\n", nmt_nfkc("\n".join(lines)))
     text = "\n" + _SPACES.sub(" ", text).strip(" \n")
@@ -175,18 +193,22 @@ class UnigramWordCounter:
     [('▁a', 2, 1), ('▁b', 3, 2)]
     """
 
-    def __init__(self, *, max_sentence_length: int = 4192) -> None:
+    def __init__(self, *, max_sentence_length: int | None = 4192) -> None:
         from .counting import WordCounter
 
         self.max_sentence_length = max_sentence_length
+        self.skipped_lines = 0  # lines over max_sentence_length bytes, not trained on
+        self.longest_skipped = 0  # the longest of them, in bytes
         self._counter = WordCounter(None, None)  # only its merging of tables is used
 
     def add_lines(self, lines: Iterable[str]) -> None:
         """Count the words of ``lines`` (each a sentence; a ``\\n`` inside one also ends a sentence)."""
         from .counting import WordCounts
 
-        words, counts, final = unigram_training_words(lines, max_sentence_length=self.max_sentence_length,
-                                                      return_sentence_final=True)
+        lines, skipped, longest = drop_long_lines(list(lines), self.max_sentence_length)
+        self.skipped_lines += skipped
+        self.longest_skipped = max(self.longest_skipped, longest)
+        words, counts, final = unigram_training_words(lines, max_sentence_length=None, return_sentence_final=True)
         if counts.numel():
             self._counter.add_table(WordCounts(words, torch.stack([counts, final], 1)))
 

@@ -1,0 +1,145 @@
+"""SentencePiece's own Viterbi over a whole sentence, on the CPU: the exact ids of
+``SentencePieceProcessor.encode`` (sentencepiece 0.2.3) however long the sentence. CPU only: there
+is no Triton twin; CUDA callers copy the (few, or long) sentences here and back.
+
+Why a sequential kernel: SentencePiece keeps one float32 best score per position *of the whole
+sentence*, so its rounding, which depends on everything before a word, decides between
+segmentations of the word whose scores differ by less than a float32 ulp of that running score.
+The arithmetic, established against sentencepiece 0.2.3 (its encoder source, and ties probed on
+``"the " * k + "defile"`` with the tests' 8k model, ``tests/test_unigram_long_lines.py``):
+
+- a candidate is ``score + best[start]`` in float32 (rounded before the comparison); the unk
+  candidate (no single-character piece starts there) scores ``unk_score``; a user-defined piece
+  ``float32(bytes * max_score) - 0.1`` rounded to float32;
+- starts are visited in order; a node takes the first candidate that reaches it and later ones only
+  if strictly greater;
+- re-centring: before a start whose best score is beyond +-``reset_threshold`` (1e5), that score is
+  subtracted (in float32) from the start and from every reached node up to the furthest one, so
+  the running score stays within about 1e5 and ties are decided at that precision. (Without it,
+  float32 sums drift from SentencePiece's choices after ~25k words of English.)
+
+Memory: 12 bytes per character of the longest row (best score, start, piece), plus the outputs
+(16 bytes per token). Time: one trie walk per position (the longest match's length).
+"""
+
+import numpy as np
+from numba import njit
+
+
+@njit(nogil=True, cache=True)
+def _child(node, code, child_offsets, child_codes, child_nodes):
+    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
+    lo = child_offsets[node]
+    hi = child_offsets[node + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if child_codes[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < child_offsets[node + 1] and child_codes[lo] == code:
+        return child_nodes[lo]
+    return -1
+
+
+@njit(nogil=True, cache=True)
+def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
+                             child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, reset_threshold):
+    """Best segmentation of every row (codepoints ``values[offsets[r]:offsets[r + 1]]``).
+
+    The trie is :class:`gputok.models.unigram.PieceTrie`'s: ``code_of`` (codepoint to alphabet
+    code), ``root_child`` (root's child per code), the other nodes' children along codes below
+    ``narrow`` as a dense table (``narrow_table[narrow_row[node] * narrow + code]``) and all of them
+    as sorted child lists (``child_offsets``, ``child_codes``, ``child_nodes``), ``token_of_node``
+    (-1: no piece ends there).
+
+    ``piece_score``: float32 per piece id (SentencePiece's candidate score), ``unk_score`` the unk
+    candidate's, ``reset_threshold`` SentencePiece's re-centering bound (1e5). Returns
+    ``(ids, ends, counts)``: int64 token ids and ends (characters into their row), row after row,
+    and the number of tokens per row.
+    """
+    rows = offsets.size - 1
+    longest = 0
+    for r in range(rows):
+        longest = max(longest, offsets[r + 1] - offsets[r])
+    best = np.empty(longest + 1, np.float32)
+    start = np.empty(longest + 1, np.int32)
+    piece = np.empty(longest + 1, np.int32)
+    ids = np.empty(offsets[rows] - offsets[0], np.int64)
+    ends = np.empty_like(ids)
+    counts = np.zeros(rows, np.int64)
+    unk32 = np.float32(unk_score)
+    threshold = np.float32(reset_threshold)
+    written = 0
+    for r in range(rows):
+        lo = offsets[r]
+        n = offsets[r + 1] - lo
+        start[:n + 1] = -1
+        best[0] = np.float32(0.0)
+        frontier = 0  # the furthest node a candidate has reached
+        for s in range(n):
+            base = best[s]
+            if base < -threshold or base > threshold:
+                # Re-centre: every node from here to the frontier loses the score at s (float32).
+                for i in range(s, frontier + 1):
+                    if i == s or start[i] >= 0:
+                        best[i] = best[i] - base
+                base = np.float32(0.0)
+            single = False
+            node = root_child[code_of[values[lo + s]]]
+            end = s
+            while node >= 0:
+                end += 1  # the piece of ``node`` covers s .. end
+                token = token_of_node[node]
+                if token >= 0:
+                    frontier = max(frontier, end)
+                    cand = piece_score[token] + base  # float32 + float32: float32, as in C++
+                    if start[end] < 0 or cand > best[end]:
+                        best[end] = cand
+                        start[end] = s
+                        piece[end] = token
+                    if end == s + 1:
+                        single = True
+                if end >= n:
+                    break
+                code = code_of[values[lo + end]]
+                if code < narrow:
+                    node = narrow_table[narrow_row[node] * narrow + code]
+                else:
+                    node = _child(node, code, child_offsets, child_codes, child_nodes)
+            if not single:
+                cand = unk32 + base
+                if start[s + 1] < 0 or cand > best[s + 1]:
+                    best[s + 1] = cand
+                    start[s + 1] = s
+                    piece[s + 1] = unk_id
+                frontier = max(frontier, s + 1)
+        count = 0
+        at = n
+        while at > 0:
+            count += 1
+            at = start[at]
+        at = n
+        for k in range(written + count - 1, written - 1, -1):
+            ids[k] = piece[at]
+            ends[k] = at
+            at = start[at]
+        counts[r] = count
+        written += count
+    return ids[:written].copy(), ends[:written].copy(), counts
+
+
+@njit(nogil=True, cache=True)
+def cut_at_words(token_ends, word_starts, word_ends):
+    """Tokens per word and each token's end within its word, for tokens and words that both run
+    in order through the same text (``token_ends``, ``word_starts``, ``word_ends``: positions in
+    it; no token crosses a word end). One merge of the two lists."""
+    counts = np.zeros(word_starts.size, np.int64)
+    within = np.empty_like(token_ends)
+    w = 0
+    for t in range(token_ends.size):
+        while word_ends[w] < token_ends[t]:
+            w += 1
+        counts[w] += 1
+        within[t] = token_ends[t] - word_starts[w]
+    return counts, within
