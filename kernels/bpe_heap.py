@@ -13,15 +13,19 @@ that starts at ``i`` (``NO_RANK`` if none, or if ``i`` is merged away). A priori
 any more is stale and skipped; one whose rank is, is the leftmost pair of lowest rank (every live
 pair has its own entry in the queue).
 
-The queue: one FIFO list per rank for the entries that arrive in position order (the first pass
-over a row, and the merges of a left-to-right sweep: nearly all), a bitmap tree over the ranks
-(64 ranks a word, one level per factor of 64) that finds the lowest non-empty list in a few
-word reads, and a binary heap of ``rank << 32 | position`` for the entries that arrive behind
-their list's last one. A random heap of a million entries costs ~0.5 us per pop on the project's
-CPU, a list's head a few ns. So a row of n symbols takes O(n log n) time at worst and O(n) in
-practice, and ~8 int64 words of scratch per symbol of the longest row plus 2 per rank, whatever
-the text: a megabyte without spaces, or one letter repeated. Positions are packed in 32 bits:
-rows are shorter than 2**32 symbols, and ranks (the map's values are non-negative) below 2**31.
+The queue: a list of positions per rank, a bitmap tree over the ranks (64 ranks a word, one
+level per factor of 64) that finds the lowest non-empty list in a few word reads, and a binary
+heap of ``rank << 32 | position``. Pairs join their rank's list in any order until that list
+first comes up as the lowest (the ``frontier`` passes it); it is sorted then, once, and from
+then on a pair joins it at the head if it is not behind the head (a merge's new pairs are at or
+left of the merge), else goes to the heap. The lowest entry is the lower of the lowest list's
+head and the heap's top. A first pass over a row fills the lists in order, and merges mostly
+make pairs of higher ranks than the one merged, so nearly every entry costs O(1) and the heap
+stays small: a heap of a million random entries costs ~0.5 us per pop on the project's CPU, a
+list's head a few ns. A row of n symbols takes O(n log n) time at worst, ~8 int64 words of
+scratch per symbol of the longest row plus 3 per rank, whatever the text: a megabyte without
+spaces, or one letter repeated. Positions are packed in 32 bits: rows are shorter than 2**32
+symbols, and ranks (the map's values are non-negative) below 2**31.
 
 ``nogil=True``: callers may run it on several Python threads at once; ``cache=True``: compiled
 once per machine, then loaded from ``__pycache__``.

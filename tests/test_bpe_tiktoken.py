@@ -238,6 +238,38 @@ def test_adversarial_inputs(pair):
         assert ours.encode(text) == reference.encode_ordinary(text)
 
 
+def test_long_words_merge_in_the_kernel(pair, monkeypatch):
+    """A 200 KB word without spaces, a long run of a pair, and words over LONG_WORD bytes merge in
+    the numba kernel (issue 22: the Python heap took ~5 s per MB), with tiktoken's ids."""
+    import random
+    import string
+
+    import gputok.models.bpe as bpe
+
+    name, ours, reference = pair
+
+    def python_heap(*args):
+        raise AssertionError("a word of the tensor path merged in the Python heap")
+
+    monkeypatch.setattr(bpe, "bpe_merge_heap", python_heap)
+    rng = random.Random(11)
+    texts = ["".join(rng.choices(string.ascii_letters, k=200_000)), "ab" * 50_000, "x" + "é" * 30_000 + " y" * 9000]
+    for text in texts:
+        assert ours.encode(text) == reference.encode_ordinary(text)
+
+
+def test_one_long_line(pair, long_line):
+    """The English corpus as one line (100 KB; 1 MB under GPUTOK_FULL=1): tiktoken's ids."""
+    name, ours, reference = pair
+    ours.word_cache = None  # every word merged, none read back
+    try:
+        assert ours.encode(long_line) == reference.encode_ordinary(long_line)
+    finally:
+        from gputok.word_cache import WordCache
+
+        ours.word_cache = WordCache()
+
+
 def test_special_tokens_like_tiktoken():
     """allowed_special / disallowed_special behave as in tiktoken's encode."""
     from gputok.regex_split import PATTERNS
