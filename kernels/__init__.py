@@ -6,4 +6,8 @@ under ``TRITON_INTERPRET=1``, compile the launches of small real workloads for s
 sm_90 (``tests/test_kernels_compile.py``: the interpreter accepts code the compiler refuses, such as a
 module global that is not a ``tl.constexpr``), and, on a CUDA machine, run them on the GPU
 (``tests/test_cuda.py``).
+
+CPU kernels are numba ``@njit(nogil=True, cache=True)`` functions, in files of their own (which
+import numba, not triton), each with its contract and its twin in the docstring:
+``bpe_heap.py`` (BPE merges one pair at a time; twin ``gputok.models.bpe.bpe_merge_heap``).
 """

@@ -49,3 +49,13 @@ def sp_test_model_path():
 @pytest.fixture(scope="session")
 def sp_test_tokenizer(sp_test_model_path):
     return Tokenizer.from_sentencepiece(sp_test_model_path)
+
+
+@pytest.fixture(scope="session")
+def long_line():
+    """The English corpus's lines joined by spaces into one line: 1,000,000 characters under
+    ``GPUTOK_FULL=1``, else 100,000 (issue 22: lines of any length give the reference's ids)."""
+    size = 1_000_000 if os.environ.get("GPUTOK_FULL") else 100_000
+    with open(assets.english_corpus(20), encoding="utf-8") as f:
+        text = f.read(3 * size)
+    return " ".join(text.splitlines())[:size]

@@ -79,6 +79,29 @@ def test_full_parity_corpus(ours, sp, saved, parity_lines):
     assert mismatches == hf_mismatches == 0
 
 
+def test_long_words_and_tied_words_merge_in_the_kernel(ours, sp, monkeypatch):
+    """A 200 KB word, one letter or one pair repeated, and words with runs of tied pieces merge in
+    the numba kernel (issue 22: the Python heap took ~5 s per MB), with sentencepiece's ids."""
+    import random
+    import string
+
+    import gputok.models.bpe as bpe
+
+    def python_heap(*args):
+        raise AssertionError("a word merged in the Python heap")
+
+    monkeypatch.setattr(bpe, "bpe_merge_heap", python_heap)
+    rng = random.Random(12)
+    texts = ["".join(rng.choices(string.ascii_letters, k=200_000)), "a" * 100_000, "ab" * 50_000,
+             "x" + "   " * 2000 + "y", "one  two    three" * 300]
+    assert ours.encode_batch(texts) == sp.encode(texts)
+
+
+def test_one_long_line(ours, sp, long_line):
+    """The English corpus as one line (100 KB; 1 MB under GPUTOK_FULL=1): sentencepiece's ids."""
+    assert ours.encode(long_line) == sp.encode(long_line)
+
+
 def test_saved_tokenizer_json(ours, sp, saved, lines):
     """The saved file is Llama-style (Prepend + Replace normalizer, no pre-tokenizer, byte-fallback
     BPE, Replace/ByteFallback/Fuse/Strip decoder); huggingface and gputok read it back."""

@@ -70,18 +70,17 @@ TEXT = st.text(
 @contextlib.contextmanager
 def tensor_paths_only(tok):
     """Small CPU batches of byte-level BPE are encoded in Python, and the tensor path splits small
-    batches with the regex module and merges a few words with the heap; this turns all three off
-    (and the word cache, so the merges run again) to check the tensor paths on the same input."""
-    import gputok.models.bpe as bpe
+    batches with the regex module; this turns both off (and the word cache, so the merges run
+    again: in the numba kernel) to check the tensor paths on the same input."""
     import gputok.tokenizer as tokenizer
     from gputok import regex_split
 
-    saved = bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache
-    bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = 0, 0, 0, None
+    saved = regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache
+    regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = 0, 0, None
     try:
         yield
     finally:
-        bpe.FEW_WORDS, regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = saved
+        regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = saved
 
 
 @settings(max_examples=200, deadline=None)
@@ -143,8 +142,7 @@ def test_merge_rounds_match_one_at_a_time():
 @pytest.mark.parametrize("seed", range(6))
 def test_merge_rounds_equal_the_heap_on_random_merge_tables(seed):
     """Random merge tables (ranks in any order, so merges often create pairs ranked below the
-    one being merged) and words with repeated pairs: the rounds give the one-at-a-time result,
-    and stopping early (min_progress) leaves a state the heap finishes to the same result."""
+    one being merged) and words with repeated pairs: the rounds give the one-at-a-time result."""
     import random
 
     from gputok.models.bpe import bpe_merge_heap
@@ -167,8 +165,6 @@ def test_merge_rounds_equal_the_heap_on_random_merge_tables(seed):
     offsets = offsets_from_lengths(torch.tensor([len(w) for w in words]))
     expected = [bpe_merge_heap(w, pairs) for w in words]
     assert Ragged(*bpe_merge_torch(flat, offsets, **table)).tolist() == expected
-    partial = Ragged(*bpe_merge_torch(flat, offsets, min_progress=0.5, **table)).tolist()
-    assert [bpe_merge_heap(w, pairs) for w in partial] == expected
 
 
 
@@ -240,6 +236,38 @@ def test_adversarial_inputs(pair):
     name, ours, reference = pair
     for text in ("xq" * 250_000, "a" * 1_000_000, "7" * 1_000_000):
         assert ours.encode(text) == reference.encode_ordinary(text)
+
+
+def test_long_words_merge_in_the_kernel(pair, monkeypatch):
+    """A 200 KB word without spaces, a long run of a pair, and words over LONG_WORD bytes merge in
+    the numba kernel (issue 22: the Python heap took ~5 s per MB), with tiktoken's ids."""
+    import random
+    import string
+
+    import gputok.models.bpe as bpe
+
+    name, ours, reference = pair
+
+    def python_heap(*args):
+        raise AssertionError("a word of the tensor path merged in the Python heap")
+
+    monkeypatch.setattr(bpe, "bpe_merge_heap", python_heap)
+    rng = random.Random(11)
+    texts = ["".join(rng.choices(string.ascii_letters, k=200_000)), "ab" * 50_000, "x" + "é" * 30_000 + " y" * 9000]
+    for text in texts:
+        assert ours.encode(text) == reference.encode_ordinary(text)
+
+
+def test_one_long_line(pair, long_line):
+    """The English corpus as one line (100 KB; 1 MB under GPUTOK_FULL=1): tiktoken's ids."""
+    name, ours, reference = pair
+    ours.word_cache = None  # every word merged, none read back
+    try:
+        assert ours.encode(long_line) == reference.encode_ordinary(long_line)
+    finally:
+        from gputok.word_cache import WordCache
+
+        ours.word_cache = WordCache()
 
 
 def test_special_tokens_like_tiktoken():

@@ -443,3 +443,75 @@ def test_small_batches_for_a_gpu_encode_on_the_cpu(bert, sp_test_tokenizer):
         assert sp_test_tokenizer._work_device(cuda, small, None) == cuda
     with _dispatch.use_backend("triton"):  # kernels forced: CPU tensors would meet them uninterpreted
         assert bert._work_device(cuda, small, None) == cuda
+
+
+# ---- BPE heap kernel (numba, CPU) ---------------------------------------------------------------
+
+def _random_merge_table(rng):
+    """A pair map over 2-4 base symbols, ranks drawn from a small range in any order: ties between
+    different pairs (as SentencePiece's shared scores give) and merges that make a pair ranked
+    below the one merged (which the kernel queues in its heap)."""
+    base = rng.randint(2, 4)
+    pairs, vocab = {}, base
+    for _ in range(rng.randint(0, 60)):
+        pair = (rng.randrange(vocab), rng.randrange(vocab))
+        if pair not in pairs:
+            pairs[pair] = (rng.randrange(12), vocab)
+            vocab += 1
+    return base, pairs, vocab
+
+
+def _heap_kernel(rows, pairs, vocab):
+    """``rows`` merged by the numba kernel, as lists."""
+    from gputok.kernels.bpe_heap import bpe_merge_numba
+    from gputok.ragged import Ragged, offsets_from_lengths
+
+    m = HashMap(torch.tensor([a * vocab + b for a, b in pairs], dtype=torch.int64),
+                torch.tensor([(rank << 32) | merged for rank, merged in pairs.values()], dtype=torch.int64))
+    flat = torch.tensor([t for row in rows for t in row], dtype=torch.int64)
+    offsets = offsets_from_lengths(torch.tensor([len(row) for row in rows], dtype=torch.int64))
+    tokens, out_offsets = bpe_merge_numba(flat, offsets, slot_keys=m.slot_keys, slot_values=m.slot_values,
+                                          hash_mask=m.mask, max_probes=m.max_probes, vocab_size=vocab)
+    assert tokens.dtype == torch.int64 and out_offsets.numel() == len(rows) + 1
+    assert flat.tolist() == [t for row in rows for t in row]  # the input stays intact
+    return Ragged(tokens, out_offsets).tolist()
+
+
+def test_bpe_heap_kernel_equals_the_python_heap_on_random_tables():
+    """The kernel against ``bpe_merge_heap`` (the rule, in Python): 200 random tables, batches of
+    rows from empty to 1,000 symbols (one scratch space for rows of all lengths)."""
+    from gputok.models.bpe import bpe_merge_heap
+
+    for seed in range(200):
+        rng = random.Random(seed)
+        base, pairs, vocab = _random_merge_table(rng)
+        rows = [[rng.randrange(base) for _ in range(rng.choice([0, 1, 2, 3, 10, 100, 1000]))]
+                for _ in range(rng.randint(0, 6))]
+        assert _heap_kernel(rows, pairs, vocab) == [bpe_merge_heap(row, pairs) for row in rows], seed
+
+
+@pytest.mark.parametrize("rows", [
+    [],  # no rows
+    [[]],  # an empty row
+    [[0]],  # one symbol
+    [[], [1], [], [0, 1], [1, 0]],  # empty rows between others
+    [[0] * 4097],  # one symbol repeated: equal ranks overlap, leftmost first
+    [[0, 1] * 5000, [1] * 3, [0, 0, 1, 1] * 2500],  # long rows after each other
+])
+def test_bpe_heap_kernel_on_odd_shapes(rows):
+    from gputok.models.bpe import bpe_merge_heap
+
+    pairs = {(0, 0): (0, 2), (0, 1): (1, 3), (2, 2): (2, 4), (3, 3): (2, 5), (1, 0): (3, 6), (2, 3): (1, 7)}
+    assert _heap_kernel(rows, pairs, 8) == [bpe_merge_heap(row, pairs) for row in rows]
+    assert _heap_kernel(rows, {}, 8) == rows  # no pair merges
+
+
+def test_bpe_heap_kernel_equals_the_python_heap_on_a_long_real_word(cl100k_model):
+    """200 KB of random letters and digits with cl100k's pair map (~230k pairs, 100k ranks)."""
+    from gputok.models.bpe import bpe_merge_heap
+
+    model = cl100k_model.model
+    rng = random.Random(5)
+    word = "".join(rng.choices("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", k=200_000))
+    rows = [model.byte_to_id[torch.tensor(list(text.encode()))].tolist() for text in (word, "ab" * 3000 + "a")]
+    assert _heap_kernel(rows, model._pairs_dict, model.vocab_size) == [bpe_merge_heap(r, model._pairs_dict) for r in rows]

@@ -391,3 +391,11 @@ def test_few_words_loop_equals_the_lockstep_matcher(bert, words):
     for a, b in zip(few, lockstep):
         assert a.values.dtype == b.values.dtype and a.values.tolist() == b.values.tolist()
         assert a.offsets.tolist() == b.offsets.tolist()
+
+
+def test_one_long_line(bert, hf_bert, long_line):
+    """The English corpus as one line (100 KB; 1 MB under GPUTOK_FULL=1), and a 200 KB word
+    (longer than max_input_chars_per_word: one [UNK]): huggingface's ids."""
+    word = "".join(random.Random(13).choices("abcdefghij", k=200_000))
+    for text in (long_line, word + " and " + word):
+        assert bert.encode(text) == hf_bert.encode(text).ids

@@ -9,9 +9,17 @@ with the lowest rank is merged, the leftmost first, until no adjacent pair has a
 ranks a pair by the rank of its concatenated bytes; a merges list ranks it by its line. With
 ``ignore_merges`` (tiktoken's rule too), a word that is itself a token is that token.
 
-Batched (``bpe_merge_torch``): the unique words' tokens are one flat tensor with a row per word.
+Where the merging runs (:func:`bpe_merge`): on the CPU, every word in the numba kernel
+``gputok.kernels.bpe_heap``, one merge at a time with a priority queue (O(n log n) per word at
+worst, in practice O(n): ~56 bytes of scratch per symbol of the longest word, 16 per rank). On
+CUDA, the Triton kernel ``gputok.kernels.bpe_merge`` (one program per word, O(n) per merge) for
+words up to ``LONG_WORD`` symbols, and the numba kernel, over a copy on the CPU, for longer
+words and for words that must merge one pair at a time (``tie_chars``).
+
+The torch twin (``bpe_merge_torch``, CUDA tensors under ``GPUTOK_BACKEND=torch``): the unique
+words' tokens are one flat tensor with a row per word.
 Every adjacent pair is ranked once through a :class:`gputok.hashing.HashMap` (pair -> rank and
-merged token; on the CPU, byte-level words' initial byte pairs through a dense 256 x 256 copy of
+merged token; byte-level words' initial byte pairs through a dense 256 x 256 copy of
 it); each round takes each word's minimum rank (a segment min) and merges *all*
 occurrences of that pair in the word, left to right without overlap ("a a a" merges once), and
 only the two pairs next to each merge are ranked again. That equals the one-merge-at-a-time
@@ -20,9 +28,7 @@ checks exactly that for every merge, and a word where it happens stops this roun
 merge. Words leave the working set when no pair of theirs has a rank, so a round costs the
 tokens of unfinished words only (a segment min, a compare and a compaction over them; the rest
 is per merge). Memory: a few int64 tensors the size of the unique words' bytes; the pair map is
-~4 slots of 16 bytes per mergeable pair. Words over ``LONG_WORD`` bytes finish with a heap, one
-merge at a time; so do all words of a CPU batch with at most ``FEW_WORDS`` words to merge, where a
-round's fixed op overhead would cost more than a Python heap per word.
+~4 slots of 16 bytes per mergeable pair.
 """
 
 from __future__ import annotations
@@ -42,24 +48,18 @@ from ..ingest import utf8_bytes
 from ..ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, row_ids, segment_sum, span_indices
 
 NO_RANK = torch.iinfo(torch.int64).max
-# Longer words merge one pair at a time with a heap (below): a merge round only merges one rank
-# per word, so a long word of varied text needs about as many rounds as it has bytes.
+# On CUDA, longer words merge in the numba kernel on the CPU: the Triton kernel costs a word's
+# length per merge, and a merge round of the torch twin merges one rank per word, so a long
+# word of varied text needs about as many rounds as it has bytes.
 LONG_WORD = 256
-# With the torch backend (the CPU), up to this many words to merge also go to the heap, a Python
-# loop capped at this size: a merge round costs ~1 ms of per-op overhead whatever its size, the
-# heap ~20 us per short word (small batches, cache misses).
-FEW_WORDS = 32
 
 
 def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
                     slot_values: torch.Tensor, hash_mask: int, max_probes: int, vocab_size: int,
-                    min_progress: float = 0.0, first_values: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                    first_values: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Merge rounds over ragged rows of token ids; returns the merged (tokens, offsets).
 
     The pair map sends ``left * vocab_size + right`` to ``rank << 32 | merged_id``.
-    ``min_progress``: stop after a round that merged fewer than this fraction of the unfinished
-    tokens; the rows are then an exact intermediate state of the reference rule (each round is
-    a prefix of its one-at-a-time merges), which :func:`bpe_merge_heap` can finish.
     ``first_values``: the pair map's value of every pair ``(tokens[i], tokens[i + 1])``, if the
     caller has them (byte-level BPE reads them from a dense byte-pair table: one gather instead
     of hash probes); those that straddle two rows are ignored.
@@ -145,14 +145,9 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
         if out.numel():
             done_tok.append(tok.index_select(0, out))
             done_row.append(row.index_select(0, out))
-        active = n - out.numel()
         keep = nonzero(~drop)
         tok, row, value = tok.index_select(0, keep), row.index_select(0, keep), value.index_select(0, keep)
         n = tok.numel()
-        if c.numel() < min_progress * active:
-            done_tok.append(tok)
-            done_row.append(row)
-            break
     if not done_tok:
         return tokens.new_zeros(0).long(), torch.zeros(num_rows + 1, dtype=torch.int64, device=device)
     tok, row = torch.cat(done_tok), torch.cat(done_row)
@@ -163,21 +158,42 @@ def bpe_merge_torch(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
 
 def bpe_merge(tokens: torch.Tensor, offsets: torch.Tensor, *, first_values: torch.Tensor | None = None,
               **pair_map: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`bpe_merge_torch` through the dispatch: the Triton kernel
-    (``gputok.kernels.bpe_merge``, one program per word) on CUDA, the torch twin on CPU.
-    ``first_values`` go to the torch twin only (the kernel looks every pair up itself)."""
-    if _dispatch.backend(tokens.device) == "triton":
+    """Merged (tokens, offsets) of ragged rows, through the dispatch: the Triton kernel
+    (``gputok.kernels.bpe_merge``, one program per word) on CUDA; on the CPU the numba kernel of
+    :func:`bpe_merge_one_at_a_time`; the torch twin :func:`bpe_merge_torch` for CUDA tensors
+    under ``GPUTOK_BACKEND=torch``. ``first_values`` go to the torch twin only (the kernels look
+    every pair up themselves)."""
+    backend = _dispatch.backend(tokens.device)
+    if backend == "triton":
         from ..kernels.bpe_merge import bpe_merge_triton
 
         return bpe_merge_triton(tokens, offsets, **pair_map)
+    if tokens.device.type == "cpu":
+        return bpe_merge_one_at_a_time(tokens, offsets, **pair_map)
     return bpe_merge_torch(tokens, offsets, first_values=first_values, **pair_map)
+
+
+def bpe_merge_one_at_a_time(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
+                            slot_values: torch.Tensor, hash_mask: int, max_probes: int,
+                            vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Ragged rows merged by the reference rule itself, one pair at a time (lowest rank, leftmost
+    first), in O(n log n) per row: the numba kernel ``gputok.kernels.bpe_heap`` on the CPU. Rows
+    on a GPU are copied over and back (the words that need it are few: long ones and ties).
+    ``slot_keys``/``slot_values``: the pair map's CPU arrays."""
+    from ..kernels.bpe_heap import bpe_merge_numba
+
+    merged, merged_offsets = bpe_merge_numba(tokens.cpu(), offsets.cpu(), slot_keys=slot_keys,
+                                             slot_values=slot_values, hash_mask=hash_mask,
+                                             max_probes=max_probes, vocab_size=vocab_size)
+    return merged.to(tokens.device), merged_offsets.to(tokens.device)
 
 
 def bpe_merge_heap(tokens: list[int], pairs: dict[tuple[int, int], tuple[int, int]]) -> list[int]:
     """One word, one merge at a time (lowest rank, leftmost first): O(n log n) with a heap.
 
-    The reference rule itself, for words too long for merge rounds (adversarial input: a megabyte
-    without spaces). Stale heap entries are skipped when popped.
+    The reference rule itself, in Python: the twin the numba kernel (``gputok.kernels.bpe_heap``)
+    is tested against, and the merge of short words in small batches
+    (:meth:`BPE.encode_word_bytes`). Stale heap entries are skipped when popped.
 
     >>> bpe_merge_heap([0, 1, 0, 1], {(0, 1): (1, 2), (1, 0): (3, 3), (2, 0): (0, 4), (0, 3): (0, 4)})
     [4, 1]
@@ -429,13 +445,22 @@ class BPE:
 
     def encode_word_bytes(self, word: bytes) -> list[int]:
         """One word's ids (byte-level BPE), in pure Python: the word's token if it is one
-        (``ignore_merges``), else its bytes merged by :func:`bpe_merge_heap`. Small CPU batches
+        (``ignore_merges``), else its bytes merged by :func:`bpe_merge_heap` (the kernel of
+        :func:`bpe_merge_one_at_a_time` over ``LONG_WORD`` bytes). Small CPU batches
         take this path (``gputok.tokenizer``), where a tensor op's fixed cost exceeds a word's loop."""
         if self.ignore_merges:
             whole = self._id_of_bytes.get(word)
             if whole is not None:
                 return [whole]
-        return bpe_merge_heap([self._byte_ids[b] for b in word], self._pairs_dict)
+        symbols = [self._byte_ids[b] for b in word]
+        if len(symbols) <= LONG_WORD:
+            return bpe_merge_heap(symbols, self._pairs_dict)
+        merged, _ = bpe_merge_one_at_a_time(torch.tensor(symbols, dtype=torch.int64),
+                                            torch.tensor([0, len(symbols)], dtype=torch.int64),
+                                            slot_keys=self.pairs.slot_keys, slot_values=self.pairs.slot_values,
+                                            hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes,
+                                            vocab_size=self.vocab_size)
+        return merged.tolist()
 
     @functools.cached_property
     def _id_of_bytes(self) -> dict[bytes, int]:
@@ -457,44 +482,35 @@ class BPE:
         done = lengths <= 1
         if self.ignore_merges:
             done |= whole_ids >= 0
+        # Long words and one-at-a-time words merge in the numba kernel, O(n log n) per word. (On the
+        # CPU, bpe_merge runs that kernel for every word.)
         by_heap = ~done & ((lengths > LONG_WORD) | one_at_a_time)
-        if _dispatch.backend(data.device) == "torch" and int((~done).sum()) <= FEW_WORDS:
-            by_heap = ~done
+        if data.device.type == "cpu" and _dispatch.backend(data.device) == "torch":
+            by_heap = torch.zeros_like(done)
         long_words = nonzero(by_heap)
         done |= by_heap
         todo = nonzero(~done)
         sub_lengths = lengths.index_select(0, todo)
         sub = byte_ids.index_select(0, _gather_rows(data.offsets, todo))
         keys, values = self.pairs.tensors(data.device)
+        pair_map = dict(hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes, vocab_size=self.vocab_size)
         if todo.numel():
             first_values = (self._byte_pair_values(sub) if self.byte_level and _dispatch.backend(data.device) == "torch"
-                            else None)
+                            and data.device.type != "cpu" else None)
             merged, merged_offsets = bpe_merge(sub, offsets_from_lengths(sub_lengths), slot_keys=keys,
-                                               slot_values=values, hash_mask=self.pairs.mask,
-                                               max_probes=self.pairs.max_probes, vocab_size=self.vocab_size,
-                                               first_values=first_values)
+                                               slot_values=values, first_values=first_values, **pair_map)
         else:
             merged, merged_offsets = sub, offsets_from_lengths(sub_lengths)
         out_lengths = torch.where(done, torch.where(lengths == 0, 0, 1), 0)
         out_lengths[todo] = merged_offsets[1:] - merged_offsets[:-1]
-        # Long words: merge rounds while a round merges a good share of the word (a run of one
-        # letter halves each round), then the heap from where the rounds stopped. One-at-a-time
-        # words go to the heap directly.
-        rounds = long_words[(lengths[long_words] > LONG_WORD) & ~one_at_a_time[long_words]]
-        partial = {}
-        if rounds.numel():
-            state = bpe_merge_torch(byte_ids[_gather_rows(data.offsets, rounds)], offsets_from_lengths(lengths[rounds]),
-                                    slot_keys=keys, slot_values=values, hash_mask=self.pairs.mask,
-                                    max_probes=self.pairs.max_probes, vocab_size=self.vocab_size, min_progress=1 / 16)
-            partial = dict(zip(rounds.tolist(), Ragged(*state).tolist()))
-        long_ids = [torch.tensor(bpe_merge_heap(partial[w] if w in partial else
-                                                byte_ids[data.offsets[w]:data.offsets[w + 1]].tolist(), self._pairs_dict),
-                                 dtype=torch.int64, device=data.device) for w in long_words.tolist()]
-        out_lengths[long_words] = torch.tensor([len(t) for t in long_ids], dtype=torch.int64, device=data.device)
+        heap_ids, heap_offsets = bpe_merge_one_at_a_time(
+            byte_ids.index_select(0, _gather_rows(data.offsets, long_words)),
+            offsets_from_lengths(lengths.index_select(0, long_words)), slot_keys=self.pairs.slot_keys,
+            slot_values=self.pairs.slot_values, **pair_map)
+        out_lengths[long_words] = heap_offsets[1:] - heap_offsets[:-1]
         out_offsets = offsets_from_lengths(out_lengths)
         out = torch.empty(int(out_offsets[-1]), dtype=torch.int64, device=data.device)
-        if long_ids:
-            out[_gather_rows(out_offsets, long_words)] = torch.cat(long_ids)
+        out[_gather_rows(out_offsets, long_words)] = heap_ids
         single = nonzero(done & (lengths > 0) & ~by_heap)
         first_ids = byte_ids[data.offsets[:-1][single]]
         if self.ignore_merges:

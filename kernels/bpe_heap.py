@@ -1,0 +1,303 @@
+"""BPE merges of ragged rows on the CPU, one merge at a time per row: a numba kernel.
+
+Contract: for each row (word) of token ids, exactly ``gputok.models.bpe.bpe_merge_heap`` (the
+Python reference): repeatedly merge the adjacent pair of lowest rank, the leftmost among equal
+ranks, until no adjacent pair has a rank. The pair map is a :class:`gputok.hashing.HashMap`'s slot
+arrays, ``left * vocab_size + right`` -> ``rank << 32 | merged id`` (as for
+:func:`gputok.models.bpe.bpe_merge_torch`, which gives the same rows by merge rounds).
+
+How: a row is a doubly linked list over its positions (a merged token keeps its left part's
+position, so positions stay in text order), and ``value[i]`` holds the pair map's value of the pair
+that starts at ``i`` (``NO_RANK`` if none, or if ``i`` is merged away). A priority queue holds
+``(rank, position)`` for every pair ever ranked; a popped entry whose rank is not ``value[i]``'s
+any more is stale and skipped; one whose rank is, is the leftmost pair of lowest rank (every live
+pair has its own entry in the queue).
+
+The queue: a list of positions per rank, a bitmap tree over the ranks (64 ranks a word, one
+level per factor of 64) that finds the lowest non-empty list in a few word reads, and a binary
+heap of ``rank << 32 | position``. Pairs join their rank's list in any order until that list
+first comes up as the lowest (the ``frontier`` passes it); it is sorted then, once, and from
+then on a pair joins it at the head if it is not behind the head (a merge's new pairs are at or
+left of the merge), else goes to the heap. The lowest entry is the lower of the lowest list's
+head and the heap's top. A first pass over a row fills the lists in order, and merges mostly
+make pairs of higher ranks than the one merged, so nearly every entry costs O(1) and the heap
+stays small: a heap of a million random entries costs ~0.5 us per pop on the project's CPU, a
+list's head a few ns. A row of n symbols takes O(n log n) time at worst, ~8 int64 words of
+scratch per symbol of the longest row plus 3 per rank, whatever the text: a megabyte without
+spaces, or one letter repeated. Positions are packed in 32 bits: rows are shorter than 2**32
+symbols, and ranks (the map's values are non-negative) below 2**31.
+
+``nogil=True``: callers may run it on several Python threads at once; ``cache=True``: compiled
+once per machine, then loaded from ``__pycache__``.
+"""
+
+import numpy as np
+import torch
+from numba import njit
+
+NO_RANK = np.int64((1 << 63) - 1)
+FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # gputok.hashing.FIBONACCI
+LOW32 = np.int64(0xFFFFFFFF)  # a position in a heap entry, a merged id in a value
+
+
+@njit(nogil=True, cache=True)
+def _pair_value(left, right, vocab_size, slot_keys, slot_values, mask, shift, max_probes):
+    """The map's value of the pair, NO_RANK if absent: linear probing from the Fibonacci home slot
+    (``gputok.hashing.home_slot``: int64 products wrap, ``& mask`` makes the shift logical)."""
+    key = left * vocab_size + right
+    slot = ((key * FIBONACCI) >> shift) & mask
+    for _ in range(max_probes):
+        found = slot_keys[slot]
+        if found == key:
+            return slot_values[slot]
+        if found == -1:
+            return NO_RANK
+        slot = (slot + 1) & mask
+    return NO_RANK
+
+
+# A lowest set bit -> its index, by de Bruijn multiplication (numba has no count-trailing-zeros).
+DE_BRUIJN = np.int64(0x03F79D71B4CB0A89)
+_DE_BRUIJN_INDEX = np.zeros(64, np.int64)
+for _bit in range(64):
+    _DE_BRUIJN_INDEX[((((1 << _bit) * 0x03F79D71B4CB0A89) & ((1 << 64) - 1)) >> 58)] = _bit
+
+
+@njit(nogil=True, cache=True)
+def _lowest_bit(word, index):
+    return index[((word & -word) * DE_BRUIJN >> 58) & 63]
+
+
+@njit(nogil=True, cache=True)
+def _mark(bits, level_start, rank):
+    """Rank ``rank``'s list became non-empty: set its bit, and its word's bit a level up, ..."""
+    for level in range(level_start.size - 1):
+        at = level_start[level] + (rank >> 6)
+        was = bits[at]
+        bits[at] = was | (np.int64(1) << (rank & 63))
+        if was != 0:
+            return  # the levels above know already
+        rank >>= 6
+
+
+@njit(nogil=True, cache=True)
+def _unmark(bits, level_start, rank):
+    for level in range(level_start.size - 1):
+        at = level_start[level] + (rank >> 6)
+        bits[at] &= ~(np.int64(1) << (rank & 63))
+        if bits[at] != 0:
+            return
+        rank >>= 6
+
+
+@njit(nogil=True, cache=True)
+def _lowest_marked(bits, level_start, index):
+    """The lowest rank with a non-empty list, -1 if none: from the top word down."""
+    top = level_start.size - 2
+    if bits[level_start[top]] == 0:
+        return -1
+    rank = 0
+    for level in range(top, -1, -1):
+        rank = (rank << 6) | _lowest_bit(bits[level_start[level] + rank], index)
+    return rank
+
+
+@njit(nogil=True, cache=True)
+def _sift_down(heap, size, at):
+    item = heap[at]
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            break
+        if child + 1 < size and heap[child + 1] < heap[child]:
+            child += 1
+        if heap[child] >= item:
+            break
+        heap[at] = heap[child]
+        at = child
+    heap[at] = item
+
+
+@njit(nogil=True, cache=True)
+def _sift_up(heap, at):
+    item = heap[at]
+    while at > 0:
+        parent = (at - 1) >> 1
+        if heap[parent] <= item:
+            break
+        heap[at] = heap[parent]
+        at = parent
+    heap[at] = item
+
+
+@njit(nogil=True, cache=True)
+def _append(lists, entry_position, entry_next, bits, level_start, rank, position, entries):
+    """Entry ``entries`` (at ``position``) goes to the tail of ``rank``'s list; returns how many
+    entries are in use. ``lists[0/1/2]``: each rank's head, tail, and whether it is unsorted."""
+    entry_position[entries] = position
+    entry_next[entries] = -1
+    tail = lists[1, rank]
+    if tail == -1:
+        lists[0, rank] = entries
+        _mark(bits, level_start, rank)
+    else:
+        entry_next[tail] = entries
+        if entry_position[tail] > position:
+            lists[2, rank] = 1
+    lists[1, rank] = entries
+    return entries + 1
+
+
+@njit(nogil=True, cache=True)
+def _sort_list(lists, entry_position, entry_next, rank, scratch):
+    """Put ``rank``'s list in position order (its entries keep their slots, take new positions)."""
+    count = 0
+    entry = lists[0, rank]
+    while entry != -1:
+        scratch[count] = entry_position[entry]
+        count += 1
+        entry = entry_next[entry]
+    ordered = np.sort(scratch[:count])
+    entry = lists[0, rank]
+    for k in range(count):
+        entry_position[entry] = ordered[k]
+        entry = entry_next[entry]
+    lists[2, rank] = 0
+
+
+@njit(nogil=True, cache=True)
+def _merge_rows(tokens, offsets, out, lengths, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
+                level_start):
+    """Merge each row of ``tokens`` (rows by ``offsets``) into ``out``, rows back to back, and
+    each row's length into ``lengths``. ``out`` may be ``tokens``: a row is copied out before its
+    result is written, and results never run ahead of their rows. ``level_start``: where each
+    level of the rank bitmap starts in one array (level 0: a bit per rank), and its end."""
+    longest = 0
+    for r in range(offsets.size - 1):
+        longest = max(longest, offsets[r + 1] - offsets[r])
+    tok = np.empty(longest, np.int64)
+    nxt = np.empty(longest, np.int64)
+    prv = np.empty(longest, np.int64)
+    value = np.empty(longest, np.int64)
+    # Queue entries: n - 1 first pairs + at most 2 per merge, in the lists or the heap.
+    entry_position = np.empty(3 * longest, np.int64)
+    entry_next = np.empty(3 * longest, np.int64)
+    heap = np.empty(3 * longest, np.int64)
+    scratch = np.empty(3 * longest, np.int64)
+    ranks = (level_start[1] - level_start[0]) * 64
+    lists = np.full((3, ranks), -1, np.int64)  # every list is empty again when a row is done
+    lists[2] = 0
+    bits = np.zeros(level_start[-1], np.int64)
+    index = _DE_BRUIJN_INDEX
+    written = 0
+    for r in range(offsets.size - 1):
+        start = offsets[r]
+        n = offsets[r + 1] - start
+        for i in range(n):
+            tok[i] = tokens[start + i]
+            nxt[i] = i + 1
+            prv[i] = i - 1
+            value[i] = NO_RANK
+        entries = 0
+        for i in range(n - 1):
+            value[i] = _pair_value(tok[i], tok[i + 1], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
+            if value[i] != NO_RANK:
+                entries = _append(lists, entry_position, entry_next, bits, level_start, value[i] >> 32, i, entries)
+        size = 0  # of the heap
+        frontier = -1  # the highest rank whose list was ever the lowest: the lists above it are not sorted yet
+        while True:
+            # The lowest (rank, position): a list's head or the heap's top.
+            rank = _lowest_marked(bits, level_start, index)
+            if rank < 0 and size == 0:
+                break
+            from_list = NO_RANK
+            if rank >= 0:
+                if rank > frontier:
+                    frontier = rank
+                    if lists[2, rank]:
+                        _sort_list(lists, entry_position, entry_next, rank, scratch)
+                from_list = (rank << 32) | entry_position[lists[0, rank]]
+            if size > 0 and heap[0] < from_list:
+                top = heap[0]
+                size -= 1
+                if size > 0:
+                    heap[0] = heap[size]
+                    _sift_down(heap, size, 0)
+            else:
+                top = from_list
+                head = lists[0, rank]
+                lists[0, rank] = entry_next[head]
+                if entry_next[head] == -1:
+                    lists[1, rank] = -1
+                    _unmark(bits, level_start, rank)
+            i = top & LOW32
+            if value[i] == NO_RANK or (value[i] >> 32) != (top >> 32):
+                continue  # stale: the pair at i changed since this entry was queued
+            right = nxt[i]
+            tok[i] = value[i] & LOW32
+            value[right] = NO_RANK
+            after = nxt[right]
+            nxt[i] = after
+            value[i] = NO_RANK
+            if after < n:
+                prv[after] = i
+                value[i] = _pair_value(tok[i], tok[after], vocab_size, slot_keys, slot_values, mask, shift,
+                                       max_probes)
+            before = prv[i]
+            if before >= 0:
+                value[before] = _pair_value(tok[before], tok[i], vocab_size, slot_keys, slot_values, mask, shift,
+                                            max_probes)
+            # Queue the new pairs. Above the frontier, a list takes any position (it is sorted
+            # once, when it first comes up); at or below it, a list stays sorted: a pair goes to
+            # its head if it is not behind it, else into the heap.
+            for p in (before, i):
+                if p < 0 or value[p] == NO_RANK:
+                    continue
+                rank = value[p] >> 32
+                head = lists[0, rank]
+                if rank > frontier or head == -1:
+                    entries = _append(lists, entry_position, entry_next, bits, level_start, rank, p, entries)
+                elif p <= entry_position[head]:
+                    entry_position[entries] = p
+                    entry_next[entries] = head
+                    lists[0, rank] = entries
+                    entries += 1
+                else:
+                    heap[size] = (rank << 32) | p
+                    size += 1
+                    _sift_up(heap, size - 1)
+        count = 0
+        i = 0
+        while i < n:
+            out[written + count] = tok[i]
+            count += 1
+            i = nxt[i]
+        lengths[r] = count
+        written += count
+
+
+def _rank_levels(ranks: int) -> np.ndarray:
+    """Starts of the rank bitmap's levels in one array, and its end: level 0 has a bit per rank,
+    each level above a bit per word of the one below, up to a single word."""
+    sizes = [max(1, -(-ranks // 64))]
+    while sizes[-1] > 1:
+        sizes.append(-(-sizes[-1] // 64))
+    return np.cumsum([0] + sizes).astype(np.int64)
+
+
+def bpe_merge_numba(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
+                    slot_values: torch.Tensor, hash_mask: int, max_probes: int,
+                    vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merged (tokens, offsets) of ragged rows of CPU token ids; the inputs stay intact."""
+    work = tokens.to(torch.int64, copy=True).contiguous()
+    offsets = offsets.to(torch.int64).contiguous()
+    lengths = torch.zeros(max(offsets.numel() - 1, 0), dtype=torch.int64)
+    if lengths.numel() and int((offsets[1:] - offsets[:-1]).max()) >= 1 << 32:
+        raise ValueError("bpe_merge_numba: a row of 2**32 symbols or more; positions are packed in 32 bits")
+    ranks = int(slot_values.max()) >> 32 if slot_values.numel() else 0
+    values = work.numpy()
+    _merge_rows(values, offsets.numpy(), values, lengths.numpy(), slot_keys.numpy(), slot_values.numpy(),
+                hash_mask, 64 - hash_mask.bit_length(), max_probes, vocab_size, _rank_levels(ranks + 1))
+    out_offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64)
+    torch.cumsum(lengths, 0, out=out_offsets[1:])
+    return work[: int(out_offsets[-1])].clone(), out_offsets
