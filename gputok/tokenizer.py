@@ -180,14 +180,19 @@ class Tokenizer:
         from .sentencepiece_model import BPE as BPE_TYPE, MODEL_TYPE_NAMES, UNIGRAM, read_model
 
         model = read_model(path)
-        if model.model_type == UNIGRAM:
-            from .models.unigram import sentencepiece_tokenizer
+        try:
+            if model.model_type == UNIGRAM:
+                from .models.unigram import sentencepiece_tokenizer
 
-            return sentencepiece_tokenizer(model, cls)
-        if model.model_type == BPE_TYPE:
-            from .models import bpe_sentencepiece
+                return sentencepiece_tokenizer(model, cls)
+            if model.model_type == BPE_TYPE:
+                from .models import bpe_sentencepiece
 
-            return bpe_sentencepiece.sentencepiece_tokenizer(model, cls, source=str(path))
+                return bpe_sentencepiece.sentencepiece_tokenizer(model, cls, source=str(path))
+        except FileFormatError:
+            raise
+        except ValueError as e:  # a component's own check (the charsmap's rules): name the file
+            raise FileFormatError(f"{path}: {e}") from e
         raise ValueError(f"{path}: SentencePiece model type {MODEL_TYPE_NAMES[model.model_type]!r} is not "
                          "supported; supported: ['unigram', 'bpe']")
 
