@@ -176,7 +176,8 @@ COMPONENT_FIELDS: dict[str, dict[str, dict[str, Kind]]] = {
         "Sequence": {"normalizers": LIST}},
     "pre_tokenizer": {
         "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
-        "Split": {"pattern": OBJECT, "behavior": STR, "invert": BOOL}, "Sequence": {"pretokenizers": LIST}},
+        "Split": {"pattern": OBJECT, "behavior": one_of("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"),
+                  "invert": BOOL}, "Sequence": {"pretokenizers": LIST}},
     "decoder": {
         "WordPiece": {"prefix": STR, "cleanup": BOOL}, "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
         "BPEDecoder": {"suffix": STR}, "Strip": {"content": STR, "start": COUNT, "stop": COUNT},
