@@ -438,7 +438,13 @@ def test_long_chains_next_to_short_texts():
 
 def test_split_with_regex_custom_pattern():
     texts = ["Hello, world!", "", "  a1_b  ", "x"]
-    words = split_with_regex(texts, r"\w+|[^\w\s]+")  # whitespace is matched by nothing
+    # Whitespace is matched by nothing: huggingface's Split keeps it as words of its own (Isolated),
+    # and Removed with invert keeps the matches only.
+    words = split_with_regex(texts, r"\w+|[^\w\s]+")
+    spans = list(zip(words.starts.tolist(), words.ends.tolist()))
+    assert spans == [(0, 5), (5, 6), (6, 7), (7, 12), (12, 13), (13, 15), (15, 19), (19, 21), (21, 22)]
+    assert words.text_offsets.tolist() == [0, 5, 5, 8, 9]
+    words = split_with_regex(texts, r"\w+|[^\w\s]+", behavior="Removed", invert=True)
     spans = list(zip(words.starts.tolist(), words.ends.tolist()))
     assert spans == [(0, 5), (5, 6), (7, 12), (12, 13), (15, 19), (21, 22)]
     assert words.text_offsets.tolist() == [0, 4, 4, 5, 6]
