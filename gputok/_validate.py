@@ -44,14 +44,53 @@ def key_path(parent: str, key: str | int) -> str:
 # ---- JSON ------------------------------------------------------------------------------------
 
 def load_json(text: str, source: str) -> Any:
-    """``json.loads`` whose failures (bad syntax, nesting too deep for the parser) name the file."""
+    """``json.loads`` as huggingface's reader (serde_json) takes it: bad syntax, ``NaN`` /
+    ``Infinity`` (not JSON; Python's reader takes them) and nesting past :data:`MAX_DEPTH` are
+    errors naming the file."""
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise FileFormatError(f"{source} is not valid JSON: {e}") from e
-    except RecursionError:
-        raise FileFormatError(f"{source}: JSON nested too deeply to read (huggingface stops at 128 levels); "
-                              "a tokenizer.json nests a few levels: the file is damaged") from None
+    except _NotJson as e:
+        raise FileFormatError(f"{source} is not valid JSON: {e} is not a JSON number (huggingface refuses it); "
+                              "write a number or null") from None
+    except RecursionError:  # deeper than Python's reader goes: far past MAX_DEPTH
+        raise _nested_too_deep(source) from None
+    if _too_deep(value):
+        raise _nested_too_deep(source)
+    return value
+
+
+def _nested_too_deep(source: str) -> FileFormatError:
+    return FileFormatError(f"{source}: JSON nested too deeply, {MAX_DEPTH} or more levels (huggingface stops there); "
+                           "a tokenizer.json nests a few levels: the file is damaged")
+
+
+# serde_json's recursion limit: an array or object at depth MAX_DEPTH (the outermost at 1) is an error.
+MAX_DEPTH = 128
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _NotJson(name)
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether a container sits MAX_DEPTH levels down (the top-level value at level 1). Walks
+    containers only: a vocabulary's numbers and a merge list's strings are skipped by type."""
+    level, frontier = 1, [value] if isinstance(value, (dict, list)) else []
+    while frontier:
+        if level >= MAX_DEPTH:
+            return True
+        children = []
+        for node in frontier:
+            items = node.values() if isinstance(node, dict) else node
+            children += [v for v in items if isinstance(v, (dict, list))]
+        frontier, level = children, level + 1
+    return False
 
 
 # ---- kinds of values: (name for the message, test) -------------------------------------------
@@ -137,7 +176,8 @@ COMPONENT_FIELDS: dict[str, dict[str, dict[str, Kind]]] = {
         "Sequence": {"normalizers": LIST}},
     "pre_tokenizer": {
         "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
-        "Split": {"pattern": OBJECT, "behavior": STR, "invert": BOOL}, "Sequence": {"pretokenizers": LIST}},
+        "Split": {"pattern": OBJECT, "behavior": one_of("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"),
+                  "invert": BOOL}, "Sequence": {"pretokenizers": LIST}},
     "decoder": {
         "WordPiece": {"prefix": STR, "cleanup": BOOL}, "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
         "BPEDecoder": {"suffix": STR}, "Strip": {"content": STR, "start": COUNT, "stop": COUNT},
@@ -155,7 +195,10 @@ MODEL_FIELDS: dict[str, dict[str, Kind]] = {
     "Unigram": {"unk_id": optional(COUNT), "byte_fallback": BOOL, "vocab": LIST},
 }
 ADDED_TOKEN_FIELDS = {"id": ID, "content": STR, "special": BOOL, "single_word": BOOL, "lstrip": BOOL,
-                      "rstrip": BOOL, "normalized": BOOL}
+                      "rstrip": BOOL, "normalized": BOOL}  # all required by huggingface
+# huggingface reads these top-level keys and fails on any other (its reader leaves the value unread).
+TOP_LEVEL_KEYS = ("version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+                  "post_processor", "decoder", "model")
 
 
 def check_tokenizer_json(spec: Any, source: str) -> None:
@@ -166,6 +209,13 @@ def check_tokenizer_json(spec: Any, source: str) -> None:
     """
     if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
         raise FileFormatError(f"{source} is not a tokenizer.json: it has no 'model' object")
+    for key in spec:
+        if key not in TOP_LEVEL_KEYS:
+            raise fail(source, json.dumps(key, ensure_ascii=False), spec[key], f"huggingface reads only the keys "
+                       f"{list(TOP_LEVEL_KEYS)} at the top of a tokenizer.json and refuses others", "remove it")
+    if "version" in spec and spec["version"] != "1.0":
+        raise fail(source, "version", spec["version"], "huggingface reads tokenizer.json version \"1.0\" only",
+                   'write "1.0"')
     for stage in COMPONENT_FIELDS:
         _check_component(spec.get(stage), stage, source, stage)
     for name in ("truncation", "padding"):
@@ -180,12 +230,23 @@ def _check_component(spec: Any, stage: str, source: str, path: str) -> None:
     if spec is None:
         return
     check(spec, OBJECT, source, path)
-    kind = spec.get("type")
+    kind = check(spec.get("type"), optional(STR), source, f"{path}.type", "the component's type name")
     check_fields(spec, COMPONENT_FIELDS[stage].get(kind, {}), source, path)
+    if "pattern" in COMPONENT_FIELDS[stage].get(kind, {}) and "pattern" in spec:
+        _check_pattern(spec["pattern"], source, f"{path}.pattern")
     if kind == "Sequence" and stage in _NESTED:
         children = f"{path}.{_NESTED[stage]}"
         for k, child in enumerate(spec.get(_NESTED[stage]) or []):
             _check_component(child, stage, source, key_path(children, k))
+
+
+def _check_pattern(pattern: dict[str, Any], source: str, path: str) -> None:
+    """A Split / Replace pattern is ``{"Regex": "..."}`` or ``{"String": "..."}``, one key only."""
+    if len(pattern) != 1 or next(iter(pattern)) not in ("Regex", "String"):
+        raise fail(source, path, pattern, "a pattern is an object with one key, \"Regex\" or \"String\"",
+                   'write {"Regex": "\\\\s+"} or {"String": " "}')
+    kind, text = next(iter(pattern.items()))
+    check(text, STR, source, f"{path}.{kind}")
 
 
 def _check_model(model: dict[str, Any], source: str) -> dict[str, int]:
@@ -207,6 +268,12 @@ def _check_model(model: dict[str, Any], source: str) -> dict[str, int]:
                     and all(isinstance(part, str) for part in merge)):
                 raise fail(source, key_path("model.merges", rank), merge, "a merge is a string 'left right' or "
                            "a list [left, right] of two strings", "write the merge in one of those forms")
+        unk = model.get("unk_token")
+        if unk is not None and unk not in vocab:
+            # huggingface loads it, then fails on the first text with a character outside the vocabulary
+            raise fail(source, "model.unk_token", unk, "it is not in model.vocab, so a text with an unknown "
+                       "character cannot be encoded", "add it to model.vocab, or write null (unknown characters "
+                       "are then dropped)")
     return vocab
 
 
@@ -236,12 +303,33 @@ def _check_post_processor_ids(spec: Any, source: str) -> None:
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and ID[1](pair[1])):
                 raise fail(source, f"post_processor.{name}", pair, "expected [token, id]", 'write ["[CLS]", 101]')
     if spec.get("type") == "TemplateProcessing":
-        for name, entry in (spec.get("special_tokens") or {}).items():
+        for name in ("single", "pair", "special_tokens"):
+            if name not in spec:
+                raise fail(source, "post_processor", spec, f"a TemplateProcessing needs {name!r}",
+                           f"add \"{name}\" (huggingface refuses it without)")
+        for name in ("single", "pair"):
+            for k, piece in enumerate(spec[name]):
+                _check_template_piece(piece, source, key_path(f"post_processor.{name}", k))
+        for name, entry in spec["special_tokens"].items():
             path = key_path("post_processor.special_tokens", name)
             check(entry, OBJECT, source, path)
+            check(entry.get("id"), STR, source, f"{path}.id")
             for k, i in enumerate(check(entry.get("ids"), LIST, source, f"{path}.ids")):
                 check(i, ID, source, key_path(f"{path}.ids", k))
-            check(entry.get("tokens"), LIST, source, f"{path}.tokens")
+            for k, token in enumerate(check(entry.get("tokens"), LIST, source, f"{path}.tokens")):
+                check(token, STR, source, key_path(f"{path}.tokens", k))
+
+
+def _check_template_piece(piece: Any, source: str, path: str) -> None:
+    """``{"SpecialToken": {"id": "[CLS]", "type_id": 0}}`` or ``{"Sequence": {"id": "A", "type_id": 0}}``."""
+    example = '{"SpecialToken": {"id": "[CLS]", "type_id": 0}} or {"Sequence": {"id": "A", "type_id": 0}}'
+    if not (isinstance(piece, dict) and len(piece) == 1 and next(iter(piece)) in ("SpecialToken", "Sequence")):
+        raise fail(source, path, piece, "a template piece is an object with one key, \"SpecialToken\" or "
+                   "\"Sequence\"", f"write {example}")
+    kind, body = next(iter(piece.items()))
+    check(body, OBJECT, source, f"{path}.{kind}", example)
+    check(body.get("id"), one_of("A", "B") if kind == "Sequence" else STR, source, f"{path}.{kind}.id")
+    check(body.get("type_id"), ID, source, f"{path}.{kind}.type_id")
 
 
 def _check_added_tokens(added: Any, vocab: dict[str, int], source: str) -> None:
@@ -254,10 +342,11 @@ def _check_added_tokens(added: Any, vocab: dict[str, int], source: str) -> None:
     for k, token in enumerate(added or []):
         path = key_path("added_tokens", k)
         check(token, OBJECT, source, path)
-        for required in ("id", "content"):
+        for required in ADDED_TOKEN_FIELDS:
             if required not in token:
-                raise fail(source, path, token, f"an added token needs {required!r}",
-                           f"add \"{required}\" (and the flags special, single_word, lstrip, rstrip, normalized)")
+                raise fail(source, path, token, f"an added token needs {required!r} (huggingface refuses it without)",
+                           f"add \"{required}\" (an added token has id, content, special, single_word, lstrip, "
+                           "rstrip and normalized)")
         check_fields(token, ADDED_TOKEN_FIELDS, source, path)
         content, i = token["content"], token["id"]
         if not content:
@@ -282,11 +371,12 @@ def _check_added_tokens(added: Any, vocab: dict[str, int], source: str) -> None:
 
 # ---- SentencePiece .model --------------------------------------------------------------------
 
-def check_sentencepiece_pieces(pieces: list, byte_fallback: bool, source: str) -> None:
+def check_sentencepiece_pieces(pieces: list, byte_fallback: bool, source: str, *, model_type: int | None = None) -> None:
     """SentencePiece's own checks of a model's pieces (``ModelInterface::InitializePieces``):
     no empty or repeated piece, finite scores, exactly one unknown piece, byte pieces only with
-    ``byte_fallback`` and then all 256 of them. ``pieces``: :class:`gputok.sentencepiece_model.Piece`."""
-    from .sentencepiece_model import BYTE, UNKNOWN
+    ``byte_fallback`` and then all 256 of them; a Unigram model has some piece to match (a normal,
+    user-defined or unused one). ``pieces``: :class:`gputok.sentencepiece_model.Piece`."""
+    from .sentencepiece_model import BYTE, NORMAL, UNIGRAM, UNKNOWN, UNUSED, USER_DEFINED
 
     fix = "SentencePiece refuses this model too: retrain it, or download it again if it is damaged"
     seen: dict[str, int] = {}
@@ -311,6 +401,9 @@ def check_sentencepiece_pieces(pieces: list, byte_fallback: bool, source: str) -
             byte_pieces += 1
     if not unknown:
         raise FileFormatError(f"{source}: the model has no unknown piece (no piece of type UNKNOWN); {fix}")
+    if model_type == UNIGRAM and not any(p.type in (NORMAL, USER_DEFINED, UNUSED) for p in pieces):
+        raise FileFormatError(f"{source}: the Unigram model has no pieces to match text with (only unknown, "
+                              f"control or byte pieces; SentencePiece says 'no pieces are loaded'); {fix}")
     if byte_fallback and byte_pieces != 256:
         raise FileFormatError(f"{source}: trainer_spec.byte_fallback is true but there are {byte_pieces} byte pieces, "
                               f"not 256; {fix}")

@@ -54,6 +54,7 @@ def parse_charsmap(blob: bytes) -> dict[str, str]:
     normalized = blob[4 + trie_size:]
     if units.size == 0:
         return {}
+    _check_trie(units)
 
     def offset(u):  # Darts-clone unit layout
         return (u >> 10) << ((u & (1 << 9)) >> 6)
@@ -99,6 +100,35 @@ def parse_charsmap(blob: bytes) -> dict[str, str]:
     return rules
 
 
+def _check_trie(units: np.ndarray) -> None:
+    """SentencePiece's check of the double array (darts-clone ``DoubleArray::validate``): the
+    root is a node whose children lie inside the array, and so do those of every labelled unit."""
+    def base(u):
+        return (u >> 10) << ((u & (1 << 9)) >> 6)
+
+    root = units[0]
+    root_ok = (root & ((1 << 31) | 0xFF)) == 0 and not (root >> 8) & 1 and 0 < base(root) and (base(root) | 0xFF) < units.size
+    labelled = np.nonzero((units & ((1 << 31) | 0xFF)) <= 0xFF)[0]
+    offsets = base(units[labelled])
+    inside = ((labelled ^ offsets) | 0xFF) < units.size
+    if not root_ok or not np.all(inside | (offsets == 0)):
+        raise ValueError("precompiled_charsmap is invalid: its trie points outside itself")
+
+
+def check_charsmap(blob: bytes) -> None:
+    """The checks of :func:`parse_charsmap` that need no trie walk (sizes, the double array), for
+    loaders; empty means no rules."""
+    if not blob:
+        return
+    if len(blob) < 4:
+        raise ValueError(f"precompiled_charsmap of {len(blob)} bytes is truncated (needs a 4-byte trie size)")
+    trie_size = int.from_bytes(blob[:4], "little")
+    if trie_size % 4 or 4 + trie_size > len(blob):
+        raise ValueError(f"precompiled_charsmap says its trie has {trie_size} bytes but holds {len(blob) - 4}")
+    if trie_size:
+        _check_trie(np.frombuffer(blob[4:4 + trie_size], dtype="<u4").astype(np.int64))
+
+
 class Charsmap:
     """Longest-match rewrite of codepoints by the rules of a precompiled charsmap.
 
@@ -110,6 +140,7 @@ class Charsmap:
 
     def __init__(self, blob: bytes) -> None:
         self.blob = bytes(blob)
+        check_charsmap(self.blob)  # before the disk cache: a cached damaged blob is refused too
         self.digest = hashlib.sha256(self.blob).hexdigest()[:16]
         # Reading the trie costs ~2 s of Python per rule set, so its rules are cached on disk.
         arrays = unicode.disk_cached(f"charsmap-{self.digest}-v{_VERSION}", lambda: _rule_arrays(self.blob))

@@ -126,16 +126,20 @@ class Split:
 
     type = "Split"
 
-    def __init__(self, pattern: str, *, byte_level: bool = False) -> None:
+    def __init__(self, pattern: str, *, byte_level: bool = False, behavior: str = "Isolated", invert: bool = False) -> None:
         """``byte_level``: the words feed a byte-level BPE; saved as huggingface writes that,
         ``Sequence[Split(regex), ByteLevel(use_regex=false)]``. ``pattern``: a rule name, one of
         tiktoken's encoding names (:data:`TIKTOKEN_NAMES`), or a regex; a regex with no match in
-        :data:`PROBE_TEXT` is an error (every text would encode to nothing)."""
+        :data:`PROBE_TEXT` is an error (every text would encode to nothing). ``behavior`` and
+        ``invert``: huggingface's, what becomes of the matches and the text between them
+        (:func:`gputok.regex_split.split_with_regex`)."""
         from . import regex_split
 
         if not isinstance(pattern, str):
             raise ValueError(f"Split pattern {pattern!r} is a {type(pattern).__name__}; pass a rule name or a regex string")
-        self.byte_level = byte_level
+        if behavior not in regex_split.BEHAVIORS:
+            raise ValueError(f"Split behavior {behavior!r} is not one of {list(regex_split.BEHAVIORS)}")
+        self.byte_level, self.behavior, self.invert = byte_level, behavior, bool(invert)
         name = TIKTOKEN_NAMES.get(pattern, pattern)
         self.rule = name if name in regex_split.PATTERNS else None
         self.pattern = regex_split.PATTERNS.get(name, pattern)
@@ -162,19 +166,37 @@ class Split:
 
         return not self._classes_matter or regex_split.regex_module_agrees("".join(texts))
 
+    @property
+    def tiles(self) -> bool:
+        """Whether the words are exactly the matches (a named rule, whose matches cover every
+        text, Isolated and not inverted): then ``compiled.findall`` splits a text."""
+        return self.rule is not None and self.behavior == "Isolated" and not self.invert
+
     def __call__(self, text: Ragged) -> Words:
         from . import regex_split
 
-        if self.rule is not None:
+        if self.tiles:
             return regex_split.split(text, self.rule)
-        words = regex_split.split_with_regex(strings(text), self.pattern)
+        words = regex_split.split_with_regex(strings(text), self.pattern, behavior=self.behavior, invert=self.invert)
         return Words(words.starts.to(text.device), words.ends.to(text.device), words.text_offsets.to(text.device))
+
+    def words_of(self, texts: list[str]) -> list[list[str]]:
+        """The words of each text as strings (the small-batch path of :class:`gputok.Tokenizer`)."""
+        from . import regex_split
+
+        if self.tiles:
+            return list(map(self.compiled.findall, texts))
+        words = regex_split.split_with_regex(texts, self.pattern, behavior=self.behavior, invert=self.invert)
+        joined = "".join(texts)
+        pieces = [joined[s:e] for s, e in zip(words.starts.tolist(), words.ends.tolist())]
+        bounds = words.text_offsets.tolist()
+        return [pieces[bounds[i]:bounds[i + 1]] for i in range(len(texts))]
 
     def to_json(self) -> dict[str, Any]:
         from . import regex_split
 
         pattern = regex_split.hf_spelling(self.pattern) if self.rule is not None else self.pattern
-        split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False}
+        split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": self.behavior, "invert": self.invert}
         if not self.byte_level:
             return split
         return {"type": "Sequence", "pretokenizers": [
@@ -183,14 +205,14 @@ class Split:
     @classmethod
     def from_json(cls, spec: dict[str, Any]) -> Split:
         pattern = spec.get("pattern") or {}
-        if "Regex" not in pattern or spec.get("behavior", "Isolated") != "Isolated" or spec.get("invert"):
-            raise ValueError(f"Split pre-tokenizer {spec} is not supported; gputok reads "
-                             "Split(pattern=Regex, behavior=Isolated, invert=false)")
+        if "Regex" not in pattern:
+            raise ValueError(f"Split pre-tokenizer {spec} is not supported; gputok reads Split(pattern=Regex)")
         from . import regex_split
 
         named = {spelling: name for name, p in reversed(regex_split.PATTERNS.items())  # first name wins: gpt2
                  for spelling in (p, regex_split.hf_spelling(p))}
-        return cls(named.get(pattern["Regex"], pattern["Regex"]))
+        return cls(named.get(pattern["Regex"], pattern["Regex"]), behavior=spec.get("behavior", "Isolated"),
+                   invert=spec.get("invert", False))
 
 
 # tiktoken's encoding names, as aliases of the split rule each uses (tiktoken_ext.openai_public:

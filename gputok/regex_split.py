@@ -910,35 +910,108 @@ def split(text: Ragged, rule: str) -> Words:
     return Words(starts, torch.cat([starts[1:], starts.new_full((1,), n)]), search_sorted(starts, offsets))
 
 
-def split_with_regex(texts: list[str], pattern: str) -> Words:
-    """The slow, general fallback: ``regex.finditer(pattern, t)`` for each text, as :class:`Words`,
-    with the classes huggingface and tiktoken read (:func:`with_table_classes`).
+BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
-    Any pattern works (matches need not tile the text; unmatched chars belong to no word). Word
-    indices are codepoint positions in the concatenation of ``texts``, as for :func:`split` on
-    ``gputok.ingest.codepoints(texts)``. Cost: one Python-level regex scan per text, plus two
+
+def split_with_regex(texts: list[str], pattern: str, *, behavior: str = "Isolated", invert: bool = False) -> Words:
+    """The slow, general fallback: huggingface's ``Split(pattern, behavior, invert)`` for each
+    text, as :class:`Words`, with the classes huggingface and tiktoken read (:func:`with_table_classes`).
+
+    The matches of ``pattern`` (found as huggingface's Oniguruma finds them, :func:`_matches`) and
+    the text between them cut each text into pieces; ``invert`` swaps which pieces are matches.
+    ``behavior`` says what becomes of the matches (:func:`_group_pieces`): ``Isolated`` keeps
+    every piece as a word, ``Removed`` drops the matches, ``MergedWithPrevious`` /
+    ``MergedWithNext`` glue each match to the piece before / after it, ``Contiguous`` joins
+    neighbouring matches and neighbouring non-matches. Empty words are dropped. Word indices are
+    codepoint positions in the concatenation of ``texts``, as for :func:`split` on
+    ``gputok.ingest.codepoints(texts)``. Cost: one Python-level regex scan per text, plus a few
     ints per match.
 
     >>> w = split_with_regex(["ab  cd", "e"], r"\\w+")
     >>> w.starts.tolist(), w.ends.tolist(), w.text_offsets.tolist()
-    ([0, 4, 6], [2, 6, 7], [0, 2, 3])
+    ([0, 2, 4, 6], [2, 4, 6, 7], [0, 3, 4])
+    >>> w = split_with_regex(["ab  cd", "e"], r"\\w+", behavior="Removed", invert=True)
+    >>> w.starts.tolist(), w.ends.tolist()
+    ([0, 4, 6], [2, 6, 7])
     """
     import regex
 
+    if behavior not in BEHAVIORS:
+        raise ValueError(f"Split behavior {behavior!r} is not one of {list(BEHAVIORS)}")
     # The pattern as written where the regex module reads every character as the tables do (the
     # usual case, and faster), else with the tables' classes (:func:`with_table_classes`).
     agrees = all(map(regex_module_agrees, texts))
     compiled = regex.compile(pattern) if agrees else compile_with_table_classes(pattern)
-    spans: list[int] = []
-    counts = np.zeros(len(texts) + 1, dtype=np.int64)
+    # Pieces in text order: (start, end, is a match), the text between matches included.
+    starts: list[int] = []
+    ends: list[int] = []
+    is_match: list[bool] = []
+    rows: list[int] = []
     base = 0
     for row, t in enumerate(texts):
-        before = len(spans)
-        for m in compiled.finditer(t):
-            s, e = m.span()
-            spans.append(base + s)
-            spans.append(base + e)
-        counts[row + 1] = (len(spans) - before) // 2
+        before = len(starts)
+        previous = 0
+        for s, e in _matches(compiled, t):
+            if s > previous:
+                starts.append(base + previous), ends.append(base + s), is_match.append(False)
+            starts.append(base + s), ends.append(base + e), is_match.append(True)
+            previous = e
+        if previous < len(t):
+            starts.append(base + previous), ends.append(base + len(t)), is_match.append(False)
+        rows += [row] * (len(starts) - before)
         base += len(t)
-    flat = torch.tensor(spans, dtype=torch.int64).view(-1, 2) if spans else torch.zeros((0, 2), dtype=torch.int64)
-    return Words(flat[:, 0].contiguous(), flat[:, 1].contiguous(), torch.from_numpy(np.cumsum(counts)))
+    return _group_pieces(np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64),
+                         np.array(is_match, dtype=bool) ^ invert, np.array(rows, dtype=np.int64), len(texts), behavior)
+
+
+def _matches(compiled, text: str) -> list[tuple[int, int]]:
+    """The match spans of ``compiled`` in ``text`` as huggingface finds them (Oniguruma's
+    ``find_iter``): each search starts where the last match ended, and an empty match found by a
+    search that starts right at the end of the previous match is skipped by one character.
+    Python's ``finditer`` keeps that empty match (``x*`` in ``"axb"``: also ``(2, 2)``), which
+    changes the merges of MergedWithNext; without empty matches the two agree."""
+    spans = [m.span() for m in compiled.finditer(text)]
+    if all(s < e for s, e in spans):
+        return spans
+    spans, position, last_end = [], 0, -1
+    while position <= len(text):
+        m = compiled.search(text, position)
+        if m is None:
+            break
+        s, e = m.span()
+        if s == e and position == last_end:
+            position += 1
+            continue
+        spans.append((s, e))
+        position = last_end = e
+    return spans
+
+
+def _group_pieces(starts: np.ndarray, ends: np.ndarray, is_match: np.ndarray, rows: np.ndarray, texts: int,
+                  behavior: str) -> Words:
+    """huggingface's ``NormalizedString::split``: pieces (in text order, ``is_match`` after
+    ``invert``) grouped into words by ``behavior``; empty words dropped."""
+    first = np.ones(rows.size, dtype=bool)
+    first[1:] = rows[1:] != rows[:-1]
+    after_match = np.zeros(rows.size, dtype=bool)  # the piece before this one (same text) is a match
+    after_match[1:] = is_match[:-1]
+    after_match &= ~first
+    if behavior == "Removed":
+        keep = ~is_match
+        starts, ends, rows, first = starts[keep], ends[keep], rows[keep], np.ones(int(keep.sum()), dtype=bool)
+    elif behavior == "Contiguous":
+        first |= is_match != after_match
+    elif behavior == "MergedWithPrevious":  # a match joins the word of the non-match before it
+        first |= ~(is_match & ~after_match)
+    elif behavior == "MergedWithNext":  # a match joins the word of the non-match after it
+        first |= ~(after_match & ~is_match)
+    else:  # Isolated
+        first[:] = True
+    word_starts = starts[first]
+    last = np.append(np.nonzero(first)[0][1:] - 1, rows.size - 1) if first.any() else np.zeros(0, dtype=np.int64)
+    word_ends, word_rows = ends[last], rows[first]
+    nonempty = word_ends > word_starts
+    word_starts, word_ends, word_rows = word_starts[nonempty], word_ends[nonempty], word_rows[nonempty]
+    counts = np.zeros(texts + 1, dtype=np.int64)
+    np.add.at(counts, word_rows + 1, 1)
+    return Words(torch.from_numpy(word_starts), torch.from_numpy(word_ends), torch.from_numpy(np.cumsum(counts)))

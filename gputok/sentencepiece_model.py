@@ -21,6 +21,7 @@ import struct
 from pathlib import Path
 
 from ._validate import FileFormatError, check_sentencepiece_pieces
+from .charsmap import check_charsmap
 
 # SentencePiece.Type
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -87,7 +88,13 @@ def read_model(path: str | os.PathLike) -> SentencePieceModel:
         model = parse_model(data)
     except ValueError as e:
         raise FileFormatError(f"{path} is not a valid SentencePiece model: {e}") from e
-    check_sentencepiece_pieces(model.pieces, model.byte_fallback, str(path))
+    check_sentencepiece_pieces(model.pieces, model.byte_fallback, str(path), model_type=model.model_type)
+    for name, spec in (("normalizer_spec", model.normalizer), ("denormalizer_spec", model.denormalizer)):
+        try:
+            check_charsmap(spec.precompiled_charsmap if spec is not None else b"")
+        except ValueError as e:
+            raise FileFormatError(f"{path}: {name}.{e}; SentencePiece refuses this model too: download it "
+                                  "again if it is damaged") from e
     return model
 
 

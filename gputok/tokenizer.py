@@ -180,14 +180,19 @@ class Tokenizer:
         from .sentencepiece_model import BPE as BPE_TYPE, MODEL_TYPE_NAMES, UNIGRAM, read_model
 
         model = read_model(path)
-        if model.model_type == UNIGRAM:
-            from .models.unigram import sentencepiece_tokenizer
+        try:
+            if model.model_type == UNIGRAM:
+                from .models.unigram import sentencepiece_tokenizer
 
-            return sentencepiece_tokenizer(model, cls)
-        if model.model_type == BPE_TYPE:
-            from .models import bpe_sentencepiece
+                return sentencepiece_tokenizer(model, cls)
+            if model.model_type == BPE_TYPE:
+                from .models import bpe_sentencepiece
 
-            return bpe_sentencepiece.sentencepiece_tokenizer(model, cls, source=str(path))
+                return bpe_sentencepiece.sentencepiece_tokenizer(model, cls, source=str(path))
+        except FileFormatError:
+            raise
+        except ValueError as e:  # a component's own check (the charsmap's rules): name the file
+            raise FileFormatError(f"{path}: {e}") from e
         raise ValueError(f"{path}: SentencePiece model type {MODEL_TYPE_NAMES[model.model_type]!r} is not "
                          "supported; supported: ['unigram', 'bpe']")
 
@@ -382,7 +387,6 @@ class Tokenizer:
         cache's dict (:meth:`WordCache.strings`) holds the words seen, and the model's heap
         (:meth:`BPE.encode_word_bytes`) merges the others. A call of a few texts takes tens of
         microseconds here, ~0.7 ms through tensor ops."""
-        findall = self.pre_tokenizer.compiled.findall
         cache, longest, room = {}, 0, 0  # without a word cache, nothing is kept
         if self.word_cache is not None:
             cache = self.word_cache.strings(self.model)
@@ -390,9 +394,9 @@ class Tokenizer:
         encode_word = self.model.encode_word_bytes
         ids: list[int] = []
         lengths = []
-        for text in texts:
+        for words in self.pre_tokenizer.words_of([without_surrogates(text) for text in texts]):
             before = len(ids)
-            for word in findall(without_surrogates(text)):
+            for word in words:
                 got = cache.get(word)
                 if got is None:
                     got = encode_word(word.encode("utf-8"))

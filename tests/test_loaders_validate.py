@@ -39,6 +39,13 @@ def added(i, content, **flags):
             "normalized": False, "special": True, **flags}
 
 
+def template(type_id=0, extra=None, sequence="A"):
+    first = {"SpecialToken": {"id": "a", "type_id": type_id}, **(extra or {})}
+    return {"type": "TemplateProcessing", "single": [first, {"Sequence": {"id": sequence, "type_id": 0}}],
+            "pair": [first, {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+            "special_tokens": {"a": {"id": "a", "ids": [1], "tokens": ["a"]}}}
+
+
 def spec(model, *, pre=(), added_tokens=(), **parts):
     pre = {"type": "WhitespaceSplit"} if pre == () else pre
     return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": list(added_tokens),
@@ -101,6 +108,25 @@ BAD_SPECS = {
                        r"decoder\.cleanup = 'true'"),
     "post_processor id": (spec(wordpiece(), post_processor={"type": "BertProcessing", "sep": ["c", -3], "cls": ["a", 1]}),
                           r"post_processor\.sep = \['c', -3\]: expected \[token, id\]"),
+    # the fuzz campaign's findings (benchmarks/fuzz.py): files huggingface refuses and gputok loaded
+    "unknown top-level key": ({**spec(wordpiece()), "Type": True}, r'"Type" = True: huggingface reads only the keys'),
+    "version 2.0": ({**spec(wordpiece()), "version": "2.0"}, r"version = '2\.0': huggingface reads tokenizer\.json version"),
+    "template type_id ''": (spec(wordpiece(), post_processor=template(type_id="")),
+                            r"post_processor\.single\[0\]\.SpecialToken\.type_id = '': expected an integer id"),
+    "template piece extra key": (spec(wordpiece(), post_processor=template(extra={"bogus": 1})),
+                                 r"post_processor\.single\[0\] = .*: a template piece is an object with one key"),
+    "template sequence C": (spec(wordpiece(), post_processor=template(sequence="C")),
+                            r"post_processor\.single\[1\]\.Sequence\.id = 'C': expected one of \['A', 'B'\]"),
+    "template without pair": (spec(wordpiece(), post_processor={**template(), "pair": None} | {}),
+                              r"post_processor\.pair = None: expected a JSON list"),
+    "split pattern of two keys": (spec(wordpiece(), pre={"type": "Split", "pattern": {"Regex": "a", "String": "a"},
+                                                         "behavior": "Isolated", "invert": False}),
+                                  r"pre_tokenizer\.pattern = .*: a pattern is an object with one key"),
+    "component type not a string": (spec(wordpiece(), normalizer={"type": {"a": 1}}),
+                                    r"normalizer\.type = \{'a': 1\}: expected null or a string"),
+    **{f"added token without {field}": (spec(wordpiece(), added_tokens=[{k: v for k, v in added(4, "X").items() if k != field}]),
+                                         rf"added_tokens\[0\] = .*: an added token needs '{field}'")
+       for field in ("id", "content", "special", "single_word", "lstrip", "rstrip", "normalized")},
 }
 
 
@@ -118,12 +144,33 @@ def test_bad_tokenizer_json_is_rejected_like_huggingface(name, tmp_path):
         Tokenizer.from_str(text)
 
 
-def test_deeply_nested_json_is_a_value_error():
-    """Item 8: RecursionError before; huggingface: 'recursion limit exceeded'."""
-    deep = '{"model":' * 100_000 + "1" + "}" * 100_000
+@pytest.mark.parametrize("depth", [100_000, 200, 128])
+def test_deeply_nested_json_is_a_value_error(depth):
+    """Item 8: RecursionError before; huggingface: 'recursion limit exceeded' from 128 levels
+    (serde_json's limit). 200 levels in an ignored field loaded (the fuzz campaign's json-deep-nesting)."""
+    deep = json.dumps(spec(wordpiece(), normalizer={"type": "Strip", "strip_left": True, "strip_right": True,
+                                                    "ignored": "NEST"}))
+    deep = deep.replace('"NEST"', "[" * (depth - 2) + "1" + "]" * (depth - 2))
     hf_rejects(deep)
     with pytest.raises(FileFormatError, match=r"<string>: JSON nested too deeply"):
         Tokenizer.from_str(deep)
+
+
+def test_json_nested_below_the_limit_loads():
+    nested = json.dumps(spec(wordpiece(), normalizer={"type": "Strip", "strip_left": True, "strip_right": True,
+                                                      "ignored": "NEST"}))
+    nested = nested.replace('"NEST"', "[" * 125 + "1" + "]" * 125)  # the deepest list at level 127
+    ours, reference = both(nested)
+    assert ours.encode("a ab c") == reference.encode("a ab c").ids
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_is_not_json(constant):
+    """Python's reader takes NaN; huggingface's refuses it (the fuzz campaign's json-wrong-type)."""
+    text = json.dumps(spec(wordpiece(), post_processor=template())).replace('"type_id": 0', f'"type_id": {constant}', 1)
+    hf_rejects(text)
+    with pytest.raises(FileFormatError, match=rf"<string> is not valid JSON: {constant} is not a JSON number"):
+        Tokenizer.from_str(text)
 
 
 @pytest.mark.parametrize("where", ["model", "added_tokens"])
@@ -344,7 +391,7 @@ def _sp_model(tmp_path, extra=(), **options):
 
 
 def _sp_cases():
-    from gputok.sentencepiece_model import BPE, BYTE, NORMAL, UNKNOWN, Piece
+    from gputok.sentencepiece_model import BPE, BYTE, NORMAL, UNKNOWN, NormalizerSpec, Piece
 
     return {
         "repeated piece": (dict(extra=[Piece("b", -0.5)]), r"pieces\[7\]\.piece = 'b': pieces\[4\] is the same piece"),
@@ -358,7 +405,22 @@ def _sp_cases():
         "byte_fallback without 256 bytes": (dict(extra=[Piece("<0x41>", 0.0, BYTE)], byte_fallback=True),
                                             r"byte_fallback is true but there are 1 byte pieces, not 256"),
         "valid": (dict(extra=[Piece("c", -0.5, NORMAL)]), None),
+        # the fuzz campaign's sp-charsmap / sp-byte-flip: the message named no file, or the model loaded
+        "charsmap of 1 byte": (dict(normalizer=NormalizerSpec(precompiled_charsmap=b"\x00")),
+                               r"normalizer_spec\.precompiled_charsmap of 1 bytes is truncated"),
+        "charsmap trie out of bounds": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_bad_trie())),
+                                        r"normalizer_spec\.precompiled_charsmap is invalid: its trie points outside"),
     }
+
+
+def _bad_trie() -> bytes:
+    """The example charsmap with a unit pointing past the end of the trie."""
+    from gputok.charsmap import _example_charsmap
+
+    blob = bytearray(_example_charsmap())
+    size = int.from_bytes(blob[:4], "little")
+    blob[4 + size - 4:4 + size] = ((1 << 20) << 10 | 0x41).to_bytes(4, "little")  # label 'A', offset 2**20
+    return bytes(blob)
 
 
 @pytest.mark.parametrize("case", list(_sp_cases()))
@@ -376,3 +438,44 @@ def test_sentencepiece_model_checks_match_sentencepiece(tmp_path, case):
         spm.SentencePieceProcessor(model_file=str(path))
     with pytest.raises(FileFormatError, match=r"test\.model: .*" + message + r".*SentencePiece refuses this model too"):
         Tokenizer.from_sentencepiece(path)
+
+
+def test_bpe_unk_token_outside_the_vocabulary_is_an_error():
+    """huggingface loads such a file and fails on the first unknown character ('Unk token
+    `<unk>` not found in the vocabulary'); gputok refuses it at load (the fuzz campaign's
+    vocab-missing-unk), naming the field and the fix."""
+    text = json.dumps(spec(bpe(unk_token="<unk>")))
+    with pytest.raises(Exception):
+        tokenizers.Tokenizer.from_str(text).encode("a z")
+    with pytest.raises(FileFormatError, match=r"<string>: model\.unk_token = '<unk>': it is not in model\.vocab.*"
+                                              r"add it to model\.vocab, or write null"):
+        Tokenizer.from_str(text)
+
+
+def test_unigram_model_without_pieces_to_match(tmp_path):
+    """SentencePiece: 'no pieces are loaded' for a Unigram model of only unknown/control pieces
+    (the fuzz campaign's sp-no-pieces); gputok loaded it. A BPE model of those loads in both."""
+    spm = pytest.importorskip("sentencepiece")
+    from gputok.sentencepiece_model import BPE, CONTROL, UNIGRAM, UNKNOWN, Piece, SentencePieceModel, serialize_model
+
+    for model_type in (UNIGRAM, BPE):
+        path = tmp_path / "test.model"
+        pieces = [Piece("<unk>", 0.0, UNKNOWN), Piece("<s>", 0.0, CONTROL)]
+        path.write_bytes(serialize_model(SentencePieceModel(pieces=pieces, model_type=model_type)))
+        if model_type == BPE:
+            spm.SentencePieceProcessor(model_file=str(path))
+            Tokenizer.from_sentencepiece(path)
+            continue
+        with pytest.raises(RuntimeError, match="no pieces are loaded"):
+            spm.SentencePieceProcessor(model_file=str(path))
+        with pytest.raises(FileFormatError, match=r"test\.model: the Unigram model has no pieces to match text with"):
+            Tokenizer.from_sentencepiece(path)
+
+
+def test_tiktoken_without_a_single_byte_names_the_file(tmp_path):
+    """The fuzz campaign's tt-missing-byte: the message named no file."""
+    lines = [base64.b64encode(bytes([b])) + b" " + str(b).encode() for b in range(256) if b != 250]
+    path = tmp_path / "x.tiktoken"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(FileFormatError, match=r"x\.tiktoken: the BPE vocabulary lacks single-byte tokens for bytes \[250\]"):
+        Tokenizer.from_tiktoken(path, pattern="cl100k")

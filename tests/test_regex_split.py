@@ -438,7 +438,13 @@ def test_long_chains_next_to_short_texts():
 
 def test_split_with_regex_custom_pattern():
     texts = ["Hello, world!", "", "  a1_b  ", "x"]
-    words = split_with_regex(texts, r"\w+|[^\w\s]+")  # whitespace is matched by nothing
+    # Whitespace is matched by nothing: huggingface's Split keeps it as words of its own (Isolated),
+    # and Removed with invert keeps the matches only.
+    words = split_with_regex(texts, r"\w+|[^\w\s]+")
+    spans = list(zip(words.starts.tolist(), words.ends.tolist()))
+    assert spans == [(0, 5), (5, 6), (6, 7), (7, 12), (12, 13), (13, 15), (15, 19), (19, 21), (21, 22)]
+    assert words.text_offsets.tolist() == [0, 5, 5, 8, 9]
+    words = split_with_regex(texts, r"\w+|[^\w\s]+", behavior="Removed", invert=True)
     spans = list(zip(words.starts.tolist(), words.ends.tolist()))
     assert spans == [(0, 5), (5, 6), (7, 12), (12, 13), (15, 19), (21, 22)]
     assert words.text_offsets.tolist() == [0, 4, 4, 5, 6]
@@ -526,3 +532,70 @@ def test_hf_spelling_splits_like_the_regex_module_in_huggingface(rule, parity_li
     if rule == "cl100k":  # the pattern as written would not do
         raw = Split(Regex(PATTERNS[rule]), "isolated").pre_tokenize_str("1913")
         assert [piece for piece, _ in raw] == ["1913"]
+
+
+# ---- huggingface Split: every behavior, invert, text the pattern does not cover ----------------
+
+SPLIT_PATTERNS = ["a", r"\s+", r"\d", r"[^\s]+", "x*"]
+SPLIT_BEHAVIORS = ["Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"]
+
+
+def _split_tokenizer_json(split: dict, *, byte_level: bool = True) -> str:
+    """A byte-level BPE behind ``split`` (all 256 bytes and two merges); ``byte_level=False``:
+    the Split alone (huggingface's words in plain text, for pre_tokenize_str)."""
+    import json
+
+    from gputok.models.bpe import byte_decoder
+
+    alphabet = sorted(byte_decoder(), key=byte_decoder().get)
+    vocab = {ch: i for i, ch in enumerate(alphabet)}
+    vocab.update({"ab": 256, "xx": 257})
+    pre = {"type": "Sequence", "pretokenizers": [
+        split, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+        "pre_tokenizer": pre if byte_level else split, "post_processor": None, "decoder": None,
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                  "vocab": vocab, "merges": ["a b", "x x"]}})
+
+
+def _split_texts() -> list[str]:
+    rng = np.random.default_rng(22)
+    alphabet = list("abx1 2\t") + ["é", "\n"]
+    texts = ["ab c", "", "a", "aa", " a ", "xax", "axb", "xxaxx", "1a2", "  ", "a  b\t1"]
+    texts += ["".join(rng.choice(alphabet, size=int(rng.integers(0, 12)))) for _ in range(200)]
+    return texts
+
+
+@pytest.mark.parametrize("invert", [False, True], ids=["plain", "invert"])
+@pytest.mark.parametrize("behavior", SPLIT_BEHAVIORS)
+@pytest.mark.parametrize("pattern", SPLIT_PATTERNS)
+def test_split_behaviors_match_huggingface(pattern, behavior, invert):
+    """Before: gputok read only Isolated/invert=false, and dropped the text its regex did not
+    match ("ab c" with pattern "a": only "a"; huggingface keeps "b c"). Words and ids against
+    huggingface's pre_tokenize_str and encode: text by text (the small-batch Python path) and as
+    one batch of over PYTHON_BPE_BELOW_CHARS characters (the tensor path)."""
+    import json
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from gputok import Tokenizer
+    from gputok.tokenizer import PYTHON_BPE_BELOW_CHARS
+
+    split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": behavior, "invert": invert}
+    text = _split_tokenizer_json(split)
+    ours, reference = Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
+    hf_split = tokenizers.Tokenizer.from_str(_split_tokenizer_json(split, byte_level=False)).pre_tokenizer
+    texts = _split_texts()
+    expected_words = [[w for w, _ in hf_split.pre_tokenize_str(t)] for t in texts]
+    assert ours.pre_tokenizer.words_of(texts) == expected_words
+    words = ours.pre_tokenizer(codepoints(texts))
+    joined = "".join(texts)
+    assert [joined[s:e] for s, e in zip(words.starts.tolist(), words.ends.tolist())] == sum(expected_words, [])
+    assert words.text_offsets.tolist() == np.cumsum([0] + [len(ws) for ws in expected_words]).tolist()
+    expected_ids = [e.ids for e in reference.encode_batch(texts)]
+    assert [ours.encode(t) for t in texts] == expected_ids
+    many = texts * (PYTHON_BPE_BELOW_CHARS // sum(map(len, texts)) + 1)
+    assert ours.encode_batch(many) == expected_ids * (len(many) // len(texts))
+    assert ours.to_json()["pre_tokenizer"]["pretokenizers"][0] == split  # saved as read
+    assert Tokenizer.from_str(json.dumps(ours.to_json())).encode_batch(texts) == expected_ids

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from .. import _dispatch
+from .._validate import FileFormatError
 from ..dedup import span_hashes
 from ..hashing import HashMap, lookup
 from ..ingest import utf8_bytes
@@ -267,7 +268,7 @@ class BPE:
             missing = [b for b in range(256) if bytes([b]) not in ids]
             if missing:
                 raise ValueError(f"the BPE vocabulary lacks single-byte tokens for bytes {missing[:8]}..."
-                                 " so some text cannot be encoded; byte-level BPE needs all 256")
+                                 " so some text cannot be encoded; byte-level BPE needs all 256: add the missing ones")
             self.byte_to_id = torch.tensor([ids[bytes([b])] for b in range(256)], dtype=torch.int64)
             # The pair map's value of every byte pair, dense (512 KB): a word's first merge round
             # ranks its byte pairs with one gather each.
@@ -324,7 +325,10 @@ class BPE:
                 left, right = ranks.get(token[:cut]), ranks.get(token[cut:])
                 if left is not None and right is not None:
                     merges[(left, right)] = (rank, rank)
-        model = cls(token_bytes, merges, ignore_merges=True)
+        try:
+            model = cls(token_bytes, merges, ignore_merges=True)
+        except ValueError as e:  # the model's own checks (all 256 single bytes): name the file
+            raise FileFormatError(f"{path}: {e}") from e
         model._merges_to_save = _tiktoken_merges
         return model
 
