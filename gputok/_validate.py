@@ -126,11 +126,18 @@ def check(value: Any, kind: Kind, source: str, field: str, example: str | None =
     return value
 
 
-def check_fields(spec: dict[str, Any], kinds: dict[str, Kind], source: str, path: str) -> None:
-    """Each field of ``spec`` named in ``kinds`` that is present has its kind (absent: the default)."""
+def check_fields(spec: dict[str, Any], kinds: dict[str, Kind], source: str, path: str,
+                 required: tuple[str, ...] = ()) -> None:
+    """Each field of ``spec`` named in ``kinds`` that is present has its kind, and each named in
+    ``required`` is present (the others, absent, take their defaults)."""
     for name, kind in kinds.items():
         if name in spec:
             check(spec[name], kind, source, f"{path}.{name}")
+    for name in required:
+        if name not in spec:
+            what = f"a {spec['type']}" if isinstance(spec.get("type"), str) else path
+            raise fail(source, path, spec, f"{what} needs the field {name!r} (huggingface refuses it without)",
+                       f"add \"{name}\"")
 
 
 # ---- ids -------------------------------------------------------------------------------------
@@ -153,8 +160,14 @@ def check_id_space(largest: int, tokens: int, source: str, field: str) -> None:
 def check_vocab(vocab: Any, source: str, field: str) -> dict[str, int]:
     """A ``{token: id}`` object: string keys, ids of kind :data:`ID`, within the id space."""
     check(vocab, OBJECT, source, field, example='the vocabulary as {"token": id, ...}')
+    owner: dict[int, str] = {}
     for token, i in vocab.items():
         check(i, ID, source, key_path(field, token))
+        if owner.setdefault(i, token) != token:
+            # huggingface maps both tokens to the id and decodes it as either (hash-map order);
+            # gputok keeps one token per id, so one of the two would be lost from the vocabulary.
+            raise fail(source, key_path(field, token), i, f"{key_path(field, owner[i])} has this id too",
+                       "give each token its own id (and remove an empty token \"\": no text splits into it)")
     if vocab:
         token, largest = max(vocab.items(), key=lambda kv: kv[1])
         check_id_space(largest, len(vocab), source, key_path(field, token))
@@ -186,6 +199,25 @@ COMPONENT_FIELDS: dict[str, dict[str, dict[str, Kind]]] = {
         "ByteLevel": _BYTE_LEVEL, "BertProcessing": {"cls": LIST, "sep": LIST},
         "TemplateProcessing": {"single": LIST, "pair": LIST, "special_tokens": OBJECT}},
 }
+# The fields huggingface requires of each component type (it refuses the file without them):
+# checked against tokenizers 0.23 by deleting each field of a serialized component in turn.
+_BYTE_LEVEL_REQUIRED = ("add_prefix_space", "trim_offsets")
+REQUIRED_COMPONENT_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "normalizer": {
+        "BertNormalizer": ("clean_text", "handle_chinese_chars", "lowercase"), "Strip": ("strip_left", "strip_right"),
+        "Prepend": ("prepend",), "Replace": ("pattern", "content"), "Precompiled": ("precompiled_charsmap",),
+        "Sequence": ("normalizers",)},
+    "pre_tokenizer": {
+        "ByteLevel": _BYTE_LEVEL_REQUIRED, "Metaspace": ("replacement",), "Split": ("pattern", "behavior", "invert"),
+        "Sequence": ("pretokenizers",)},
+    "decoder": {
+        "WordPiece": ("prefix", "cleanup"), "ByteLevel": _BYTE_LEVEL_REQUIRED, "Metaspace": ("replacement",),
+        "BPEDecoder": ("suffix",), "Strip": ("content", "start", "stop"), "Replace": ("pattern", "content"),
+        "Sequence": ("decoders",)},
+    "post_processor": {
+        "ByteLevel": _BYTE_LEVEL_REQUIRED, "BertProcessing": ("cls", "sep"),
+        "TemplateProcessing": ("single", "pair", "special_tokens")},
+}
 _NESTED = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "decoder": "decoders"}
 MODEL_FIELDS: dict[str, dict[str, Kind]] = {
     "WordPiece": {"unk_token": STR, "continuing_subword_prefix": STR, "max_input_chars_per_word": COUNT},
@@ -194,6 +226,20 @@ MODEL_FIELDS: dict[str, dict[str, Kind]] = {
             "ignore_merges": optional(BOOL), "merges": LIST},
     "Unigram": {"unk_id": optional(COUNT), "byte_fallback": BOOL, "vocab": LIST},
 }
+# BPE's vocab and merges are required too (huggingface: "Missing vocab/merges"); checked with the vocabulary.
+REQUIRED_MODEL_FIELDS = {"WordPiece": ("unk_token", "continuing_subword_prefix", "max_input_chars_per_word", "vocab"),
+                         "BPE": ("vocab", "merges"), "Unigram": ("vocab",)}
+_DIRECTION = one_of("Left", "Right")
+TRUNCATION_FIELDS = {"max_length": COUNT, "strategy": one_of("LongestFirst", "OnlyFirst", "OnlySecond"),
+                     "stride": COUNT, "direction": _DIRECTION}
+PADDING_FIELDS = {"strategy": ("\"BatchLongest\" or {\"Fixed\": length}",
+                               lambda v: v == "BatchLongest" or isinstance(v, dict) and list(v) == ["Fixed"]
+                               and COUNT[1](v["Fixed"])),
+                  "direction": _DIRECTION, "pad_to_multiple_of": optional(COUNT), "pad_id": ID, "pad_type_id": ID,
+                  "pad_token": STR}
+# huggingface requires these (truncation.direction and padding.pad_to_multiple_of may be left out).
+REQUIRED_TRUNCATION_FIELDS = ("max_length", "strategy", "stride")
+REQUIRED_PADDING_FIELDS = ("strategy", "direction", "pad_id", "pad_type_id", "pad_token")
 ADDED_TOKEN_FIELDS = {"id": ID, "content": STR, "special": BOOL, "single_word": BOOL, "lstrip": BOOL,
                       "rstrip": BOOL, "normalized": BOOL}  # all required by huggingface
 # huggingface reads these top-level keys and fails on any other (its reader leaves the value unread).
@@ -218,9 +264,10 @@ def check_tokenizer_json(spec: Any, source: str) -> None:
                    'write "1.0"')
     for stage in COMPONENT_FIELDS:
         _check_component(spec.get(stage), stage, source, stage)
-    for name in ("truncation", "padding"):
-        check(spec.get(name), optional(OBJECT), source, name)
-    check_fields(spec.get("padding") or {}, {"pad_id": ID, "pad_token": STR}, source, "padding")
+    for name, kinds, required in (("truncation", TRUNCATION_FIELDS, REQUIRED_TRUNCATION_FIELDS),
+                                  ("padding", PADDING_FIELDS, REQUIRED_PADDING_FIELDS)):
+        if check(spec.get(name), optional(OBJECT), source, name) is not None:
+            check_fields(spec[name], kinds, source, name, required)
     tokens = _check_model(spec["model"], source)
     _check_post_processor_ids(spec.get("post_processor"), source)
     _check_added_tokens(spec.get("added_tokens"), tokens, source)
@@ -231,7 +278,8 @@ def _check_component(spec: Any, stage: str, source: str, path: str) -> None:
         return
     check(spec, OBJECT, source, path)
     kind = check(spec.get("type"), optional(STR), source, f"{path}.type", "the component's type name")
-    check_fields(spec, COMPONENT_FIELDS[stage].get(kind, {}), source, path)
+    check_fields(spec, COMPONENT_FIELDS[stage].get(kind, {}), source, path,
+                 REQUIRED_COMPONENT_FIELDS[stage].get(kind, ()))
     if "pattern" in COMPONENT_FIELDS[stage].get(kind, {}) and "pattern" in spec:
         _check_pattern(spec["pattern"], source, f"{path}.pattern")
     if kind == "Sequence" and stage in _NESTED:
@@ -252,7 +300,7 @@ def _check_pattern(pattern: dict[str, Any], source: str, path: str) -> None:
 def _check_model(model: dict[str, Any], source: str) -> dict[str, int]:
     """The model's options, ids and merges; returns its ``{token: id}`` (Unigram: first id of a piece)."""
     kind = model.get("type", "WordPiece" if "vocab" in model and "merges" not in model else None)
-    check_fields(model, MODEL_FIELDS.get(kind, {}), source, "model")
+    check_fields(model, MODEL_FIELDS.get(kind, {}), source, "model", REQUIRED_MODEL_FIELDS.get(kind, ()))
     if kind == "Unigram":
         return _check_unigram(model, source)
     if kind not in MODEL_FIELDS:
@@ -303,10 +351,6 @@ def _check_post_processor_ids(spec: Any, source: str) -> None:
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and ID[1](pair[1])):
                 raise fail(source, f"post_processor.{name}", pair, "expected [token, id]", 'write ["[CLS]", 101]')
     if spec.get("type") == "TemplateProcessing":
-        for name in ("single", "pair", "special_tokens"):
-            if name not in spec:
-                raise fail(source, "post_processor", spec, f"a TemplateProcessing needs {name!r}",
-                           f"add \"{name}\" (huggingface refuses it without)")
         for name in ("single", "pair"):
             for k, piece in enumerate(spec[name]):
                 _check_template_piece(piece, source, key_path(f"post_processor.{name}", k))
@@ -371,11 +415,15 @@ def _check_added_tokens(added: Any, vocab: dict[str, int], source: str) -> None:
 
 # ---- SentencePiece .model --------------------------------------------------------------------
 
+# The byte pieces' texts, as SentencePiece writes them (and reads them back: PieceToByte).
+_BYTE_PIECES = frozenset(f"<0x{b:02X}>" for b in range(256))
+
+
 def check_sentencepiece_pieces(pieces: list, byte_fallback: bool, source: str, *, model_type: int | None = None) -> None:
     """SentencePiece's own checks of a model's pieces (``ModelInterface::InitializePieces``):
     no empty or repeated piece, finite scores, exactly one unknown piece, byte pieces only with
-    ``byte_fallback`` and then all 256 of them; a Unigram model has some piece to match (a normal,
-    user-defined or unused one). ``pieces``: :class:`gputok.sentencepiece_model.Piece`."""
+    ``byte_fallback``, each written ``<0xNN>``, and then all 256 of them; a Unigram model has some
+    piece to match (a normal, user-defined or unused one). ``pieces``: :class:`gputok.sentencepiece_model.Piece`."""
     from .sentencepiece_model import BYTE, NORMAL, UNIGRAM, UNKNOWN, UNUSED, USER_DEFINED
 
     fix = "SentencePiece refuses this model too: retrain it, or download it again if it is damaged"
@@ -398,6 +446,9 @@ def check_sentencepiece_pieces(pieces: list, byte_fallback: bool, source: str, *
         if p.type == BYTE:
             if not byte_fallback:
                 raise fail(source, f"{field}.piece", p.piece, "a byte piece in a model without byte_fallback", fix)
+            if p.piece not in _BYTE_PIECES:
+                raise fail(source, f"{field}.piece", p.piece, "a byte piece is written <0xNN>, NN two upper-case hex "
+                           "digits (SentencePiece: 'byte piece ... is invalid')", fix)
             byte_pieces += 1
     if not unknown:
         raise FileFormatError(f"{source}: the model has no unknown piece (no piece of type UNKNOWN); {fix}")

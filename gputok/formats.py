@@ -16,17 +16,26 @@ from pathlib import Path
 from ._validate import U32, FileFormatError, check_id_space
 
 
+# Rust's char::is_whitespace (Unicode White_Space), which huggingface's trim_end strips; Python's
+# str.rstrip() would also strip U+001C..U+001F.
+_WHITE_SPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
 def read_vocab_txt(path: str | os.PathLike) -> dict[str, int]:
-    """``{token: line number}``, trailing whitespace stripped, as the reference reads it."""
+    """``{token: line number}`` as huggingface reads a vocab.txt (``WordPiece::read_file``): lines
+    end at "\\n" only (a "\\r" alone ends no line: a file of old-Mac line endings is one long
+    token, and the special tokens are then missing), trailing whitespace stripped. Bytes, not
+    text mode, which would take "\\r" as a line end too."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").split("\n")
+        lines = Path(path).read_bytes().decode("utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read vocabulary {path}: {e}") from e
     if lines and lines[-1] == "":
         lines.pop()
     if not lines:
         raise ValueError(f"vocabulary {path} is empty")
-    return {line.rstrip(): i for i, line in enumerate(lines)}
+    return {line.rstrip(_WHITE_SPACE): i for i, line in enumerate(lines)}
 
 
 def read_tiktoken(path: str | os.PathLike) -> dict[bytes, int]:

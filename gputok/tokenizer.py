@@ -123,7 +123,9 @@ class Tokenizer:
         vocab = read_vocab_txt(path)
         for name, token in (("cls_token", cls_token), ("sep_token", sep_token)):
             if token not in vocab:
-                raise ValueError(f"{name}={token!r} is not in {path}; pass the vocabulary's own {name}")
+                hint = ("; it ends lines with '\\r' alone, which huggingface (and gputok) does not take as a line end: "
+                        "convert its line endings to '\\n'" if any("\r" in t for t in vocab) else "")
+                raise ValueError(f"{name}={token!r} is not in {path}{hint}; pass the vocabulary's own {name}")
         model = WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix=wordpieces_prefix,
                           partial_unk=partial_unk)
         specials = [t for t in (pad_token, unk_token, cls_token, sep_token, mask_token) if t in vocab]

@@ -167,6 +167,28 @@ def test_empty_or_unreadable_vocab_file(tmp_path):
         Tokenizer.from_vocab(tmp_path / "missing-vocab.txt")
 
 
+@pytest.mark.parametrize("newline", ["\r", "\r\n", "\n"], ids=["CR", "CRLF", "LF"])
+def test_vocab_lines_end_at_newline_as_huggingface_reads_them(tmp_path, newline):
+    """huggingface reads a vocab.txt's lines as Rust's lines() does: they end at "\\n" (a "\\r" before
+    it is stripped with the trailing whitespace), so a file of "\\r" alone is one long token and it
+    fails with 'sep_token not found'. gputok read it in text mode, where "\\r" ends a line too, and
+    loaded it (the fuzz campaign's vt-line-endings). U+001C..U+001F are not whitespace to Rust."""
+    from tokenizers import BertWordPieceTokenizer
+
+    path = _write(tmp_path, "vocab.txt", newline.join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "##s", "x\x1c"]) + newline)
+    if newline == "\r":
+        with pytest.raises(Exception, match="sep_token not found"):
+            BertWordPieceTokenizer(str(path))
+        with pytest.raises(ValueError, match=r"cls_token='\[CLS\]' is not in .*vocab\.txt; it ends lines with '\\r' "
+                                             r"alone, which huggingface \(and gputok\) does not take as a line end"):
+            Tokenizer.from_vocab(path)
+        return
+    reference = BertWordPieceTokenizer(str(path))
+    tok = Tokenizer.from_vocab(path)
+    assert tok.token_to_id("x\x1c") == reference.token_to_id("x\x1c") == 6
+    assert tok.encode_batch(["Hellos hi"]) == [reference.encode("Hellos hi").ids] == [[2, 4, 5, 1, 3]]
+
+
 def test_small_vocab_file_works(tmp_path):
     """The happy path of the same files, so the failures above are about what they name."""
     path = _write(tmp_path, "vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n##s\n")

@@ -64,6 +64,10 @@ def hf_rejects(text):
 
 # ---- tokenizer.json: what huggingface rejects, gputok rejects up front ---------------------
 
+TRUNCATION = {"direction": "Right", "max_length": 128, "strategy": "LongestFirst", "stride": 0}
+PADDING = {"strategy": {"Fixed": 128}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0, "pad_type_id": 0,
+           "pad_token": "[PAD]"}
+
 BAD_SPECS = {
     # item 3: a negative id overwrote another token ("ab c" -> [2], the "c" gone)
     "negative id": (spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": -1})), r'model\.vocab\["c"\] = -1: expected an integer id'),
@@ -127,6 +131,19 @@ BAD_SPECS = {
     **{f"added token without {field}": (spec(wordpiece(), added_tokens=[{k: v for k, v in added(4, "X").items() if k != field}]),
                                          rf"added_tokens\[0\] = .*: an added token needs '{field}'")
        for field in ("id", "content", "special", "single_word", "lstrip", "rstrip", "normalized")},
+    # the fuzz campaign's json-wrong-type / json-unknown-type (long run, seed 7)
+    "truncation max_length ''": (spec(wordpiece(), truncation={**TRUNCATION, "max_length": ""}),
+                                 r"truncation\.max_length = '': expected an integer >= 0"),
+    "truncation strategy": (spec(wordpiece(), truncation={**TRUNCATION, "strategy": "Longest"}),
+                            r"truncation\.strategy = 'Longest': expected one of \['LongestFirst', 'OnlyFirst', 'OnlySecond'\]"),
+    "padding strategy Fixed": (spec(wordpiece(), padding={**PADDING, "strategy": "Fixed"}),
+                               r"padding\.strategy = 'Fixed': expected \"BatchLongest\" or \{\"Fixed\": length\}"),
+    "padding Fixed -1": (spec(wordpiece(), padding={**PADDING, "strategy": {"Fixed": -1}}), r"padding\.strategy = \{'Fixed': -1\}"),
+    "padding direction": (spec(wordpiece(), padding={**PADDING, "direction": "Up"}),
+                          r"padding\.direction = 'Up': expected one of \['Left', 'Right'\]"),
+    "padding type id": (spec(wordpiece(), padding={**PADDING, "pad_type_id": -1}), r"padding\.pad_type_id = -1"),
+    "decoder Sequence of a BPEDecoder's fields": (spec(wordpiece(), decoder={"type": "Sequence", "suffix": "</w>"}),
+                                                   r"decoder = .*: a Sequence needs the field 'decoders'"),
 }
 
 
@@ -142,6 +159,111 @@ def test_bad_tokenizer_json_is_rejected_like_huggingface(name, tmp_path):
     assert str(path) in str(raised.value)
     with pytest.raises(FileFormatError, match=r"^<string>: "):
         Tokenizer.from_str(text)
+
+
+# Each part with every field, as huggingface (tokenizers 0.23) writes it; (where, type): (part, required fields).
+_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+_METASPACE = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+FULL_PARTS = {
+    ("truncation", None): (TRUNCATION, ["max_length", "strategy", "stride"]),
+    ("padding", None): (PADDING, ["strategy", "direction", "pad_id", "pad_type_id", "pad_token"]),
+    ("normalizer", "BertNormalizer"): ({"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                                        "strip_accents": None, "lowercase": True},
+                                       ["clean_text", "handle_chinese_chars", "lowercase"]),
+    ("normalizer", "Strip"): ({"type": "Strip", "strip_left": True, "strip_right": True}, ["strip_left", "strip_right"]),
+    ("normalizer", "Prepend"): ({"type": "Prepend", "prepend": "x"}, ["prepend"]),
+    ("normalizer", "Replace"): ({"type": "Replace", "pattern": {"String": "a"}, "content": "b"}, ["pattern", "content"]),
+    ("normalizer", "Sequence"): ({"type": "Sequence", "normalizers": []}, ["normalizers"]),
+    ("pre_tokenizer", "ByteLevel"): (_BYTE_LEVEL, ["add_prefix_space", "trim_offsets"]),
+    ("pre_tokenizer", "Metaspace"): (_METASPACE, ["replacement"]),
+    ("pre_tokenizer", "Split"): ({"type": "Split", "pattern": {"Regex": "a"}, "behavior": "Isolated", "invert": False},
+                                 ["pattern", "behavior", "invert"]),
+    ("pre_tokenizer", "Sequence"): ({"type": "Sequence", "pretokenizers": []}, ["pretokenizers"]),
+    ("decoder", "WordPiece"): ({"type": "WordPiece", "prefix": "##", "cleanup": True}, ["prefix", "cleanup"]),
+    ("decoder", "ByteLevel"): (_BYTE_LEVEL, ["add_prefix_space", "trim_offsets"]),
+    ("decoder", "Metaspace"): (_METASPACE, ["replacement"]),
+    ("decoder", "BPEDecoder"): ({"type": "BPEDecoder", "suffix": "</w>"}, ["suffix"]),
+    ("decoder", "Strip"): ({"type": "Strip", "content": " ", "start": 1, "stop": 0}, ["content", "start", "stop"]),
+    ("decoder", "Replace"): ({"type": "Replace", "pattern": {"String": "a"}, "content": "b"}, ["pattern", "content"]),
+    ("decoder", "Sequence"): ({"type": "Sequence", "decoders": []}, ["decoders"]),
+    ("post_processor", "ByteLevel"): (_BYTE_LEVEL, ["add_prefix_space", "trim_offsets"]),
+    ("post_processor", "BertProcessing"): ({"type": "BertProcessing", "sep": ["c", 3], "cls": ["a", 1]}, ["sep", "cls"]),
+    ("post_processor", "TemplateProcessing"): (template(), ["single", "pair", "special_tokens"]),
+    ("model", "WordPiece"): (wordpiece(), ["unk_token", "continuing_subword_prefix", "max_input_chars_per_word", "vocab"]),
+    ("model", "BPE"): (bpe(), ["vocab", "merges"]),
+    ("model", "Unigram"): (unigram(), ["vocab"]),
+}
+
+
+def _with_part(where, part):
+    if where == "model":
+        return spec(part)
+    if where == "pre_tokenizer":
+        return spec(wordpiece(), pre={"type": "Sequence", "pretokenizers": [part]})  # nested, as in cl100k's files
+    return spec(wordpiece(), **{where: part})
+
+
+@pytest.mark.parametrize("where, kind, field", [(where, kind, field) for (where, kind), (_, required) in FULL_PARTS.items()
+                                                for field in required])
+def test_fields_huggingface_requires_are_required(where, kind, field):
+    """huggingface refuses a tokenizer.json without these ('missing field `strategy`', 'data did not
+    match any variant of untagged enum PyDecoderWrapper'); gputok loaded them with defaults (the
+    fuzz campaign's json-delete-key, long run seed 7)."""
+    from gputok._validate import check_tokenizer_json
+
+    full, _ = FULL_PARTS[where, kind]
+    tokenizers.Tokenizer.from_str(json.dumps(_with_part(where, full)))  # the whole part: both take it
+    check_tokenizer_json(_with_part(where, full), "<string>")
+    text = json.dumps(_with_part(where, {k: v for k, v in full.items() if k != field}))
+    hf_rejects(text)
+    with pytest.raises(FileFormatError, match=rf"^<string>: {where}\S* = .*: .* needs the field '{field}' \(huggingface "
+                                              rf"refuses it without\); add \"{field}\""):
+        Tokenizer.from_str(text)
+
+
+@pytest.mark.parametrize("where, kind, field", [(where, kind, field) for (where, kind), (full, required) in FULL_PARTS.items()
+                                                for field in full if field not in required and field != "type"])
+def test_fields_huggingface_does_not_require_may_be_left_out(where, kind, field):
+    from gputok._validate import check_tokenizer_json
+
+    full, _ = FULL_PARTS[where, kind]
+    part = _with_part(where, {k: v for k, v in full.items() if k != field})
+    tokenizers.Tokenizer.from_str(json.dumps(part))
+    check_tokenizer_json(part, "<string>")
+
+
+def test_two_tokens_of_one_id_are_an_error():
+    """huggingface maps both tokens to the id (and decodes it as either, by hash-map order); gputok
+    kept the last one only, so '<unk>' was lost when an empty token took its id 0 (the fuzz
+    campaign's vocab-empty-token: 'loads, then encode raises unk_token '<unk>' is not in the
+    vocabulary')."""
+    vocab = {"<unk>": 0, "a": 1, "b": 2, "ab": 3, "": 0}
+    text = json.dumps(spec(bpe(vocab, unk_token="<unk>")))
+    assert tokenizers.Tokenizer.from_str(text).encode("a z").ids == [1, 0]
+    with pytest.raises(FileFormatError, match=r'^<string>: model\.vocab\[""\] = 0: model\.vocab\["<unk>"\] has this id '
+                                              r"too; give each token its own id"):
+        Tokenizer.from_str(text)
+    with pytest.raises(FileFormatError, match=r'model\.vocab\["c"\] = 1: model\.vocab\["a"\] has this id too'):
+        Tokenizer.from_str(json.dumps(spec(wordpiece({"[UNK]": 0, "a": 1, "ab": 2, "c": 1}))))
+
+
+@pytest.mark.parametrize("options, text", [
+    (dict(end_of_word_suffix="</w>"), "a\u2581b \u2581a"),
+    (dict(continuing_subword_prefix="##"), "a\u2581b \u2581a"),
+    (dict(fuse_unk=True), "\u2603\u2581a \u2581\u2581a"),
+], ids=["end_of_word_suffix", "continuing_subword_prefix", "fuse_unk"])
+def test_bpe_without_pre_tokenizer_keeps_each_text_one_word(options, text):
+    """With no pre-tokenizer each text is one word. gputok cut texts before each '▁' (no merge
+    crosses one), but a cut makes the characters beside it a word's last or first, which take
+    end_of_word_suffix / continuing_subword_prefix, and parts an unknown run that fuse_unk makes one
+    <unk> (the fuzz campaign's char-bpe json-delete-key of pre_tokenizer: 'x' encoded as 'x</w>')."""
+    marked = [f"{options.get('continuing_subword_prefix', '')}{c}{options.get('end_of_word_suffix', '')}" for c in "ab"]
+    vocab = {token: i for i, token in enumerate(dict.fromkeys(["<unk>", "a", "b", "\u2581", *marked]))}
+    if "fuse_unk" in options:
+        del vocab["\u2581"]
+    text_spec = json.dumps(spec(bpe(vocab, merges=[], unk_token="<unk>", **options), pre=None))
+    ours, reference = both(text_spec)
+    assert ours.encode_batch([text]) == [reference.encode(text).ids]
 
 
 @pytest.mark.parametrize("depth", [100_000, 200, 128])
@@ -410,6 +532,10 @@ def _sp_cases():
                                r"normalizer_spec\.precompiled_charsmap of 1 bytes is truncated"),
         "charsmap trie out of bounds": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_bad_trie())),
                                         r"normalizer_spec\.precompiled_charsmap is invalid: its trie points outside"),
+        # sp-byte-flip-header: a byte piece's text damaged ("byte piece 80x04> is invalid")
+        "byte piece not <0xNN>": (dict(extra=[Piece(f"<0x{b:02X}>" if b != 0x4A else "<0x4a>", 0.0, BYTE) for b in range(256)],
+                                       byte_fallback=True),
+                                  r"pieces\[81\]\.piece = '<0x4a>': a byte piece is written <0xNN>, NN two upper-case hex"),
     }
 
 

@@ -96,9 +96,14 @@ def sentencepiece_tokenizer(model: SentencePieceModel, tokenizer_class, *, sourc
 
 def merge_safe_split(bpe: BPE, char: str = ESCAPED_SPACE) -> MergeSafeSplit:
     """The word split for a BPE that sees whole texts: before runs of ``char`` if no token of
-    ``bpe`` holds ``char`` right after another character, else none (each text one word)."""
+    ``bpe`` holds ``char`` right after another character, else none (each text one word).
+    Never with a ``continuing_subword_prefix`` or ``end_of_word_suffix`` (a cut makes the
+    characters beside it a word's first or last, which take them), nor when ``fuse_unk`` joins
+    an unknown ``char`` to the unknown character before it into one ``<unk>``."""
     crossing = any(t is not None and any(a != char and b == char for a, b in zip(t, t[1:])) for t in bpe.tokens)
-    return MergeSafeSplit(None if crossing else char)
+    edges_marked = bool(bpe.continuing_subword_prefix or bpe.end_of_word_suffix)
+    unknown_fused = bpe.fuse_unk and char not in bpe.vocab
+    return MergeSafeSplit(None if crossing or edges_marked or unknown_fused else char)
 
 
 class MergeSafeSplit:
