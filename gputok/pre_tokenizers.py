@@ -229,9 +229,20 @@ def pattern_names() -> list[str]:
     return sorted(set(regex_split.PATTERNS) | set(TIKTOKEN_NAMES))
 
 
+# Oniguruma's (huggingface's) largest repeat count; the regex module would expand a larger one in
+# memory (``a{99999999}`` takes gigabytes), so such a pattern is refused before it compiles.
+MAX_REPEAT = 100_000
+_REPEAT_COUNT = regex.compile(r"(?<!\\)\{(\d*)(?:,(\d*))?\}")
+
+
 def _check_split_regex(pattern: str) -> None:
     """A Split regex compiles and matches some text; otherwise say which names exist."""
     names = pattern_names()
+    counts = [int(c) for m in _REPEAT_COUNT.finditer(pattern) for c in m.groups() if c]
+    if counts and max(counts) > MAX_REPEAT:
+        raise ValueError(f"Split pattern {pattern[:80]!r} repeats {max(counts)} times, over huggingface's limit of "
+                         f"{MAX_REPEAT} (its regex engine refuses it: 'too big number for repeat range'); "
+                         "pass a smaller repeat count")
     try:
         compiled = regex.compile(pattern)
     except regex.error as e:

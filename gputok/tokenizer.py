@@ -121,7 +121,7 @@ class Tokenizer:
         from .formats import read_vocab_txt
 
         vocab = read_vocab_txt(path)
-        for name, token in (("cls_token", cls_token), ("sep_token", sep_token)):
+        for name, token in (("unk_token", unk_token), ("cls_token", cls_token), ("sep_token", sep_token)):
             if token not in vocab:
                 hint = ("; it ends lines with '\\r' alone, which huggingface (and gputok) does not take as a line end: "
                         "convert its line endings to '\\n'" if any("\r" in t for t in vocab) else "")
@@ -148,8 +148,10 @@ class Tokenizer:
         model = BPE.from_tiktoken(path)
         specials = [AddedToken(i, t) for t, i in sorted(_checked_special_tokens(special_tokens, model, path).items(),
                                                         key=lambda kv: kv[1])]
-        return cls(model, pre_tokenizer=pre_tokenizers.Split(pattern, byte_level=True),
-                   decoder=decoders.ByteLevelDecoder(), added_tokens=specials)
+        split = pre_tokenizers.Split(pattern, byte_level=True)
+        if split.rule is None:  # tiktoken encodes a regex's matches and drops the text between them
+            split = pre_tokenizers.Split(pattern, byte_level=True, behavior="Removed", invert=True)
+        return cls(model, pre_tokenizer=split, decoder=decoders.ByteLevelDecoder(), added_tokens=specials)
 
     @classmethod
     def from_gpt2_files(cls, vocab_json: str | os.PathLike, merges_txt: str | os.PathLike) -> Tokenizer:

@@ -1,6 +1,7 @@
 """Byte-level BPE from .tiktoken files: ids identical to tiktoken on real text and random Unicode."""
 
 import contextlib
+import json
 
 import pytest
 import torch
@@ -209,6 +210,35 @@ def test_bad_tiktoken_files(tmp_path):
 def test_unknown_pattern_name():
     with pytest.raises(ValueError, match="neither a known name"):
         Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern="cl100k_typo(")
+
+
+@pytest.mark.parametrize("pattern", [" ", r"\w+", r"[a-z]+|\d", r"\p{L}+"])
+def test_a_regex_pattern_encodes_its_matches_only_as_tiktoken(pattern, parity_lines):
+    """tiktoken drops the text between a regex's matches; the text between must not become words
+    (found by benchmarks/fuzz.py: pattern " " gave other ids once Split kept unmatched text)."""
+    path = assets.fetch("gpt2-tiktoken")
+    reference = tiktoken.Encoding("gpt2-custom", pat_str=pattern, mergeable_ranks=load_tiktoken_bpe(str(path)),
+                                  special_tokens={})
+    ours = Tokenizer.from_tiktoken(path, pattern=pattern)
+    texts = ["Hello, world!  12 34", "don't stop   now\n", "naïve café 中文"] + parity_lines[:300]
+    assert ours.encode_batch(texts[:3]) == reference.encode_ordinary_batch(texts[:3])  # the small-batch path
+    assert ours.encode_batch(texts * 40) == reference.encode_ordinary_batch(texts * 40)  # the tensor path
+    assert Tokenizer.from_str(json.dumps(ours.to_json())).encode_batch(texts) == reference.encode_ordinary_batch(texts)
+
+
+@pytest.mark.parametrize("pattern", ["a{99999999}", "x{1,200000}", "(?:ab){,100001}"])
+def test_a_repeat_count_over_huggingfaces_limit_is_refused_before_it_compiles(pattern):
+    """The regex module expands a repeat count in memory (a{99999999} took gigabytes and was
+    killed); Oniguruma refuses counts over 100000, and so does gputok, before compiling."""
+    with pytest.raises(ValueError, match="over huggingface's limit of 100000"):
+        Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern=pattern)
+
+
+def test_missing_unk_in_vocab_txt_names_the_file(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\nhello\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"unk_token='\[UNK\]' is not in .*vocab\.txt"):
+        Tokenizer.from_vocab(path)
 
 
 def test_long_words_take_the_heap_path(pair, monkeypatch):
