@@ -162,7 +162,9 @@ def _parse_piece(data: bytes) -> Piece:
         elif field == 2:
             piece.score = _decode(value, wire, "float")
         elif field == 3:
-            piece.type = _decode(value, wire, "int")
+            value = _decode(value, wire, "int")
+            if NORMAL <= value <= BYTE:  # protobuf leaves an enum value it does not know unset: NORMAL
+                piece.type = value
     return piece
 
 

@@ -39,3 +39,19 @@ def test_damaged_files_raise(tmp_path):
         read_model(tmp_path / "text.model")
     with pytest.raises(ValueError, match="missing.model"):
         read_model(tmp_path / "missing.model")
+
+
+@pytest.mark.parametrize("piece_type", [0, 7, 99])
+def test_a_piece_type_protobuf_does_not_know_reads_as_normal(piece_type, tmp_path):
+    """protobuf leaves an enum value it does not know unset, so sentencepiece reads the piece as
+    NORMAL (found by benchmarks/fuzz.py: gputok dropped it and gave <unk> for its character)."""
+    from gputok import Tokenizer
+
+    model = read_model(assets.fetch("sp-test-model"))
+    index = next(i for i, p in enumerate(model.pieces) if p.piece == "S")
+    model.pieces[index].type = piece_type
+    write_model(model, tmp_path / "odd-type.model")
+    reference = spm.SentencePieceProcessor(model_file=str(tmp_path / "odd-type.model"))
+    ours = Tokenizer.from_sentencepiece(tmp_path / "odd-type.model")
+    assert index in reference.encode("[CLS] Start")
+    assert ours.encode("[CLS] Start") == reference.encode("[CLS] Start")
