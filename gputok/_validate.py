@@ -300,6 +300,7 @@ def _check_pattern(pattern: dict[str, Any], source: str, path: str) -> None:
 def _check_model(model: dict[str, Any], source: str) -> dict[str, int]:
     """The model's options, ids and merges; returns its ``{token: id}`` (Unigram: first id of a piece)."""
     kind = model.get("type", "WordPiece" if "vocab" in model and "merges" not in model else None)
+    check(kind, optional(STR), source, "model.type", "the model's type name")
     check_fields(model, MODEL_FIELDS.get(kind, {}), source, "model", REQUIRED_MODEL_FIELDS.get(kind, ()))
     if kind == "Unigram":
         return _check_unigram(model, source)

@@ -128,6 +128,8 @@ BAD_SPECS = {
                                   r"pre_tokenizer\.pattern = .*: a pattern is an object with one key"),
     "component type not a string": (spec(wordpiece(), normalizer={"type": {"a": 1}}),
                                     r"normalizer\.type = \{'a': 1\}: expected null or a string"),
+    # fuzz seed 31: a TypeError (unhashable dict) from deep inside
+    "model type not a string": (spec(bpe(type={})), r"model\.type = \{\}: expected null or a string"),
     **{f"added token without {field}": (spec(wordpiece(), added_tokens=[{k: v for k, v in added(4, "X").items() if k != field}]),
                                          rf"added_tokens\[0\] = .*: an added token needs '{field}'")
        for field in ("id", "content", "special", "single_word", "lstrip", "rstrip", "normalized")},
