@@ -121,13 +121,16 @@ class Tokenizer:
         from .formats import read_vocab_txt
 
         vocab = read_vocab_txt(path)
-        for name, token in (("unk_token", unk_token), ("cls_token", cls_token), ("sep_token", sep_token)):
+        for name, token in (("cls_token", cls_token), ("sep_token", sep_token)):
             if token not in vocab:
                 hint = ("; it ends lines with '\\r' alone, which huggingface (and gputok) does not take as a line end: "
                         "convert its line endings to '\\n'" if any("\r" in t for t in vocab) else "")
                 raise ValueError(f"{name}={token!r} is not in {path}{hint}; pass the vocabulary's own {name}")
-        model = WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix=wordpieces_prefix,
-                          partial_unk=partial_unk)
+        try:
+            model = WordPiece(vocab, unk_token=unk_token, continuing_subword_prefix=wordpieces_prefix,
+                              partial_unk=partial_unk)
+        except ValueError as e:  # say which file lacks the unk token
+            raise ValueError(f"{path}: {e}") from e
         specials = [t for t in (pad_token, unk_token, cls_token, sep_token, mask_token) if t in vocab]
         return cls(model,
                    normalizer=normalizers.BertNormalizer(clean_text=clean_text, handle_chinese_chars=handle_chinese_chars,

@@ -146,7 +146,7 @@ def _write(tmp_path, name, content):
 
 def test_vocab_without_unk_token(tmp_path):
     path = _write(tmp_path, "vocab.txt", "[PAD]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
-    with pytest.raises(ValueError, match=r"unk token '\[UNK\]' is not in the vocabulary"):
+    with pytest.raises(ValueError, match=r"vocab\.txt: the WordPiece unk token '\[UNK\]' is not in the vocabulary"):
         Tokenizer.from_vocab(path)
     with pytest.raises(ValueError, match=r"'<unk>' is not in the vocabulary"):
         Tokenizer.from_vocab(path, unk_token="<unk>")

@@ -234,13 +234,6 @@ def test_a_repeat_count_over_huggingfaces_limit_is_refused_before_it_compiles(pa
         Tokenizer.from_tiktoken(assets.fetch("gpt2-tiktoken"), pattern=pattern)
 
 
-def test_missing_unk_in_vocab_txt_names_the_file(tmp_path):
-    path = tmp_path / "vocab.txt"
-    path.write_text("[PAD]\n[CLS]\n[SEP]\n[MASK]\nhello\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"unk_token='\[UNK\]' is not in .*vocab\.txt"):
-        Tokenizer.from_vocab(path)
-
-
 def test_long_words_take_the_heap_path(pair, monkeypatch):
     """Words over LONG_WORD bytes merge one pair at a time with a heap; both paths equal tiktoken."""
     import random
