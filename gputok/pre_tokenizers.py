@@ -129,7 +129,8 @@ class Split:
     def __init__(self, pattern: str, *, byte_level: bool = False, behavior: str = "Isolated", invert: bool = False) -> None:
         """``byte_level``: the words feed a byte-level BPE; saved as huggingface writes that,
         ``Sequence[Split(regex), ByteLevel(use_regex=false)]``. ``pattern``: a rule name, one of
-        tiktoken's encoding names (:data:`TIKTOKEN_NAMES`), or a regex; a regex with no match in
+        tiktoken's encoding names (:data:`TIKTOKEN_NAMES`), or a regex; with ``Removed`` and
+        ``invert`` (the matches alone are words, as in tiktoken) a regex with no match in
         :data:`PROBE_TEXT` is an error (every text would encode to nothing). ``behavior`` and
         ``invert``: huggingface's, what becomes of the matches and the text between them
         (:func:`gputok.regex_split.split_with_regex`)."""
@@ -143,8 +144,18 @@ class Split:
         name = TIKTOKEN_NAMES.get(pattern, pattern)
         self.rule = name if name in regex_split.PATTERNS else None
         self.pattern = regex_split.PATTERNS.get(name, pattern)
-        if self.rule is None:
-            _check_split_regex(pattern)
+        if self.rule is None:  # only a regex whose matches alone are words can encode texts to nothing
+            _check_split_regex(pattern, probe=behavior == "Removed" and self.invert)
+
+    @classmethod
+    def tiktoken(cls, pattern: str) -> Split:
+        """tiktoken's split: a named rule, or a regex whose matches are the words (tiktoken drops
+        the text between them: huggingface's ``Removed`` with ``invert``), for byte-level BPE."""
+        from . import regex_split
+
+        if isinstance(pattern, str) and TIKTOKEN_NAMES.get(pattern, pattern) in regex_split.PATTERNS:
+            return cls(pattern, byte_level=True)
+        return cls(pattern, byte_level=True, behavior="Removed", invert=True)
 
     @functools.cached_property
     def compiled(self) -> regex.Pattern:
@@ -235,8 +246,8 @@ MAX_REPEAT = 100_000
 _REPEAT_COUNT = regex.compile(r"(?<!\\)\{(\d*)(?:,(\d*))?\}")
 
 
-def _check_split_regex(pattern: str) -> None:
-    """A Split regex compiles and matches some text; otherwise say which names exist."""
+def _check_split_regex(pattern: str, *, probe: bool) -> None:
+    """A Split regex compiles (and, with ``probe``, matches some text); otherwise say which names exist."""
     names = pattern_names()
     counts = [int(c) for m in _REPEAT_COUNT.finditer(pattern) for c in m.groups() if c]
     if counts and max(counts) > MAX_REPEAT:
@@ -248,7 +259,7 @@ def _check_split_regex(pattern: str) -> None:
     except regex.error as e:
         raise ValueError(f"Split pattern {pattern!r} is neither a known name {names} nor a valid regex ({e}); "
                          "pass one of the names or a regex") from e
-    if any(m.end() > m.start() for m in compiled.finditer(PROBE_TEXT)):
+    if not probe or any(m.end() > m.start() for m in compiled.finditer(PROBE_TEXT)):
         return
     close = difflib.get_close_matches(pattern.lower(), names, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""

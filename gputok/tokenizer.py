@@ -151,10 +151,8 @@ class Tokenizer:
         model = BPE.from_tiktoken(path)
         specials = [AddedToken(i, t) for t, i in sorted(_checked_special_tokens(special_tokens, model, path).items(),
                                                         key=lambda kv: kv[1])]
-        split = pre_tokenizers.Split(pattern, byte_level=True)
-        if split.rule is None:  # tiktoken encodes a regex's matches and drops the text between them
-            split = pre_tokenizers.Split(pattern, byte_level=True, behavior="Removed", invert=True)
-        return cls(model, pre_tokenizer=split, decoder=decoders.ByteLevelDecoder(), added_tokens=specials)
+        return cls(model, pre_tokenizer=pre_tokenizers.Split.tiktoken(pattern), decoder=decoders.ByteLevelDecoder(),
+                   added_tokens=specials)
 
     @classmethod
     def from_gpt2_files(cls, vocab_json: str | os.PathLike, merges_txt: str | os.PathLike) -> Tokenizer:

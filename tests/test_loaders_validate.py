@@ -607,3 +607,16 @@ def test_tiktoken_without_a_single_byte_names_the_file(tmp_path):
     path.write_bytes(b"\n".join(lines) + b"\n")
     with pytest.raises(FileFormatError, match=r"x\.tiktoken: the BPE vocabulary lacks single-byte tokens for bytes \[250\]"):
         Tokenizer.from_tiktoken(path, pattern="cl100k")
+
+
+@pytest.mark.parametrize("behavior", ["Isolated", "Removed", "MergedWithPrevious"])
+def test_a_split_regex_that_never_matches_keeps_the_text_like_huggingface(behavior):
+    """Only a regex whose matches alone are words (Removed + invert, tiktoken's way) may be
+    refused for matching nothing; any other Split keeps the text between matches, so a separator
+    the probe text lacks ("|||") must load and encode as huggingface does."""
+    from tokenizers import Tokenizer as HFTokenizer
+
+    text = json.dumps(spec(wordpiece(), pre={"type": "Split", "pattern": {"Regex": r"\|\|\|"},
+                                             "behavior": behavior, "invert": False}))
+    texts = ["ab|||c", "a b", "|||ab"]
+    assert Tokenizer.from_str(text).encode_batch(texts) == [e.ids for e in HFTokenizer.from_str(text).encode_batch(texts)]
