@@ -337,6 +337,7 @@ class Unigram:
             matchable = set(range(len(vocab)))
             score64 = self.scores
         self.score64 = torch.tensor(score64, dtype=torch.float64)
+        self.score32 = self.score64.float().numpy()  # SentencePiece's own arithmetic (segment_sentences)
         self.trie = PieceTrie({p: i for i, p in enumerate(self.pieces) if i in matchable and p})
         # Words may be cut before each '▁' only if no matchable piece holds one after its start.
         self.splits_at_space = not any(ESCAPED_SPACE in self.pieces[i][1:] for i in matchable)
@@ -546,7 +547,7 @@ class Unigram:
             rows.values.cpu().int().numpy(), rows.offsets.cpu().numpy(), trie.code_of.numpy(), trie.root_child.numpy(),
             trie.narrow_row.numpy(), trie.narrow_table.numpy(), NARROW_CODES, trie.child_offsets.numpy(),
             trie.child_codes.numpy(), trie.child_nodes.numpy(), trie.token_of_node.numpy(),
-            self.score64.float().numpy(), self.unk_score, -1 if self.unk_id is None else self.unk_id,
+            self.score32, self.unk_score, -1 if self.unk_id is None else self.unk_id,
             SCORE_RESET_THRESHOLD)
         if self.unk_id is None and bool((ids < 0).any()):
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
