@@ -513,22 +513,24 @@ def added_duplicate(rng, data):
     return _dump(spec)
 
 
-def added_flag_wrong_type(rng, data):
-    spec = json.loads(data)
+def _any_added(rng, spec) -> dict:
+    """One of the spec's added tokens, a new one added first where it has none."""
     added = _added(spec)
     if not added:
         added.append(_new_added(spec))
-    token = rng.choice(added)
+    return rng.choice(added)
+
+
+def added_flag_wrong_type(rng, data):
+    spec = json.loads(data)
+    token = _any_added(rng, spec)
     token[rng.choice(["special", "lstrip", "rstrip", "single_word", "normalized"])] = rng.choice(["yes", 1, 0, None, []])
     return _dump(spec)
 
 
 def added_missing_field(rng, data):
     spec = json.loads(data)
-    added = _added(spec)
-    if not added:
-        added.append(_new_added(spec))
-    del rng.choice(added)[rng.choice(["id", "content", "special", "single_word", "normalized"])]
+    del _any_added(rng, spec)[rng.choice(["id", "content", "special", "single_word", "normalized"])]
     return _dump(spec)
 
 
