@@ -1,8 +1,11 @@
-"""The one place that decides between a Triton kernel and its torch twin.
+"""The one place that decides which kernels a stage runs: Triton, numba, or the torch-op twins.
 
-CUDA tensors take the kernel, CPU tensors the twin. ``GPUTOK_BACKEND=triton|torch`` (or
+CUDA tensors take the Triton kernels, CPU tensors the numba kernels (``gputok.kernels.*_numba``,
+``@njit(nogil=True, cache=True)``). ``torch`` is the first design's torch-op twins, kept as the
+reference the kernels are tested against. ``GPUTOK_BACKEND=triton|numba|torch`` (or
 :func:`use_backend` in tests) forces one path; the tests force ``triton`` on CPU tensors under
-``TRITON_INTERPRET=1`` to compare every kernel with its twin.
+``TRITON_INTERPRET=1`` to run exactly the CUDA code path. A stage with no numba kernel yet runs
+its torch twin under ``numba``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterator
 
 import torch
 
-BACKENDS = ("triton", "torch")
+BACKENDS = ("triton", "numba", "torch")
 _forced: list[str] = []
 
 
@@ -23,7 +26,12 @@ def backend(device: torch.device) -> str:
         raise ValueError(f"GPUTOK_BACKEND={choice!r} is not one of {BACKENDS}")
     if choice:
         return choice
-    return "triton" if torch.device(device).type == "cuda" else "torch"
+    return "triton" if torch.device(device).type == "cuda" else "numba"
+
+
+def on_cpu_kernels(device: torch.device) -> bool:
+    """Whether ``device``'s tensors go to the numba kernels (CPU tensors, unless forced otherwise)."""
+    return backend(device) == "numba"
 
 
 def checked_device(device: torch.device | str | None) -> torch.device:

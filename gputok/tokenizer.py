@@ -319,7 +319,7 @@ class Tokenizer:
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
         """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
         if (not with_spans and self._splits_bytes_plainly and torch.device(device).type == "cpu"
-                and _dispatch.backend(device) == "torch" and sum(map(len, texts)) < PYTHON_BPE_BELOW_CHARS
+                and _dispatch.backend(device) != "triton" and sum(map(len, texts)) < PYTHON_BPE_BELOW_CHARS
                 and self.pre_tokenizer.compiled_agrees(texts)):
             return self._encode_small(texts)
         text = codepoints(texts, device)

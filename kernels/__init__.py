@@ -7,7 +7,10 @@ sm_90 (``tests/test_kernels_compile.py``: the interpreter accepts code the compi
 module global that is not a ``tl.constexpr``), and, on a CUDA machine, run them on the GPU
 (``tests/test_cuda.py``).
 
-CPU kernels are numba ``@njit(nogil=True, cache=True)`` functions, in files of their own (which
-import numba, not triton), each with its contract and its twin in the docstring:
+CPU kernels are numba functions decorated with ``_numba.kernel`` (``@njit(nogil=True,
+cache=True)``, cached under gputok's cache dir), in files of their own that import numba, not
+triton: ``<op>_numba.py`` beside the Triton ``<op>.py`` of the same contract, each with its
+contract and its reference in the docstring. A kernel is sequential over its rows; a batch's
+chunks run on Python threads at once (``gputok._cpu_threads``), which nogil lets run in parallel.
 ``bpe_heap.py`` (BPE merges one pair at a time; twin ``gputok.models.bpe.bpe_merge_heap``).
 """

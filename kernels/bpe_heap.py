@@ -33,14 +33,14 @@ once per machine, then loaded from ``__pycache__``.
 
 import numpy as np
 import torch
-from numba import njit
+from ._numba import kernel
 
 NO_RANK = np.int64((1 << 63) - 1)
 FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # gputok.hashing.FIBONACCI
 LOW32 = np.int64(0xFFFFFFFF)  # a position in a heap entry, a merged id in a value
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _pair_value(left, right, vocab_size, slot_keys, slot_values, mask, shift, max_probes):
     """The map's value of the pair, NO_RANK if absent: linear probing from the Fibonacci home slot
     (``gputok.hashing.home_slot``: int64 products wrap, ``& mask`` makes the shift logical)."""
@@ -63,12 +63,12 @@ for _bit in range(64):
     _DE_BRUIJN_INDEX[((((1 << _bit) * 0x03F79D71B4CB0A89) & ((1 << 64) - 1)) >> 58)] = _bit
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _lowest_bit(word, index):
     return index[((word & -word) * DE_BRUIJN >> 58) & 63]
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _mark(bits, level_start, rank):
     """Rank ``rank``'s list became non-empty: set its bit, and its word's bit a level up, ..."""
     for level in range(level_start.size - 1):
@@ -80,7 +80,7 @@ def _mark(bits, level_start, rank):
         rank >>= 6
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _unmark(bits, level_start, rank):
     for level in range(level_start.size - 1):
         at = level_start[level] + (rank >> 6)
@@ -90,7 +90,7 @@ def _unmark(bits, level_start, rank):
         rank >>= 6
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _lowest_marked(bits, level_start, index):
     """The lowest rank with a non-empty list, -1 if none: from the top word down."""
     top = level_start.size - 2
@@ -102,7 +102,7 @@ def _lowest_marked(bits, level_start, index):
     return rank
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _sift_down(heap, size, at):
     item = heap[at]
     while True:
@@ -118,7 +118,7 @@ def _sift_down(heap, size, at):
     heap[at] = item
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _sift_up(heap, at):
     item = heap[at]
     while at > 0:
@@ -130,7 +130,7 @@ def _sift_up(heap, at):
     heap[at] = item
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _append(lists, entry_position, entry_next, bits, level_start, rank, position, entries):
     """Entry ``entries`` (at ``position``) goes to the tail of ``rank``'s list; returns how many
     entries are in use. ``lists[0/1/2]``: each rank's head, tail, and whether it is unsorted."""
@@ -148,7 +148,7 @@ def _append(lists, entry_position, entry_next, bits, level_start, rank, position
     return entries + 1
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _sort_list(lists, entry_position, entry_next, rank, scratch):
     """Put ``rank``'s list in position order (its entries keep their slots, take new positions)."""
     count = 0
@@ -165,7 +165,7 @@ def _sort_list(lists, entry_position, entry_next, rank, scratch):
     lists[2, rank] = 0
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _merge_rows(tokens, offsets, out, lengths, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
                 level_start):
     """Merge each row of ``tokens`` (rows by ``offsets``) into ``out``, rows back to back, and

@@ -10,12 +10,12 @@ Memory: the outputs, plus one byte per character.
 """
 
 import numpy as np
-from numba import njit
+from ._numba import kernel
 
 SPACE, ESCAPED_SPACE = 32, 0x2581
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def whitespace_rules_numba(values, offsets, unit, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces):
     """Returns ``(out, out_offsets, source_unit)``: the kept codepoints (int32), their row offsets
     and each one's ``unit`` value."""

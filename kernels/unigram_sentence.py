@@ -23,10 +23,10 @@ Memory: 12 bytes per character of the longest row (best score, start, piece), pl
 """
 
 import numpy as np
-from numba import njit
+from ._numba import kernel
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def _child(node, code, child_offsets, child_codes, child_nodes):
     """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
     lo = child_offsets[node]
@@ -42,7 +42,7 @@ def _child(node, code, child_offsets, child_codes, child_nodes):
     return -1
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
                              child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, reset_threshold):
     """Best segmentation of every row (codepoints ``values[offsets[r]:offsets[r + 1]]``).
@@ -129,7 +129,7 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
     return ids[:written].copy(), ends[:written].copy(), counts
 
 
-@njit(nogil=True, cache=True)
+@kernel
 def cut_at_words(token_ends, word_starts, word_ends):
     """Tokens per word and each token's end within its word, for tokens and words that both run
     in order through the same text (``token_ends``, ``word_starts``, ``word_ends``: positions in

@@ -205,13 +205,13 @@ def test_use_backend_validates_and_nests():
     with pytest.raises(ValueError, match="unknown backend 'cuda'"):
         with _dispatch.use_backend("cuda"):
             pass
-    assert _dispatch.backend(torch.device("cpu")) == "torch"
+    assert _dispatch.backend(torch.device("cpu")) == "numba"
     with _dispatch.use_backend("triton"):
         assert _dispatch.backend(torch.device("cpu")) == "triton"
         with _dispatch.use_backend("torch"):
             assert _dispatch.backend(torch.device("cpu")) == "torch"
         assert _dispatch.backend(torch.device("cpu")) == "triton"
-    assert _dispatch.backend(torch.device("cpu")) == "torch"
+    assert _dispatch.backend(torch.device("cpu")) == "numba"
 
 
 # ---- HashMap ------------------------------------------------------------------------------

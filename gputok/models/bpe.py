@@ -489,7 +489,7 @@ class BPE:
         # Long words and one-at-a-time words merge in the numba kernel, O(n log n) per word. (On the
         # CPU, bpe_merge runs that kernel for every word.)
         by_heap = ~done & ((lengths > LONG_WORD) | one_at_a_time)
-        if data.device.type == "cpu" and _dispatch.backend(data.device) == "torch":
+        if data.device.type == "cpu" and _dispatch.backend(data.device) != "triton":
             by_heap = torch.zeros_like(done)
         long_words = nonzero(by_heap)
         done |= by_heap

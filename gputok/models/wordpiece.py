@@ -141,7 +141,7 @@ class WordPiece:
         The words are laid out as a padded matrix cut at ``max_input_chars_per_word + 1``
         columns: longer words become unk whatever they hold.
         """
-        if len(words) <= FEW_WORDS and not self.partial_unk and _dispatch.backend(words.device) == "torch":
+        if len(words) <= FEW_WORDS and not self.partial_unk and _dispatch.backend(words.device) != "triton":
             return self._encode_few(words)
         lengths = words.lengths()
         width = max(1, min(int(lengths.max()) if lengths.numel() else 0, self.max_input_chars_per_word + 1))
