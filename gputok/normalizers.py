@@ -21,8 +21,9 @@ from typing import Any
 
 import torch
 
-from . import _components, _reference_unicode, unicode
+from . import _components, _dispatch, _reference_unicode, unicode
 from .ingest import strings
+from .kernels.normalize_numba import prepend_numba, replace_char_numba, rewrite_table_numba, strip_numba
 from .ragged import Ragged, expand_rows, offsets_from_lengths, positions_in_rows, row_ids
 
 
@@ -67,6 +68,11 @@ class Normalizer:
         >>> out.values.tolist(), src.tolist()
         ([104, 101, 32, 19968, 32], [0, 1, 2, 2, 2])
         """
+        if _dispatch.on_cpu_kernels(text.device):
+            arrays = self.__dict__.get("_numpy_table")
+            if arrays is None:
+                arrays = self._numpy_table = (self.table.values.numpy(), self.table.offsets.numpy())
+            return _wrap(rewrite_table_numba(text.values.numpy(), text.offsets.numpy(), *arrays))
         table = self.table if self.table.device == text.device else self._table_on(text.device)
         out, src = expand_rows(table, text.values.long())
         return Ragged(out.values, out.offsets[text.offsets]), src
@@ -220,6 +226,9 @@ class Prepend(Normalizer):
         self.prepend = prepend
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        if _dispatch.on_cpu_kernels(text.device):
+            values = text.values.numpy()
+            return _wrap(prepend_numba(values, text.offsets.numpy(), _codes(self.prepend, values.dtype)))
         device = text.device
         add = torch.tensor([ord(c) for c in self.prepend], dtype=text.values.dtype, device=device)
         n, k = text.values.numel(), add.numel()
@@ -273,6 +282,10 @@ class Replace(Normalizer):
         if self.char is None:
             return _rewrite_per_text(text, lambda s: self.regex.sub(lambda m: self.content, s),
                                      matcher=self.regex, content=self.content)
+        if _dispatch.on_cpu_kernels(text.device):
+            values = text.values.numpy()
+            return _wrap(replace_char_numba(values, text.offsets.numpy(), ord(self.char),
+                                            _codes(self.content, values.dtype)))
         device = text.device
         hit = text.values == ord(self.char)
         k = len(self.content)
@@ -303,6 +316,9 @@ class Strip(Normalizer):
         self.strip_left, self.strip_right = strip_left, strip_right
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        if _dispatch.on_cpu_kernels(text.device):
+            return _wrap(strip_numba(text.values.numpy(), text.offsets.numpy(), _white_space_numpy(),
+                                     self.strip_left, self.strip_right))
         device = text.device
         n = text.values.numel()
         row = row_ids(text.offsets, n)
@@ -327,6 +343,26 @@ class Strip(Normalizer):
 @functools.lru_cache(maxsize=8)
 def _white_space(device: torch.device) -> torch.Tensor:
     return unicode.white_space_mask().to(device)
+
+
+@functools.lru_cache(maxsize=1)
+def _white_space_numpy():
+    return _white_space(torch.device("cpu")).numpy()
+
+
+@functools.lru_cache(maxsize=64)
+def _codes(chars: str, dtype):
+    """The codepoints of ``chars`` as a numpy array of ``dtype`` (a kernel's constant argument)."""
+    import numpy as np
+
+    codes = np.array([ord(c) for c in chars], dtype=dtype)
+    return codes
+
+
+def _wrap(result) -> tuple[Ragged, torch.Tensor]:
+    """A kernel's ``(values, offsets, source)`` numpy arrays as ``(Ragged, source)`` tensors (no copy)."""
+    values, offsets, source = result
+    return Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), torch.from_numpy(source)
 
 
 class UnicodeForm(Normalizer):
