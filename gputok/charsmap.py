@@ -30,7 +30,7 @@ import hashlib
 import numpy as np
 import torch
 
-from . import unicode
+from . import _dispatch, unicode
 from .hashing import HashMap, mix64
 from .ragged import Ragged, expand_rows, nonzero, offsets_from_lengths, positions_in_rows, row_ids, span_indices
 
@@ -185,6 +185,12 @@ class Charsmap:
     def rewrite(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         """Rewritten codepoints (one row per text) and, for each, the input index its unit starts at."""
         device = text.device
+        if _dispatch.on_cpu_kernels(device):
+            from .kernels.charsmap_numba import charsmap_rewrite_numba
+
+            arrays = self.__dict__.get("_numpy_rules") or self._numpy_rules_build()
+            out, offsets, unit = charsmap_rewrite_numba(text.values.numpy(), text.offsets.numpy(), *arrays)
+            return Ragged(torch.from_numpy(out), torch.from_numpy(offsets)), torch.from_numpy(unit)
         table, long_table, long_keys, direct = self._tensors(device)
         values = text.values.long()
         n = values.numel()
@@ -237,6 +243,19 @@ class Charsmap:
         # Row bounds: the output of the units that start inside each text.
         units_before = torch.searchsorted(unit, text.offsets)
         return Ragged(out.int(), out_offsets[units_before]), unit[unit_of]
+
+    def _numpy_rules_build(self) -> tuple:
+        """The rules as the numba kernel's arrays (``kernels/charsmap_numba.py``), made once."""
+        from .kernels.charsmap_numba import key_hashes_numba
+
+        keys = self.long_keys
+        key_values, key_offsets = keys.values.int().numpy(), keys.offsets.numpy()
+        hashes = key_hashes_numba(key_values, key_offsets)
+        order = np.argsort(hashes, kind="stable")
+        self._numpy_rules = (self.direct.numpy(), self.table.values.int().numpy(), self.table.offsets.numpy(),
+                             hashes[order], order.astype(np.int64), key_values, key_offsets,
+                             self.long_table.values.int().numpy(), self.long_table.offsets.numpy(), self.max_long)
+        return self._numpy_rules
 
     def _longest(self, values: torch.Tensor, offsets: torch.Tensor, pos: torch.Tensor):
         """Longest long rule matching at each of ``pos`` (-1 if none) and its length (1 if none)."""
@@ -304,7 +323,7 @@ def whitespace_rules(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix: bool,
     >>> "".join(map(chr, o.values.tolist())), src.tolist()
     ('▁a▁b', [1, 1, 2, 4])
     """
-    if out.values.device.type != "cpu":
+    if not _dispatch.on_cpu_kernels(out.values.device):
         return whitespace_rules_torch(out, unit, add_dummy_prefix=add_dummy_prefix,
                                       remove_extra_whitespaces=remove_extra_whitespaces,
                                       escape_whitespaces=escape_whitespaces)
