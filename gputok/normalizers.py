@@ -23,7 +23,8 @@ import torch
 
 from . import _components, _dispatch, _reference_unicode, unicode
 from .ingest import strings
-from .kernels.normalize_numba import prepend_numba, replace_char_numba, rewrite_table_numba, strip_numba
+from .kernels.normalize_numba import (prepend_numba, replace_char_numba, rewrite_sources_numba, rewrite_table_numba,
+                                      strip_numba)
 from .ragged import Ragged, expand_rows, offsets_from_lengths, positions_in_rows, row_ids
 
 
@@ -412,11 +413,11 @@ class Sequence(Normalizer):
         self.normalizers = normalizers
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
-        source = torch.arange(text.values.numel(), device=text.device)
+        source = None  # the first step's source is its own
         for step in self.normalizers:
             text, src = step(text)
-            source = source[src]
-        return text, source
+            source = src if source is None else source[src]
+        return text, torch.arange(text.values.numel(), device=text.device) if source is None else source
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "normalizers": [n.to_json() for n in self.normalizers]}
@@ -438,6 +439,8 @@ def _rewrite_per_text(text: Ragged, rewrite, *, matcher=None, content: str = "",
     import numpy as np
 
     texts = strings(text)
+    if _dispatch.on_cpu_kernels(text.device):
+        return _rewrite_per_text_numba(text, texts, rewrite, matcher, content, skip)
     starts = text.offsets[:-1].tolist()
     out, sources = [], []
     for s, start in zip(texts, starts):
@@ -463,6 +466,42 @@ def _rewrite_per_text(text: Ragged, rewrite, *, matcher=None, content: str = "",
     source = (torch.from_numpy(np.concatenate(sources).astype(np.int64)) if sources
               else torch.zeros(0, dtype=torch.int64))
     return result, source.to(text.device)
+
+
+def _rewrite_per_text_numba(text: Ragged, texts: list[str], rewrite, matcher, content: str, skip
+                            ) -> tuple[Ragged, torch.Tensor]:
+    """:func:`_rewrite_per_text` on the CPU: the same Python rewrite per text, the source indices
+    from one kernel call (``rewrite_sources_numba``) instead of numpy calls per text."""
+    import numpy as np
+
+    from .ingest import codepoints
+
+    if skip is not None and all(map(skip, texts)):  # e.g. every text already in the Unicode form
+        return Ragged(text.values.int(), text.offsets), torch.arange(text.values.numel())
+    out, mode, match_counts, match_bounds = [], [], [], []
+    for s in texts:
+        if (skip is not None and skip(s)) or (matcher is not None and matcher.search(s) is None):
+            out.append(s)
+            mode.append(0)
+            match_counts.append(0)
+            continue
+        out.append(rewrite(s))
+        if matcher is None:
+            mode.append(1)
+            match_counts.append(0)
+            continue
+        bounds = [b for m in matcher.finditer(s) for b in m.span()]
+        mode.append(2)
+        match_counts.append(len(bounds) // 2)
+        match_bounds += bounds
+    result = codepoints(out, text.device)
+    spans = np.array(match_bounds, dtype=np.int64).reshape(-1, 2)
+    match_offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(match_counts, out=match_offsets[1:])
+    source = rewrite_sources_numba(text.offsets.numpy(), result.offsets.numpy(), np.array(mode, dtype=np.int8),
+                                   match_offsets, np.ascontiguousarray(spans[:, 0]), np.ascontiguousarray(spans[:, 1]),
+                                   len(content))
+    return result, torch.from_numpy(source)
 
 
 NORMALIZERS = {cls.type: cls for cls in (BertNormalizer, Precompiled, Lowercase, Prepend, Replace, Strip,

@@ -147,3 +147,44 @@ def strip_numba(values, offsets, white, strip_left, strip_right):
             source[at] = i
             at += 1
     return out, out_offsets, source
+
+
+@kernel
+def rewrite_sources_numba(in_offsets, out_offsets, mode, match_offsets, match_start, match_end, content_len):
+    """The source index of every character of texts rewritten by Python (``_rewrite_per_text``).
+
+    Per text, ``mode`` 0: unchanged (each character its own source); 1: rewritten as a whole (the
+    new characters spread evenly over the old); 2: the matches ``match_start[k]:match_end[k]``
+    (text-relative, rows of ``match_offsets``) replaced by ``content_len`` characters pointing at
+    the match's last character, the others keeping theirs. Raises ValueError where the lengths
+    disagree with the rewritten text's.
+    """
+    rows = in_offsets.size - 1
+    source = np.empty(out_offsets[rows], np.int64)
+    for t in range(rows):
+        start, n = in_offsets[t], in_offsets[t + 1] - in_offsets[t]
+        at, m = out_offsets[t], out_offsets[t + 1] - out_offsets[t]
+        if mode[t] == 1:
+            for j in range(m):
+                source[at + j] = start + (j * n) // max(m, 1)
+            continue
+        expected = n
+        for k in range(match_offsets[t], match_offsets[t + 1]):
+            expected += content_len - (match_end[k] - match_start[k])
+        if expected != m:
+            raise ValueError("a rewritten text's length disagrees with its matches")
+        pos = 0
+        for k in range(match_offsets[t], match_offsets[t + 1]):
+            a, b = match_start[k], match_end[k]
+            for j in range(pos, a):
+                source[at] = start + j
+                at += 1
+            r = max(a, b - 1)
+            for j in range(content_len):
+                source[at] = start + r
+                at += 1
+            pos = b
+        for j in range(pos, n):
+            source[at] = start + j
+            at += 1
+    return source
