@@ -152,13 +152,7 @@ class Charsmap:
         longer = nonzero(lengths > 1)
         self.long_keys, self.long_table = _rows(key, longer), _rows(value, longer)
         self.max_long = int(lengths.max()) if lengths.numel() else 0
-        # One hash map per key length, from the hash of the key's codepoints to its rule.
-        self.long_maps = {}
-        for length in range(2, self.max_long + 1):
-            rules = nonzero(self.long_keys.lengths() == length)
-            if rules.numel():
-                grams = self.long_keys.values[self.long_keys.offsets[rules][:, None] + torch.arange(length)].long()
-                self.long_maps[length] = HashMap(_gram_hashes(grams.T)[-1], rules)
+        self._long_maps = None
         # A long rule can start only where its first two codepoints could: two table lookups
         # leave only the few such positions (combining sequences, Hangul jamo) for the hash lookups.
         starts = torch.zeros(unicode.MAX_CODEPOINT, dtype=torch.bool)
@@ -175,6 +169,20 @@ class Charsmap:
         self.direct = (direct.clamp(min=0) | starts.long() << 21 | seconds.long() << 22
                        | (~one).long() << 23).int()
         self._on: dict = {}
+
+    @property
+    def long_maps(self) -> dict:
+        """One hash map per key length, from the hash of the key's codepoints to its rule (the torch
+        twin's; built on first use, as the numba kernel has arrays of its own)."""
+        if self._long_maps is None:
+            maps = {}
+            for length in range(2, self.max_long + 1):
+                rules = nonzero(self.long_keys.lengths() == length)
+                if rules.numel():
+                    grams = self.long_keys.values[self.long_keys.offsets[rules][:, None] + torch.arange(length)].long()
+                    maps[length] = HashMap(_gram_hashes(grams.T)[-1], rules)
+            self._long_maps = maps
+        return self._long_maps
 
     def _tensors(self, device: torch.device):
         if device not in self._on:
