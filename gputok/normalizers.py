@@ -416,7 +416,7 @@ class Sequence(Normalizer):
         source = None  # the first step's source is its own
         for step in self.normalizers:
             text, src = step(text)
-            source = src if source is None else source[src]
+            source = src if source is None else source.index_select(0, src)
         return text, torch.arange(text.values.numel(), device=text.device) if source is None else source
 
     def to_json(self) -> dict[str, Any]:
