@@ -4,7 +4,7 @@ Same inputs for both paths in one process: the first lines of the 20 MB English 
 batches of 1, 32 and 1,024 lines (codepoints made once, outside the timing); best of
 ``--repeats`` repeats, each the mean of enough calls to last ~0.1 s.
 
-    PYTHONPATH=. python benchmarks/bench_normalize.py [--repeats 5] [--json out.json]
+    PYTHONPATH=. python benchmarks/bench_normalize.py [--repeats 5] [--threads 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json")
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     with open(assets.english_corpus(20), encoding="utf-8") as f:
         lines = [next(f).rstrip("\n") for _ in range(1024)]
     charsmap = read_model(str(assets.fetch("sp-test-model"))).normalizer.precompiled_charsmap

@@ -47,6 +47,13 @@ def assert_same(numba_result, torch_result):
     assert torch.equal(src, ref_src)
 
 
+@pytest.fixture(autouse=True)
+def numba_backend():
+    """The kernels run even where GPUTOK_BACKEND names another backend for the rest of the suite."""
+    with _dispatch.use_backend("numba"):
+        yield
+
+
 def check(normalizer, batches):
     for texts in batches:
         text = ingest.codepoints(texts)
