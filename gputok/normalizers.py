@@ -480,20 +480,22 @@ def _rewrite_per_text_numba(text: Ragged, texts: list[str], rewrite, matcher, co
         return Ragged(text.values.int(), text.offsets), torch.arange(text.values.numel())
     out, mode, match_counts, match_bounds = [], [], [], []
     for s in texts:
-        if (skip is not None and skip(s)) or (matcher is not None and matcher.search(s) is None):
+        if matcher is not None:  # one scan: the matches give both the new text and its sources
+            bounds = [b for m in matcher.finditer(s) for b in m.span()]
+            if bounds:  # the text between the matches, joined by the replacement
+                s = content.join([s[a:b] for a, b in zip([0, *bounds[1::2]], [*bounds[::2], len(s)])])
+            out.append(s)
+            mode.append(2)
+            match_counts.append(len(bounds) // 2)
+            match_bounds += bounds
+        elif skip is not None and skip(s):
             out.append(s)
             mode.append(0)
             match_counts.append(0)
-            continue
-        out.append(rewrite(s))
-        if matcher is None:
+        else:
+            out.append(rewrite(s))
             mode.append(1)
             match_counts.append(0)
-            continue
-        bounds = [b for m in matcher.finditer(s) for b in m.span()]
-        mode.append(2)
-        match_counts.append(len(bounds) // 2)
-        match_bounds += bounds
     result = codepoints(out, text.device)
     spans = np.array(match_bounds, dtype=np.int64).reshape(-1, 2)
     match_offsets = np.zeros(len(texts) + 1, dtype=np.int64)
