@@ -1,9 +1,10 @@
 """Ingest: Python strings, bytes and text files become ragged codepoint or UTF-8 byte tensors.
 
 The whole batch is joined and encoded once by CPython's UTF-32 codec and viewed as one tensor of
-codepoints, so there is no Python work per character (UTF-8 bytes are computed from the
-codepoints with tensor ops, on any device); the only per-text work
-is taking each text's length. Rows are the texts; character offsets reported by the tokenizer are
+codepoints, so there is no Python work per character; the only per-text work is taking each
+text's length. On CPU tensors the numba kernels of ``gputok.kernels.ingest_numba`` replace lone
+surrogates and make the offsets (from ``surrogatepass`` code units) and write UTF-8 bytes; the
+tensor ops below are their reference and the CUDA path. Rows are the texts; character offsets reported by the tokenizer are
 codepoint indices into them, as in huggingface ``tokenizers``.
 
 Defined results for bad input: bytes that are not valid UTF-8 are decoded with U+FFFD replacement

@@ -2,7 +2,9 @@
 
 Every normalizer here is a per-codepoint rewrite, so it is compiled once into a single ragged map
 over all 0x110000 codepoints (``table``) and applied to a whole batch with one gather
-(:func:`gputok.ragged.expand_rows`). The source index lets the tokenizer report character
+(:func:`gputok.ragged.expand_rows`). On CPU tensors each kind runs one numba kernel instead
+(``gputok.kernels.normalize_numba``, ``charsmap_numba``: the same outputs, dtypes included);
+the torch ops stay as their reference and the CUDA path. The source index lets the tokenizer report character
 offsets into the original strings, as huggingface ``tokenizers`` does.
 
 ``BertNormalizer`` follows huggingface ``tokenizers``' BertNormalizer: clean_text (drop NUL,
