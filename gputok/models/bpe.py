@@ -39,6 +39,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import _dispatch
@@ -480,6 +481,8 @@ class BPE:
 
         A token that ends inside a multi-byte character ends after that character.
         """
+        if _dispatch.on_cpu_kernels(words.device):
+            return self._encode_numba(words)
         data, byte_char, whole_ids, one_at_a_time = self.initial_symbols(words)
         lengths = data.lengths()
         byte_ids = data.values  # the initial symbols: bytes, or characters, as token ids
@@ -533,6 +536,56 @@ class BPE:
         last_byte = (data.offsets[:-1] - before).index_select(0, token_word) + csum - 1
         ends = byte_char.index_select(0, last_byte) - words.offsets[:-1].index_select(0, token_word) + 1
         return ids, Ragged(ends, out_offsets)
+
+    def _encode_numba(self, words: Ragged) -> tuple[Ragged, Ragged]:
+        """:meth:`encode_words` of CPU words: the initial symbols in one numba kernel
+        (``gputok.kernels.bpe_symbols_numba``), every word's merges in another
+        (``gputok.kernels.bpe_heap``, which also gives each token's last symbol), and one gather
+        from symbols to characters."""
+        from ..kernels.bpe_heap import merge_rows
+        from ..kernels.bpe_symbols_numba import bpe_symbols_numba
+
+        codes = words.values.numpy()
+        if codes.dtype != np.int32:  # one compiled signature (codepoints fit int32)
+            codes = codes.astype(np.int32)
+        tables = self._numba_tables
+        got = bpe_symbols_numba(codes, words.offsets.numpy(), **tables["symbols"])
+        if got is None:
+            raise ValueError(f"unk_token {self.unk_token!r} is not in the vocabulary; add it or pass another")
+        symbols, offsets, source = got
+        last = np.empty(symbols.size, np.int64)  # per merged token: 1 + its last symbol's index
+        out_offsets = merge_rows(symbols, offsets, last, **tables["merges"])
+        total = out_offsets[-1]
+        ends = source[last[:total] - 1]
+        ends += 1  # the character holding the token's last symbol, + 1
+        out_offsets = torch.from_numpy(out_offsets)
+        return Ragged(torch.from_numpy(symbols[:total]), out_offsets), Ragged(torch.from_numpy(ends), out_offsets)
+
+    @functools.cached_property
+    def _numba_tables(self) -> dict[str, dict[str, Any]]:
+        """The model's tables as numpy arrays, for the CPU kernels (made on first use)."""
+        from ..kernels.bpe_heap import rank_levels
+        from ..kernels.bpe_symbols_numba import build_whole_table
+
+        none = np.zeros(0, np.int64)
+        token_keys, token_offsets = self._token_keys.values.numpy(), self._token_keys.offsets.numpy()
+        chars = self._char_ids if not self.byte_level else HashMap(torch.zeros(0, dtype=torch.int64),
+                                                                  torch.zeros(0, dtype=torch.int64))
+        unk_id = self.unk_id
+        symbols = dict(
+            byte_level=self.byte_level, byte_to_id=self.byte_to_id.numpy() if self.byte_level else none,
+            char_keys=chars.slot_keys.numpy(), char_values=chars.slot_values.numpy(), char_mask=chars.mask,
+            char_probes=chars.max_probes, byte_fallback=self.byte_fallback,
+            fallback_ids=none if self.byte_level else self._fallback_ids.numpy(),
+            prefix=np.array([ord(c) for c in self.continuing_subword_prefix or ""], np.int64),
+            suffix=np.array([ord(c) for c in self.end_of_word_suffix or ""], np.int64),
+            has_unk=self.unk_token is not None, unk_id=-1 if unk_id is None else unk_id, fuse_unk=self.fuse_unk,
+            whole_slots=build_whole_table(token_keys, token_offsets) if self.ignore_merges else none,
+            token_keys=token_keys, token_offsets=token_offsets)
+        merges = dict(slot_keys=self.pairs.slot_keys.numpy(), slot_values=self.pairs.slot_values.numpy(),
+                      hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes, vocab_size=self.vocab_size,
+                      level_start=rank_levels(self.pairs.slot_values.numpy()))
+        return {"symbols": symbols, "merges": merges}
 
     @property
     def unk_id(self) -> int | None:
