@@ -28,7 +28,9 @@ spaces, or one letter repeated. Positions are packed in 32 bits: rows are shorte
 symbols, and ranks (the map's values are non-negative) below 2**31.
 
 ``nogil=True``: callers may run it on several Python threads at once; ``cache=True``: compiled
-once per machine, then loaded from ``__pycache__``.
+once per machine, then loaded from gputok's cache dir (``_numba.py``). Scratch is allocated per
+call: ``lists`` (3 int64 per rank) unfilled, each rank's column read only while its bit in the
+bitmap says the list is non-empty, so a call touches only the ranks its rows reach.
 """
 
 import numpy as np
@@ -323,8 +325,9 @@ def merge_rows(tokens: np.ndarray, offsets: np.ndarray, ends: np.ndarray, *, slo
 
 def bpe_merge_numba(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
                     slot_values: torch.Tensor, hash_mask: int, max_probes: int,
-                    vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Merged (tokens, offsets) of ragged rows of CPU token ids; the inputs stay intact."""
+                    vocab_size: int, level_start: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merged (tokens, offsets) of ragged rows of CPU token ids; the inputs stay intact.
+    ``level_start``: ``rank_levels(slot_values)``, if the caller keeps it."""
     work = tokens.to(torch.int64, copy=True).contiguous()
     offsets = offsets.to(torch.int64).contiguous()
     if offsets.numel() > 1 and int((offsets[1:] - offsets[:-1]).max()) >= 1 << 32:
@@ -332,5 +335,6 @@ def bpe_merge_numba(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: t
     values = work.numpy()
     out_offsets = merge_rows(values, offsets.numpy(), np.empty(0, np.int64), slot_keys=slot_keys.numpy(),
                              slot_values=slot_values.numpy(), hash_mask=hash_mask, max_probes=max_probes,
-                             vocab_size=vocab_size, level_start=rank_levels(slot_values.numpy()))
+                             vocab_size=vocab_size,
+                             level_start=rank_levels(slot_values.numpy()) if level_start is None else level_start)
     return work[: int(out_offsets[-1])].clone(), torch.from_numpy(out_offsets)
