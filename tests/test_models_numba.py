@@ -268,3 +268,21 @@ def test_a_merged_token_that_is_also_one_character_ends_at_that_character():
                 continuing_subword_prefix="##", end_of_word_suffix="c")
     ids, ends = model.encode_words(ragged(["ab", "abb"]))
     assert ids.tolist() == [[0, 4], [0, 2, 4]] and ends.tolist() == [[1, 2], [1, 2, 3]]
+
+
+def test_pickled_models_and_threads_give_the_same_pieces(models, corpus_words):
+    """A pickled model (DataLoader workers) leaves the kernels' tables behind and makes them again;
+    8 threads calling the nogil kernels at once get the single-call pieces."""
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    words = ragged(corpus_words[:2000])
+    for name in ("bert", "cl100k", "char-byte-fallback"):
+        model = models[name]
+        want = [r.tolist() for r in model.encode_words(words)]
+        copy = pickle.loads(pickle.dumps(model))
+        assert "_numba_tables" not in copy.__dict__
+        assert [r.tolist() for r in copy.encode_words(words)] == want
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda _: [r.tolist() for r in model.encode_words(words)], range(16)))
+        assert all(g == want for g in got)

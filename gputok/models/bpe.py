@@ -555,6 +555,13 @@ class BPE:
         out_offsets = torch.from_numpy(out_offsets)
         return Ragged(torch.from_numpy(symbols[:total]), out_offsets), Ragged(torch.from_numpy(ends), out_offsets)
 
+    def __getstate__(self) -> dict:
+        """Pickled (DataLoader workers) without the kernels' tables: views of the model's own
+        tensors, which would be pickled twice; they are made again on first use."""
+        state = dict(self.__dict__)
+        state.pop("_numba_tables", None)
+        return state
+
     @functools.cached_property
     def _numba_tables(self) -> dict[str, dict[str, Any]]:
         """The model's tables as numpy arrays, for the CPU kernels (made on first use)."""

@@ -176,6 +176,13 @@ class WordPiece:
         offsets = torch.from_numpy(offsets)
         return Ragged(torch.from_numpy(ids), offsets), Ragged(torch.from_numpy(ends), offsets)
 
+    def __getstate__(self) -> dict:
+        """Pickled (DataLoader workers) without the kernels' tables: views of the model's own
+        tensors, which would be pickled twice; they are made again on first use."""
+        state = dict(self.__dict__)
+        state.pop("_numba_tables", None)
+        return state
+
     @functools.cached_property
     def _numba_tables(self) -> dict[str, Any]:
         """The trie's arrays as numpy (views of its CPU tensors), for the kernel."""
