@@ -1,6 +1,6 @@
 """``model.encode_words`` on the CPU: numba kernels (the default) against the torch path, per family.
 
-The words are the unique words of the first 1, 32 and 1,024 lines of the English corpus, as each
+The words are the unique words of the first 1, 32 and 1,024 non-blank lines of the English corpus, as each
 tokenizer's own normalizer and pre-tokenizer cut them; both paths get the same Ragged. One process,
 best of ``--repeats`` calls each (after a warm-up call). Prints a table (ms per call, ratio).
 
@@ -79,10 +79,15 @@ def main() -> None:
     parser.add_argument("--batches", default="1,32,1024")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
+    lines = []
     with open(assets.english_corpus(20), encoding="utf-8") as f:
-        lines = [next(f).rstrip("\n") for _ in range(max(batches))]
+        for line in f:  # the corpus's first non-blank lines
+            if line.strip():
+                lines.append(line.rstrip("\n"))
+            if len(lines) == max(batches):
+                break
     print(f"CPU, torch threads {torch.get_num_threads()}, best of {args.repeats}; ms per encode_words call")
-    print(f"{'family':<18} {'lines':>6} {'words':>6} {'numba ms':>9} {'torch ms':>9} {'speed-up':>9}")
+    print(f"{'family':<18} {'lines':>6} {'words':>6} {'chars':>7} {'numba ms':>9} {'torch ms':>9} {'speed-up':>9}")
     for name, tok in families().items():
         for batch in batches:
             words = unique_word_batch(tok, lines[:batch])
@@ -94,7 +99,7 @@ def main() -> None:
                     model.encode_words(words)
 
             torch_s = best_of(torch_path, args.repeats)
-            print(f"{name:<18} {batch:>6} {len(words):>6} {numba_s * 1e3:>9.3f} {torch_s * 1e3:>9.3f} "
+            print(f"{name:<18} {batch:>6} {len(words):>6} {words.values.numel():>7} {numba_s * 1e3:>9.3f} {torch_s * 1e3:>9.3f} "
                   f"{torch_s / numba_s:>8.1f}x", flush=True)
 
 
