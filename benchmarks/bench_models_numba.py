@@ -99,7 +99,8 @@ def main() -> None:
                     model.encode_words(words)
 
             torch_s = best_of(torch_path, args.repeats)
-            print(f"{name:<18} {batch:>6} {len(words):>6} {words.values.numel():>7} {numba_s * 1e3:>9.3f} {torch_s * 1e3:>9.3f} "
+            print(f"{name:<18} {batch:>6} {len(words):>6} {words.values.numel():>7} "
+                  f"{numba_s * 1e3:>9.3f} {torch_s * 1e3:>9.3f} "
                   f"{torch_s / numba_s:>8.1f}x", flush=True)
 
 

@@ -180,7 +180,8 @@ def bpe_merge(tokens: torch.Tensor, offsets: torch.Tensor, *, first_values: torc
 
 def bpe_merge_one_at_a_time(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
                             slot_values: torch.Tensor, hash_mask: int, max_probes: int,
-                            vocab_size: int, level_start=None) -> tuple[torch.Tensor, torch.Tensor]:
+                            vocab_size: int,
+                            level_start: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Ragged rows merged by the reference rule itself, one pair at a time (lowest rank, leftmost
     first), in O(n log n) per row: the numba kernel ``gputok.kernels.bpe_heap`` on the CPU. Rows
     on a GPU are copied over and back (the words that need it are few: long ones and ties).

@@ -170,7 +170,8 @@ class WordPiece:
         codes = words.values.numpy()
         if codes.dtype != np.int32:  # one compiled signature (codepoints fit int32)
             codes = codes.astype(np.int32)
-        ids, ends, offsets = wordpiece_encode_numba(codes, words.offsets.numpy(), max_chars=self.max_input_chars_per_word,
+        ids, ends, offsets = wordpiece_encode_numba(codes, words.offsets.numpy(),
+                                                    max_chars=self.max_input_chars_per_word,
                                                     unk_id=self.unk_id, partial_unk=self.partial_unk,
                                                     **self._numba_tables)
         offsets = torch.from_numpy(offsets)
