@@ -565,7 +565,8 @@ class BPE:
 
     @functools.cached_property
     def _numba_tables(self) -> dict[str, dict[str, Any]]:
-        """The model's tables as numpy arrays, for the CPU kernels (made on first use)."""
+        """The model's tables and options as numpy arrays and scalars, for the CPU kernels, made on
+        first use: options changed after a model has encoded on the CPU are not seen there."""
         from ..kernels.bpe_heap import rank_levels
         from ..kernels.bpe_symbols_numba import build_whole_table
 
