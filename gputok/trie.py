@@ -10,6 +10,9 @@ Most text is ASCII, so edges on ASCII codepoints are also kept in a dense table
 (``ascii_children[ascii_row[node], codepoint]``, only for nodes that have an ASCII edge): one
 gather instead of a hash and its probes, which is what the lock-step CPU loop spends its time on.
 
+The CPU kernel ``gputok.kernels.wordpiece_match_numba`` walks the same arrays (numpy views of
+these tensors) one word at a time; the Triton kernel and the torch twin, many words in lock-step.
+
 A trie has several roots (nodes ``0 .. len(roots) - 1``): WordPiece uses root 0 for word-initial
 pieces and root 1 for continuation pieces with their ``##`` prefix removed. ``token_of_node`` holds
 the token id that ends at each node, or -1. Memory: ~40 bytes per trie node for the hash map,

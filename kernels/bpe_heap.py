@@ -28,7 +28,9 @@ spaces, or one letter repeated. Positions are packed in 32 bits: rows are shorte
 symbols, and ranks (the map's values are non-negative) below 2**31.
 
 ``nogil=True``: callers may run it on several Python threads at once; ``cache=True``: compiled
-once per machine, then loaded from ``__pycache__``.
+once per machine, then loaded from gputok's cache dir (``_numba.py``). Scratch is allocated per
+call: ``lists`` (3 int64 per rank) unfilled, each rank's column read only while its bit in the
+bitmap says the list is non-empty, so a call touches only the ranks its rows reach.
 """
 
 import numpy as np
@@ -41,19 +43,25 @@ LOW32 = np.int64(0xFFFFFFFF)  # a position in a heap entry, a merged id in a val
 
 
 @kernel
-def _pair_value(left, right, vocab_size, slot_keys, slot_values, mask, shift, max_probes):
-    """The map's value of the pair, NO_RANK if absent: linear probing from the Fibonacci home slot
-    (``gputok.hashing.home_slot``: int64 products wrap, ``& mask`` makes the shift logical)."""
-    key = left * vocab_size + right
+def probe(key, slot_keys, slot_values, mask, shift, max_probes, default):
+    """The value stored under ``key`` in a ``gputok.hashing.HashMap``'s slot arrays, ``default``
+    if absent: linear probing from the Fibonacci home slot (``gputok.hashing.home_slot``: int64
+    products wrap, ``& mask`` makes the shift logical). Shared by the BPE and WordPiece kernels."""
     slot = ((key * FIBONACCI) >> shift) & mask
     for _ in range(max_probes):
         found = slot_keys[slot]
         if found == key:
             return slot_values[slot]
         if found == -1:
-            return NO_RANK
+            return default
         slot = (slot + 1) & mask
-    return NO_RANK
+    return default
+
+
+@kernel
+def _pair_value(left, right, vocab_size, slot_keys, slot_values, mask, shift, max_probes):
+    """The map's value of the pair, NO_RANK if absent."""
+    return probe(left * vocab_size + right, slot_keys, slot_values, mask, shift, max_probes, NO_RANK)
 
 
 # A lowest set bit -> its index, by de Bruijn multiplication (numba has no count-trailing-zeros).
@@ -78,6 +86,12 @@ def _mark(bits, level_start, rank):
         if was != 0:
             return  # the levels above know already
         rank >>= 6
+
+
+@kernel
+def _marked(bits, rank):
+    """Whether ``rank``'s list is non-empty (its bit in level 0, which starts the array)."""
+    return (bits[rank >> 6] >> (rank & 63)) & 1 != 0
 
 
 @kernel
@@ -133,14 +147,16 @@ def _sift_up(heap, at):
 @kernel
 def _append(lists, entry_position, entry_next, bits, level_start, rank, position, entries):
     """Entry ``entries`` (at ``position``) goes to the tail of ``rank``'s list; returns how many
-    entries are in use. ``lists[0/1/2]``: each rank's head, tail, and whether it is unsorted."""
+    entries are in use. ``lists[0/1/2]``: each rank's head, tail, and whether it is unsorted;
+    read only while the rank's bit is set (an empty list's columns are stale or never written)."""
     entry_position[entries] = position
     entry_next[entries] = -1
-    tail = lists[1, rank]
-    if tail == -1:
+    if not _marked(bits, rank):
         lists[0, rank] = entries
+        lists[2, rank] = 0
         _mark(bits, level_start, rank)
     else:
+        tail = lists[1, rank]
         entry_next[tail] = entries
         if entry_position[tail] > position:
             lists[2, rank] = 1
@@ -166,12 +182,14 @@ def _sort_list(lists, entry_position, entry_next, rank, scratch):
 
 
 @kernel
-def _merge_rows(tokens, offsets, out, lengths, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
+def _merge_rows(tokens, offsets, out, lengths, ends, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
                 level_start):
     """Merge each row of ``tokens`` (rows by ``offsets``) into ``out``, rows back to back, and
     each row's length into ``lengths``. ``out`` may be ``tokens``: a row is copied out before its
-    result is written, and results never run ahead of their rows. ``level_start``: where each
-    level of the rank bitmap starts in one array (level 0: a bit per rank), and its end."""
+    result is written, and results never run ahead of their rows. ``ends`` (unless empty): beside
+    each output token, the index in ``tokens`` just past the last symbol it covers (a merged token
+    covers its symbols from its left part's position to the next live position). ``level_start``:
+    where each level of the rank bitmap starts in one array (level 0: a bit per rank), and its end."""
     longest = 0
     for r in range(offsets.size - 1):
         longest = max(longest, offsets[r + 1] - offsets[r])
@@ -185,8 +203,10 @@ def _merge_rows(tokens, offsets, out, lengths, slot_keys, slot_values, mask, shi
     heap = np.empty(3 * longest, np.int64)
     scratch = np.empty(3 * longest, np.int64)
     ranks = (level_start[1] - level_start[0]) * 64
-    lists = np.full((3, ranks), -1, np.int64)  # every list is empty again when a row is done
-    lists[2] = 0
+    # A list's columns are valid only while its rank is marked in ``bits``, so ``lists`` needs no
+    # filling: a call touches only the pages of the ranks its rows use (cl100k: 100k ranks, 2.4 MB
+    # that a fill would cost every call). Every list is empty again when a row is done.
+    lists = np.empty((3, ranks), np.int64)
     bits = np.zeros(level_start[-1], np.int64)
     index = _DE_BRUIJN_INDEX
     written = 0
@@ -254,12 +274,11 @@ def _merge_rows(tokens, offsets, out, lengths, slot_keys, slot_values, mask, shi
                 if p < 0 or value[p] == NO_RANK:
                     continue
                 rank = value[p] >> 32
-                head = lists[0, rank]
-                if rank > frontier or head == -1:
+                if rank > frontier or not _marked(bits, rank):
                     entries = _append(lists, entry_position, entry_next, bits, level_start, rank, p, entries)
-                elif p <= entry_position[head]:
+                elif p <= entry_position[lists[0, rank]]:
                     entry_position[entries] = p
-                    entry_next[entries] = head
+                    entry_next[entries] = lists[0, rank]
                     lists[0, rank] = entries
                     entries += 1
                 else:
@@ -270,34 +289,52 @@ def _merge_rows(tokens, offsets, out, lengths, slot_keys, slot_values, mask, shi
         i = 0
         while i < n:
             out[written + count] = tok[i]
+            if ends.size:
+                ends[written + count] = start + nxt[i]
             count += 1
             i = nxt[i]
         lengths[r] = count
         written += count
 
 
-def _rank_levels(ranks: int) -> np.ndarray:
-    """Starts of the rank bitmap's levels in one array, and its end: level 0 has a bit per rank,
-    each level above a bit per word of the one below, up to a single word."""
+def rank_levels(slot_values: np.ndarray) -> np.ndarray:
+    """The rank bitmap's layout for a pair map's values (``rank << 32 | id``): starts of its
+    levels in one array, and its end. Level 0 has a bit per rank, each level above a bit per word
+    of the one below, up to a single word. Computed once per model (a pass over the map)."""
+    ranks = (int(slot_values.max()) >> 32 if slot_values.size else 0) + 1
     sizes = [max(1, -(-ranks // 64))]
     while sizes[-1] > 1:
         sizes.append(-(-sizes[-1] // 64))
     return np.cumsum([0] + sizes).astype(np.int64)
 
 
+def merge_rows(tokens: np.ndarray, offsets: np.ndarray, ends: np.ndarray, *, slot_keys: np.ndarray,
+               slot_values: np.ndarray, hash_mask: int, max_probes: int, vocab_size: int,
+               level_start: np.ndarray) -> np.ndarray:
+    """Merge the rows of int64 ``tokens`` in place (rows back to back from the start) and return
+    the merged rows' offsets; ``ends`` as in ``_merge_rows`` (an empty array: not wanted). numpy
+    in, numpy out: the CPU path of ``gputok.models.bpe.BPE.encode_words`` (no torch op)."""
+    lengths = np.empty(offsets.size - 1, np.int64)
+    _merge_rows(tokens, offsets, tokens, lengths, ends, slot_keys, slot_values, hash_mask,
+                64 - hash_mask.bit_length(), max_probes, vocab_size, level_start)
+    out_offsets = np.empty(offsets.size, np.int64)
+    out_offsets[0] = 0
+    np.cumsum(lengths, out=out_offsets[1:])
+    return out_offsets
+
+
 def bpe_merge_numba(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
                     slot_values: torch.Tensor, hash_mask: int, max_probes: int,
-                    vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Merged (tokens, offsets) of ragged rows of CPU token ids; the inputs stay intact."""
+                    vocab_size: int, level_start: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Merged (tokens, offsets) of ragged rows of CPU token ids; the inputs stay intact.
+    ``level_start``: ``rank_levels(slot_values)``, if the caller keeps it."""
     work = tokens.to(torch.int64, copy=True).contiguous()
     offsets = offsets.to(torch.int64).contiguous()
-    lengths = torch.zeros(max(offsets.numel() - 1, 0), dtype=torch.int64)
-    if lengths.numel() and int((offsets[1:] - offsets[:-1]).max()) >= 1 << 32:
+    if offsets.numel() > 1 and int((offsets[1:] - offsets[:-1]).max()) >= 1 << 32:
         raise ValueError("bpe_merge_numba: a row of 2**32 symbols or more; positions are packed in 32 bits")
-    ranks = int(slot_values.max()) >> 32 if slot_values.numel() else 0
     values = work.numpy()
-    _merge_rows(values, offsets.numpy(), values, lengths.numpy(), slot_keys.numpy(), slot_values.numpy(),
-                hash_mask, 64 - hash_mask.bit_length(), max_probes, vocab_size, _rank_levels(ranks + 1))
-    out_offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64)
-    torch.cumsum(lengths, 0, out=out_offsets[1:])
-    return work[: int(out_offsets[-1])].clone(), out_offsets
+    out_offsets = merge_rows(values, offsets.numpy(), np.empty(0, np.int64), slot_keys=slot_keys.numpy(),
+                             slot_values=slot_values.numpy(), hash_mask=hash_mask, max_probes=max_probes,
+                             vocab_size=vocab_size,
+                             level_start=rank_levels(slot_values.numpy()) if level_start is None else level_start)
+    return work[: int(out_offsets[-1])].clone(), torch.from_numpy(out_offsets)

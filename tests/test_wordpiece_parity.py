@@ -373,22 +373,18 @@ def test_save_round_trip_from_vocab(bert_vocab_path, sample_lines, tmp_path):
 @given(st.lists(st.one_of(st.sampled_from(["", "##", "unaffable", "running", "a" * 100, "a" * 101, "x" * 150]),
                           st.text(alphabet=st.sampled_from(list("abcdeüé中文#") + ["q", "z"]), max_size=12),
                           st.text(max_size=8)), max_size=40))
-def test_few_words_loop_equals_the_lockstep_matcher(bert, words):
-    """Up to FEW_WORDS words go through a Python loop on the CPU; it must give the matcher's pieces."""
-    from gputok.models import wordpiece
+def test_numba_kernel_equals_the_lockstep_matcher(bert, words):
+    """CPU words go through the numba kernel; it must give the torch twin's pieces (more in
+    tests/test_models_numba.py)."""
+    from gputok import _dispatch
     from gputok.ragged import Ragged
 
     ragged = Ragged.from_lengths(torch.tensor([ord(c) for w in words for c in w], dtype=torch.int64),
                                  torch.tensor([len(w) for w in words], dtype=torch.int64))
-    saved = wordpiece.FEW_WORDS
-    try:
-        wordpiece.FEW_WORDS = 1 << 30
-        few = bert.model.encode_words(ragged)
-        wordpiece.FEW_WORDS = 0
+    kernel = bert.model.encode_words(ragged)
+    with _dispatch.use_backend("torch"):
         lockstep = bert.model.encode_words(ragged)
-    finally:
-        wordpiece.FEW_WORDS = saved
-    for a, b in zip(few, lockstep):
+    for a, b in zip(kernel, lockstep):
         assert a.values.dtype == b.values.dtype and a.values.tolist() == b.values.tolist()
         assert a.offsets.tolist() == b.offsets.tolist()
 

@@ -9,9 +9,11 @@ with the lowest rank is merged, the leftmost first, until no adjacent pair has a
 ranks a pair by the rank of its concatenated bytes; a merges list ranks it by its line. With
 ``ignore_merges`` (tiktoken's rule too), a word that is itself a token is that token.
 
-Where the merging runs (:func:`bpe_merge`): on the CPU, every word in the numba kernel
-``gputok.kernels.bpe_heap``, one merge at a time with a priority queue (O(n log n) per word at
-worst, in practice O(n): ~56 bytes of scratch per symbol of the longest word, 16 per rank). On
+Where it runs. On the CPU (:meth:`BPE.encode_words`), two numba kernels per call: the initial
+symbols of every word (``gputok.kernels.bpe_symbols_numba``, ignore_merges included), then every
+word's merges in ``gputok.kernels.bpe_heap``, one merge at a time with a priority queue (O(n log n)
+per word at worst, in practice O(n): ~64 bytes of scratch per symbol of the longest word, 24 per
+rank, only the ranks used touched), which also gives each token's last symbol, hence its end. On
 CUDA, the Triton kernel ``gputok.kernels.bpe_merge`` (one program per word, O(n) per merge) for
 words up to ``LONG_WORD`` symbols, and the numba kernel, over a copy on the CPU, for longer
 words and for words that must merge one pair at a time (``tie_chars``).
@@ -39,6 +41,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import _dispatch
@@ -49,6 +52,7 @@ from ..ingest import utf8_bytes
 from ..ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, row_ids, segment_sum, span_indices
 
 NO_RANK = torch.iinfo(torch.int64).max
+_NO_ENDS = np.zeros(0, np.int64)  # bpe_heap.merge_rows: no token ends wanted
 # On CUDA, longer words merge in the numba kernel on the CPU: the Triton kernel costs a word's
 # length per merge, and a merge round of the torch twin merges one rank per word, so a long
 # word of varied text needs about as many rounds as it has bytes.
@@ -176,16 +180,18 @@ def bpe_merge(tokens: torch.Tensor, offsets: torch.Tensor, *, first_values: torc
 
 def bpe_merge_one_at_a_time(tokens: torch.Tensor, offsets: torch.Tensor, *, slot_keys: torch.Tensor,
                             slot_values: torch.Tensor, hash_mask: int, max_probes: int,
-                            vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+                            vocab_size: int,
+                            level_start: np.ndarray | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Ragged rows merged by the reference rule itself, one pair at a time (lowest rank, leftmost
     first), in O(n log n) per row: the numba kernel ``gputok.kernels.bpe_heap`` on the CPU. Rows
     on a GPU are copied over and back (the words that need it are few: long ones and ties).
-    ``slot_keys``/``slot_values``: the pair map's CPU arrays."""
+    ``slot_keys``/``slot_values``: the pair map's CPU arrays; ``level_start``: ``bpe_heap.rank_levels``
+    of its values, if the caller keeps them (else a pass over the map per call)."""
     from ..kernels.bpe_heap import bpe_merge_numba
 
     merged, merged_offsets = bpe_merge_numba(tokens.cpu(), offsets.cpu(), slot_keys=slot_keys,
                                              slot_values=slot_values, hash_mask=hash_mask,
-                                             max_probes=max_probes, vocab_size=vocab_size)
+                                             max_probes=max_probes, vocab_size=vocab_size, level_start=level_start)
     return merged.to(tokens.device), merged_offsets.to(tokens.device)
 
 
@@ -193,8 +199,7 @@ def bpe_merge_heap(tokens: list[int], pairs: dict[tuple[int, int], tuple[int, in
     """One word, one merge at a time (lowest rank, leftmost first): O(n log n) with a heap.
 
     The reference rule itself, in Python: the twin the numba kernel (``gputok.kernels.bpe_heap``)
-    is tested against, and the merge of short words in small batches
-    (:meth:`BPE.encode_word_bytes`). Stale heap entries are skipped when popped.
+    is tested against. Stale heap entries are skipped when popped.
 
     >>> bpe_merge_heap([0, 1, 0, 1], {(0, 1): (1, 2), (1, 0): (3, 3), (2, 0): (0, 4), (0, 3): (0, 4)})
     [4, 1]
@@ -448,38 +453,31 @@ class BPE:
         return whole_ids
 
     def encode_word_bytes(self, word: bytes) -> list[int]:
-        """One word's ids (byte-level BPE), in pure Python: the word's token if it is one
-        (``ignore_merges``), else its bytes merged by :func:`bpe_merge_heap` (the kernel of
-        :func:`bpe_merge_one_at_a_time` over ``LONG_WORD`` bytes). Small CPU batches
-        take this path (``gputok.tokenizer``), where a tensor op's fixed cost exceeds a word's loop."""
+        """One word's ids (byte-level BPE): the word's token if it is one (``ignore_merges``), else
+        its bytes merged by the numba kernel of :func:`bpe_merge_one_at_a_time` (numpy in and out,
+        a few microseconds a word). For callers that hold Python bytes."""
         if self.ignore_merges:
             whole = self._id_of_bytes.get(word)
             if whole is not None:
                 return [whole]
-        symbols = [self._byte_ids[b] for b in word]
-        if len(symbols) <= LONG_WORD:
-            return bpe_merge_heap(symbols, self._pairs_dict)
-        merged, _ = bpe_merge_one_at_a_time(torch.tensor(symbols, dtype=torch.int64),
-                                            torch.tensor([0, len(symbols)], dtype=torch.int64),
-                                            slot_keys=self.pairs.slot_keys, slot_values=self.pairs.slot_values,
-                                            hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes,
-                                            vocab_size=self.vocab_size)
-        return merged.tolist()
+        from ..kernels.bpe_heap import merge_rows
+
+        symbols = self._numba_tables["symbols"]["byte_to_id"][np.frombuffer(word, np.uint8)]
+        offsets = merge_rows(symbols, np.array([0, symbols.size], np.int64), _NO_ENDS, **self._numba_tables["merges"])
+        return symbols[:offsets[1]].tolist()
 
     @functools.cached_property
     def _id_of_bytes(self) -> dict[bytes, int]:
         """``{token bytes: id}`` (byte-level)."""
         return {b: i for i, b in enumerate(self.token_bytes) if b is not None}
 
-    @functools.cached_property
-    def _byte_ids(self) -> list[int]:
-        return self.byte_to_id.tolist()
-
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints), and each token's end in characters.
 
         A token that ends inside a multi-byte character ends after that character.
         """
+        if _dispatch.on_cpu_kernels(words.device):
+            return self._encode_numba(words)
         data, byte_char, whole_ids, one_at_a_time = self.initial_symbols(words)
         lengths = data.lengths()
         byte_ids = data.values  # the initial symbols: bytes, or characters, as token ids
@@ -510,7 +508,7 @@ class BPE:
         heap_ids, heap_offsets = bpe_merge_one_at_a_time(
             byte_ids.index_select(0, _gather_rows(data.offsets, long_words)),
             offsets_from_lengths(lengths.index_select(0, long_words)), slot_keys=self.pairs.slot_keys,
-            slot_values=self.pairs.slot_values, **pair_map)
+            slot_values=self.pairs.slot_values, level_start=self._numba_tables["merges"]["level_start"], **pair_map)
         out_lengths[long_words] = heap_offsets[1:] - heap_offsets[:-1]
         out_offsets = offsets_from_lengths(out_lengths)
         out = torch.empty(int(out_offsets[-1]), dtype=torch.int64, device=data.device)
@@ -533,6 +531,64 @@ class BPE:
         last_byte = (data.offsets[:-1] - before).index_select(0, token_word) + csum - 1
         ends = byte_char.index_select(0, last_byte) - words.offsets[:-1].index_select(0, token_word) + 1
         return ids, Ragged(ends, out_offsets)
+
+    def _encode_numba(self, words: Ragged) -> tuple[Ragged, Ragged]:
+        """:meth:`encode_words` of CPU words: the initial symbols in one numba kernel
+        (``gputok.kernels.bpe_symbols_numba``), every word's merges in another
+        (``gputok.kernels.bpe_heap``, which also gives each token's last symbol), and one gather
+        from symbols to characters."""
+        from ..kernels.bpe_heap import merge_rows
+        from ..kernels.bpe_symbols_numba import bpe_symbols_numba
+
+        codes = words.values.numpy()
+        if codes.dtype != np.int32:  # one compiled signature (codepoints fit int32)
+            codes = codes.astype(np.int32)
+        tables = self._numba_tables
+        got = bpe_symbols_numba(codes, words.offsets.numpy(), **tables["symbols"])
+        if got is None:
+            raise ValueError(f"unk_token {self.unk_token!r} is not in the vocabulary; add it or pass another")
+        symbols, offsets, source = got
+        last = np.empty(symbols.size, np.int64)  # per merged token: 1 + its last symbol's index
+        out_offsets = merge_rows(symbols, offsets, last, **tables["merges"])
+        total = out_offsets[-1]
+        ends = source[last[:total] - 1]
+        ends += 1  # the character holding the token's last symbol, + 1
+        out_offsets = torch.from_numpy(out_offsets)
+        return Ragged(torch.from_numpy(symbols[:total]), out_offsets), Ragged(torch.from_numpy(ends), out_offsets)
+
+    def __getstate__(self) -> dict:
+        """Pickled (DataLoader workers) without the kernels' tables: views of the model's own
+        tensors, which would be pickled twice; they are made again on first use."""
+        state = dict(self.__dict__)
+        state.pop("_numba_tables", None)
+        return state
+
+    @functools.cached_property
+    def _numba_tables(self) -> dict[str, dict[str, Any]]:
+        """The model's tables and options as numpy arrays and scalars, for the CPU kernels, made on
+        first use: options changed after a model has encoded on the CPU are not seen there."""
+        from ..kernels.bpe_heap import rank_levels
+        from ..kernels.bpe_symbols_numba import build_whole_table
+
+        none = np.zeros(0, np.int64)
+        token_keys, token_offsets = self._token_keys.values.numpy(), self._token_keys.offsets.numpy()
+        chars = self._char_ids if not self.byte_level else HashMap(torch.zeros(0, dtype=torch.int64),
+                                                                  torch.zeros(0, dtype=torch.int64))
+        unk_id = self.unk_id
+        symbols = dict(
+            byte_level=self.byte_level, byte_to_id=self.byte_to_id.numpy() if self.byte_level else none,
+            char_keys=chars.slot_keys.numpy(), char_values=chars.slot_values.numpy(), char_mask=chars.mask,
+            char_probes=chars.max_probes, byte_fallback=self.byte_fallback,
+            fallback_ids=none if self.byte_level else self._fallback_ids.numpy(),
+            prefix=np.array([ord(c) for c in self.continuing_subword_prefix or ""], np.int64),
+            suffix=np.array([ord(c) for c in self.end_of_word_suffix or ""], np.int64),
+            has_unk=self.unk_token is not None, unk_id=-1 if unk_id is None else unk_id, fuse_unk=self.fuse_unk,
+            whole_slots=build_whole_table(token_keys, token_offsets) if self.ignore_merges else none,
+            token_keys=token_keys, token_offsets=token_offsets)
+        merges = dict(slot_keys=self.pairs.slot_keys.numpy(), slot_values=self.pairs.slot_values.numpy(),
+                      hash_mask=self.pairs.mask, max_probes=self.pairs.max_probes, vocab_size=self.vocab_size,
+                      level_start=rank_levels(self.pairs.slot_values.numpy()))
+        return {"symbols": symbols, "merges": merges}
 
     @property
     def unk_id(self) -> int | None:

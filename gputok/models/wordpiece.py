@@ -7,29 +7,28 @@ take the longest vocabulary piece that matches (pieces after the first carry the
 match, the whole word becomes the unk token (the reference rule). ``partial_unk=True`` instead
 turns only each unmatched run of characters into one unk token and keeps the other pieces.
 
-All unique words advance in lock-step (``wordpiece_match_torch``), each running the state machine
-of the Triton kernel ``gputok.kernels.wordpiece_match`` (one word per lane, same contract). With
-the torch backend (the CPU), up to ``FEW_WORDS`` words are matched by a Python loop over the same
-tables instead: a lock-step round costs ~1 ms of per-op overhead whatever its size (small batches,
-word-cache misses).
-Memory: the padded [unique words, longest word] codepoint matrix plus two int32 matrices of the
-same shape for the pieces.
+Where it runs: on the CPU, the numba kernel ``gputok.kernels.wordpiece_match_numba``, one loop
+per word over the ragged codepoints (no padding; output sized by a piece per character). On CUDA,
+the Triton kernel ``gputok.kernels.wordpiece_match`` (one word per lane), and under the torch
+backend its twin ``wordpiece_match_torch`` (all words in lock-step): both over the padded
+[unique words, longest word] codepoint matrix plus two int32 matrices of the same shape for the
+pieces. All three walk the same trie tables.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import _dispatch
 from ..dedup import padded_chars
-from ..ingest import strings
 from ..ragged import Ragged, positions_in_rows
 from ..trie import Trie, trie_step
 
 UNMATCHED = -2  # piece id the matcher emits for an unmatched character in partial-unk mode
-FEW_WORDS = 32
 
 
 def wordpiece_match_torch(chars: torch.Tensor, lengths: torch.Tensor, *, slot_keys: torch.Tensor,
@@ -141,8 +140,8 @@ class WordPiece:
         The words are laid out as a padded matrix cut at ``max_input_chars_per_word + 1``
         columns: longer words become unk whatever they hold.
         """
-        if len(words) <= FEW_WORDS and not self.partial_unk and _dispatch.backend(words.device) != "triton":
-            return self._encode_few(words)
+        if _dispatch.on_cpu_kernels(words.device):
+            return self._encode_numba(words)
         lengths = words.lengths()
         width = max(1, min(int(lengths.max()) if lengths.numel() else 0, self.max_input_chars_per_word + 1))
         chars = padded_chars(words.values, words.offsets[:-1], lengths, width)
@@ -164,31 +163,31 @@ class WordPiece:
             num = keep.sum(1)
         return Ragged.from_lengths(ids[keep], num), Ragged.from_lengths(ends[keep], num)
 
-    def _encode_few(self, words: Ragged) -> tuple[Ragged, Ragged]:
-        """:meth:`encode_words` for a few words, one Python loop per word over the trie's own two
-        tables (first pieces, continuations), so both paths give the same pieces."""
-        ids: list[int] = []
-        ends: list[int] = []
-        counts: list[int] = []
-        for word in strings(words):
-            n, start, pieces = len(word), 0, []
-            while start < n <= self.max_input_chars_per_word:
-                table = self.vocab if start == 0 else self.continuations
-                end = n
-                while end > start and word[start:end] not in table:
-                    end -= 1
-                if end == start:  # no piece matches here: the whole word is unk
-                    break
-                pieces.append((table[word[start:end]], end))
-                start = end
-            if start < n:
-                pieces = [(self.unk_id, n)]
-            ids += [i for i, _ in pieces]
-            ends += [e for _, e in pieces]
-            counts.append(len(pieces))
-        num = torch.tensor(counts, dtype=torch.int64, device=words.device)
-        return (Ragged.from_lengths(torch.tensor(ids, dtype=torch.int32, device=words.device), num),
-                Ragged.from_lengths(torch.tensor(ends, dtype=torch.int32, device=words.device), num))
+    def _encode_numba(self, words: Ragged) -> tuple[Ragged, Ragged]:
+        """:meth:`encode_words` of CPU words: one call of the numba kernel, the same pieces."""
+        from ..kernels.wordpiece_match_numba import wordpiece_encode_numba
+
+        codes = words.values.numpy()
+        if codes.dtype != np.int32:  # one compiled signature (codepoints fit int32)
+            codes = codes.astype(np.int32)
+        ids, ends, offsets = wordpiece_encode_numba(codes, words.offsets.numpy(),
+                                                    max_chars=self.max_input_chars_per_word,
+                                                    unk_id=self.unk_id, partial_unk=self.partial_unk,
+                                                    **self._numba_tables)
+        offsets = torch.from_numpy(offsets)
+        return Ragged(torch.from_numpy(ids), offsets), Ragged(torch.from_numpy(ends), offsets)
+
+    def __getstate__(self) -> dict:
+        """Pickled (DataLoader workers) without the kernels' tables: views of the model's own
+        tensors, which would be pickled twice; they are made again on first use."""
+        state = dict(self.__dict__)
+        state.pop("_numba_tables", None)
+        return state
+
+    @functools.cached_property
+    def _numba_tables(self) -> dict[str, Any]:
+        """The trie's arrays as numpy (views of its CPU tensors), for the kernel."""
+        return {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in self.trie.tensors("cpu").items()}
 
     def id_to_token(self) -> list[str]:
         tokens = [""] * (max(self.vocab.values()) + 1)
