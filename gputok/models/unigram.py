@@ -234,6 +234,19 @@ class PieceTrie:
         self._on: dict = {}
         self._rare_on: dict = {}
 
+    @property
+    def walk_arrays(self) -> tuple:
+        """The numpy views the numba kernels walk the trie with (``code_of, root_child,
+        narrow_row, narrow_table, NARROW_CODES, child_offsets, child_codes, child_nodes,
+        token_of_node``; see ``gputok.kernels.unigram_sentence``)."""
+        arrays = self.__dict__.get("_walk_arrays")
+        if arrays is None:
+            arrays = self.__dict__["_walk_arrays"] = (
+                self.code_of.numpy(), self.root_child.numpy(), self.narrow_row.numpy(), self.narrow_table.numpy(),
+                NARROW_CODES, self.child_offsets.numpy(), self.child_codes.numpy(), self.child_nodes.numpy(),
+                self.token_of_node.numpy())
+        return arrays
+
     def tensors(self, device: torch.device) -> tuple[torch.Tensor, ...]:
         if device not in self._on:
             self._on[device] = tuple(t.to(device) for t in (self.code_of, self.root_child, self.row_base,
@@ -346,6 +359,7 @@ class Unigram:
             raise ValueError(f"byte_fallback=True needs the 256 pieces <0x00> .. <0xFF>; missing "
                              f"{[f'<0x{b:02X}>' for b in range(256) if byte_ids[b] < 0][:4]} ...")
         self.byte_ids = torch.tensor(byte_ids, dtype=torch.int64)
+        self._score64_np, self._byte_ids_np = self.score64.numpy(), self.byte_ids.numpy()  # for the numba kernels
         self._on: dict = {}
         self._local = threading.local()  # the sampling settings of the calling thread
 
@@ -542,13 +556,9 @@ class Unigram:
         back to the rows' device."""
         from ..kernels.unigram_sentence import unigram_sentence_viterbi  # numba loads on first use
 
-        trie = self.trie
         ids, ends, counts = unigram_sentence_viterbi(
-            rows.values.cpu().int().numpy(), rows.offsets.cpu().numpy(), trie.code_of.numpy(), trie.root_child.numpy(),
-            trie.narrow_row.numpy(), trie.narrow_table.numpy(), NARROW_CODES, trie.child_offsets.numpy(),
-            trie.child_codes.numpy(), trie.child_nodes.numpy(), trie.token_of_node.numpy(),
-            self.score32, self.unk_score, -1 if self.unk_id is None else self.unk_id,
-            SCORE_RESET_THRESHOLD)
+            rows.values.cpu().int().numpy(), rows.offsets.cpu().numpy(), *self.trie.walk_arrays,
+            self.score32, self.unk_score, -1 if self.unk_id is None else self.unk_id, SCORE_RESET_THRESHOLD)
         if self.unk_id is None and bool((ids < 0).any()):
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
                              "give the model an unk piece")
@@ -561,8 +571,51 @@ class Unigram:
         if settings is not None:
             ids, ends, counts = self.sample(words, torch.arange(len(words), device=words.device), *settings)
             return self._finish(words, ids, ends, counts)
+        if _dispatch.on_cpu_kernels(words.device):
+            return self._encode_spans_numba(words.values, words.offsets[:-1], words.lengths())
         ids, ends, counts, _, _ = self.segment(words)
         return self._finish(words, ids, ends, counts)
+
+    def _encode_spans_numba(self, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor
+                            ) -> tuple[Ragged, Ragged]:
+        """:meth:`encode_words` of the words ``values[starts[i]:][:lengths[i]]`` (CPU tensors) by the
+        numba kernels: each word's float64 Viterbi, then the unk fusion or byte fallback."""
+        from ..kernels.unigram_finish_numba import unigram_finish_numba
+        from ..kernels.unigram_words_numba import unigram_words_numba
+
+        values, starts = values.int().numpy(), starts.numpy()
+        unk_id = -1 if self.unk_id is None else self.unk_id
+        ids, ends, offsets, _, missing = unigram_words_numba(values, starts, lengths.numpy(), *self.trie.walk_arrays,
+                                                             self._score64_np, self.unk_score, unk_id)
+        if missing:
+            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                             "give the model an unk piece")
+        ids, ends, offsets = unigram_finish_numba(ids, ends, offsets, values, starts, unk_id, self._byte_ids_np,
+                                                  self.byte_fallback)
+        offsets = torch.from_numpy(offsets)
+        return Ragged(torch.from_numpy(ids), offsets), Ragged(torch.from_numpy(ends), offsets)
+
+    def _encode_sentences_numba(self, values: torch.Tensor, words: Words) -> tuple[Ragged, Ragged, torch.Tensor]:
+        """:meth:`encode_in_context` in SentencePiece mode on CPU tensors: every text segmented whole
+        by SentencePiece's float32 Viterbi (each word a sentence where the words are whole
+        sentences), its tokens cut at its words, unks fused or as bytes; one row per word."""
+        from ..kernels.unigram_finish_numba import unigram_finish_numba
+        from ..kernels.unigram_sentence import unigram_sentences_encode
+
+        values, starts = values.int().numpy(), words.starts.numpy()
+        num_words = starts.size
+        sentences = words.text_offsets if self.splits_at_space else torch.arange(num_words + 1)
+        unk_id = -1 if self.unk_id is None else self.unk_id
+        ids, ends, offsets = unigram_sentences_encode(values, starts, words.ends.numpy(), sentences.numpy(),
+                                                      *self.trie.walk_arrays, self.score32, self.unk_score, unk_id,
+                                                      SCORE_RESET_THRESHOLD)
+        if unk_id < 0 and ids.size and ids.min() < 0:
+            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                             "give the model an unk piece")
+        ids, ends, offsets = unigram_finish_numba(ids, ends, offsets, values, starts, unk_id, self._byte_ids_np,
+                                                  self.byte_fallback)
+        offsets = torch.from_numpy(offsets)
+        return Ragged(torch.from_numpy(ids), offsets), Ragged(torch.from_numpy(ends), offsets), torch.arange(num_words)
 
     def sample(self, words: Ragged, occurrence_row: torch.Tensor, alpha: float,
                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -688,6 +741,11 @@ class Unigram:
             ids, ends, counts = self.sample(uniques, unique.inverse, *settings)
             piece_ids, piece_ends = self._finish(gather_words(values, words.starts, lengths), ids, ends, counts)
             return piece_ids, piece_ends, torch.arange(num_words, device=device)
+        if _dispatch.on_cpu_kernels(device):  # one kernel pass over the batch, no dedup or cache: see the notes
+            if self.sentencepiece:
+                return self._encode_sentences_numba(values, words)
+            piece_ids, piece_ends = self._encode_spans_numba(values, words.starts, lengths)
+            return piece_ids, piece_ends, torch.arange(num_words)
         if self.sentencepiece and not self.splits_at_space:  # the words are whole sentences: as SentencePiece does
             unique = unique_words(values, words)
             rep = unique.representative
