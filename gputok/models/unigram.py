@@ -33,7 +33,16 @@ float32 rounding of its sentence's score is re-segmented together with its whole
 SentencePiece's own encoder (:meth:`Unigram.segment_sentences`, the numba kernel
 ``gputok.kernels.unigram_sentence``, on the CPU; a few sentences per MB of text), and a text over
 :data:`WHOLE_SENTENCE_CHARS` characters goes there directly, without the per-word pass
-(:meth:`Unigram.encode_in_context`). Leaves out:
+(:meth:`Unigram.encode_in_context`).
+
+CPU tensors (``gputok._dispatch.on_cpu_kernels``) take numba kernels instead of the lattice's
+torch ops, one pass over the batch: in SentencePiece mode every text is segmented whole by
+SentencePiece's own float32 encoder (``unigram_sentence.unigram_sentences_encode``: exactly its
+ids by construction, no margin check) and its tokens are cut at its words; in huggingface mode
+every word occurrence by the float64 Viterbi (``kernels/unigram_words_numba.py``); then unks are
+fused or spelled as bytes (``kernels/unigram_finish_numba.py``). Neither deduplicates words nor
+uses the word cache: the kernels walk the trie at tens of MB/s, where hashing every word to find
+it again costs about as much. Sampling and n-best stay on the torch path. Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
 (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
 Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
@@ -234,6 +243,11 @@ class PieceTrie:
         self._on: dict = {}
         self._rare_on: dict = {}
 
+    def __getstate__(self) -> dict:  # the kernels' numpy views are remade from the tensors
+        state = dict(self.__dict__)
+        state.pop("_walk_arrays", None)
+        return state
+
     @property
     def walk_arrays(self) -> tuple:
         """The numpy views the numba kernels walk the trie with (``code_of, root_child,
@@ -365,12 +379,14 @@ class Unigram:
 
     def __getstate__(self) -> dict:  # pickled into DataLoader workers: the thread-local state stays behind
         state = dict(self.__dict__)
-        state.pop("_local")
+        for name in ("_local", "_score64_np", "_byte_ids_np"):  # views of tensors, remade from them
+            state.pop(name)
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._local = threading.local()
+        self._score64_np, self._byte_ids_np = self.score64.numpy(), self.byte_ids.numpy()
 
     @property
     def is_sampling(self) -> bool:
