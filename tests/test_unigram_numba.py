@@ -218,3 +218,70 @@ def test_no_unk_id_raises(sentencepiece):
         model.encode_in_context(values.values, words)
     with pytest.raises(ValueError, match="no unk_id"):
         model.encode_words(Ragged.from_lengths(torch.tensor([98], dtype=torch.int32), torch.tensor([1])))
+
+
+def exact_samples(model: Unigram, word: str, alpha: float) -> dict[tuple[int, ...], float]:
+    """Every segmentation of ``word`` (pieces, and an unk where no single-character piece starts)
+    with its probability under ``exp(alpha * score)``."""
+    def paths(at):
+        if at == len(word):
+            return [((), 0.0)]
+        out = []
+        single = False
+        for end in range(at + 1, len(word) + 1):
+            i = model.vocab.get(word[at:end])
+            if i is not None:
+                single |= end == at + 1
+                out += [((i,) + rest, model.scores[i] + score) for rest, score in paths(end)]
+        if not single:
+            out += [((model.unk_id,) + rest, model.unk_score + score) for rest, score in paths(at + 1)]
+        return out
+
+    weights = {p: torch.tensor(alpha * s, dtype=torch.float64).exp().item() for p, s in paths(0)}
+    total = sum(weights.values())
+    return {p: w / total for p, w in weights.items()}
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_sampling_follows_the_smoothed_distribution_with_unks(backend):
+    stats = pytest.importorskip("scipy.stats")
+    vocab = [("<unk>", -1.0), ("▁", -2.0), ("a", -1.5), ("b", -1.7), ("ab", -2.2), ("▁a", -1.9), ("ba", -2.5)]
+    model = Unigram(vocab, unk_id=0)
+    word, n, alpha = "▁ab☃aba", 20000, 0.7
+    values = codepoints([word] * n)
+    words = MetaspaceSplit()(values)
+    with use_backend(backend), model.sampling(alpha, torch.Generator().manual_seed(5)):
+        ids, _, inverse = model.encode_in_context(values.values, words)
+    rows = ids.tolist()
+    counts = {}
+    for r in inverse.tolist():
+        counts[tuple(rows[r])] = counts.get(tuple(rows[r]), 0) + 1
+
+    def pvalue(expected):
+        assert set(counts) <= set(expected)
+        keys = sorted(expected)
+        return stats.chisquare([counts.get(k, 0) for k in keys], [expected[k] * n for k in keys]).pvalue
+
+    assert len(counts) == len(exact_samples(model, word, alpha)) == 9
+    assert pvalue(exact_samples(model, word, alpha)) > 1e-4
+    assert pvalue(exact_samples(model, word, alpha * 1.3)) < 1e-6  # the test has power
+
+
+def test_sampling_is_driven_by_the_generator_and_spells_unks_as_bytes():
+    model = byte_fallback_model(sentencepiece=True)
+    texts = ["▁ab☃ab▁abab"] * 64
+    values = codepoints(texts)
+    words = MetaspaceSplit()(values)
+
+    def draw(seed):
+        with model.sampling(0.3, torch.Generator().manual_seed(seed)):
+            return per_occurrence(model.encode_in_context(values.values, words))
+
+    first = draw(3)
+    assert draw(3) == first and draw(4) != first
+    assert len({tuple(ids) for ids in first[0]}) > 5
+    snowman = [1 + b for b in "☃".encode()]
+    assert all(any(ids[i:i + 3] == snowman for i in range(len(ids))) for ids in first[0][0::2])
+    with use_backend("torch"), model.sampling(0.3, torch.Generator().manual_seed(3)):
+        got = per_occurrence(model.encode_in_context(values.values, words))
+    assert all(any(ids[i:i + 3] == snowman for i in range(len(ids))) for ids in got[0][0::2])

@@ -42,7 +42,9 @@ ids by construction, no margin check) and its tokens are cut at its words; in hu
 every word occurrence by the float64 Viterbi (``kernels/unigram_words_numba.py``); then unks are
 fused or spelled as bytes (``kernels/unigram_finish_numba.py``). Neither deduplicates words nor
 uses the word cache: the kernels walk the trie at tens of MB/s, where hashing every word to find
-it again costs about as much. Sampling and n-best stay on the torch path. Leaves out:
+it again costs about as much. Sampling runs ``kernels/unigram_sample_numba.py`` per occurrence
+(same distribution as the torch path, other draws from the same generator); n-best stays on
+the torch path. Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
 (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
 Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
@@ -584,25 +586,37 @@ class Unigram:
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints) and each token's end, in characters."""
         settings = getattr(self._local, "sampling", None)
+        if _dispatch.on_cpu_kernels(words.device):
+            return self._encode_spans_numba(words.values, words.offsets[:-1], words.lengths(), settings)
         if settings is not None:
             ids, ends, counts = self.sample(words, torch.arange(len(words), device=words.device), *settings)
             return self._finish(words, ids, ends, counts)
-        if _dispatch.on_cpu_kernels(words.device):
-            return self._encode_spans_numba(words.values, words.offsets[:-1], words.lengths())
         ids, ends, counts, _, _ = self.segment(words)
         return self._finish(words, ids, ends, counts)
 
-    def _encode_spans_numba(self, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor
-                            ) -> tuple[Ragged, Ragged]:
+    def _encode_spans_numba(self, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor,
+                            sampling: tuple[float, torch.Generator | None] | None = None) -> tuple[Ragged, Ragged]:
         """:meth:`encode_words` of the words ``values[starts[i]:][:lengths[i]]`` (CPU tensors) by the
-        numba kernels: each word's float64 Viterbi, then the unk fusion or byte fallback."""
+        numba kernels: each word's float64 Viterbi (or, with ``sampling`` = ``(alpha, generator)``,
+        a sample: ``kernels/unigram_sample_numba.py``, one uniform per character drawn from the
+        generator), then the unk fusion or byte fallback."""
         from ..kernels.unigram_finish_numba import unigram_finish_numba
-        from ..kernels.unigram_words_numba import unigram_words_numba
 
         values, starts = values.int().numpy(), starts.numpy()
         unk_id = -1 if self.unk_id is None else self.unk_id
-        ids, ends, offsets, _, missing = unigram_words_numba(values, starts, lengths.numpy(), *self.trie.walk_arrays,
-                                                             self._score64_np, self.unk_score, unk_id)
+        if sampling is None:
+            from ..kernels.unigram_words_numba import unigram_words_numba
+
+            ids, ends, offsets, _, missing = unigram_words_numba(
+                values, starts, lengths.numpy(), *self.trie.walk_arrays, self._score64_np, self.unk_score, unk_id)
+        else:
+            from ..kernels.unigram_sample_numba import unigram_sample_numba
+
+            alpha, generator = sampling
+            uniforms = torch.rand(int(lengths.sum()), generator=generator, dtype=torch.float64)
+            ids, ends, offsets, missing = unigram_sample_numba(
+                values, starts, lengths.numpy(), *self.trie.walk_arrays, self._score64_np, self.unk_score, unk_id,
+                alpha, uniforms.numpy())
         if missing:
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
                              "give the model an unk piece")
@@ -750,6 +764,9 @@ class Unigram:
         lengths = words.lengths()
         num_words = lengths.numel()
         settings = getattr(self._local, "sampling", None)
+        if settings is not None and _dispatch.on_cpu_kernels(device):  # a sample per occurrence
+            piece_ids, piece_ends = self._encode_spans_numba(values, words.starts, lengths, settings)
+            return piece_ids, piece_ends, torch.arange(num_words)
         if settings is not None:  # every occurrence draws its own segmentation
             unique = unique_words(values, words)
             rep = unique.representative
