@@ -285,3 +285,33 @@ def test_sampling_is_driven_by_the_generator_and_spells_unks_as_bytes():
     with use_backend("torch"), model.sampling(0.3, torch.Generator().manual_seed(3)):
         got = per_occurrence(model.encode_in_context(values.values, words))
     assert all(any(ids[i:i + 3] == snowman for i in range(len(ids))) for ids in got[0][0::2])
+
+
+@pytest.mark.parametrize("nbest_size", [1, 3, 20])
+def test_nbest_matches_torch_path_and_sentencepiece(sp_test_model_path, sp_test_tokenizer, sample, nbest_size):
+    from gputok.models.unigram import nbest_encode
+
+    texts = sample[:60] + ["", "a", "☃☃ x", "hello world"] + random_texts(9, 20)
+    norm, _ = normalized_words(sp_test_tokenizer, texts)
+    got = sp_test_tokenizer.model.nbest(norm, nbest_size)
+    with use_backend("torch"):
+        want = sp_test_tokenizer.model.nbest(norm, nbest_size)
+    assert got == want
+    # Long lines: sentencepiece's n-best (float32, its own search) orders some near-equal paths
+    # otherwise, on the torch path too; compare short ones.
+    sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
+    clean = [t.encode("utf-8", "replace").decode("utf-8") for t in texts if len(t) < 16]
+    assert len(clean) > 10
+    assert nbest_encode(sp_test_tokenizer, clean, nbest_size) == [sp.nbest_encode_as_ids(t, nbest_size) for t in clean]
+
+
+def test_nbest_with_ties_and_unks():
+    vocab = [("<unk>", -1.0), ("▁", -1.0), ("a", -1.0), ("aa", -2.0), ("b", -1.5), ("ab", -2.5)]
+    model = Unigram(vocab, unk_id=0)
+    words = Ragged.from_lengths(torch.tensor([ord(c) for c in "▁aaaa▁aab☃b▁"], dtype=torch.int32),
+                                torch.tensor([5, 0, 7]))
+    got = model.nbest(words, 50)
+    with use_backend("torch"):
+        assert got == model.nbest(words, 50)
+    assert len(got[0]) == 5 and got[1] == [([], 0.0)]  # ▁ then aaaa five ways, all scoring -5
+    assert all(0 in tokens for tokens, _ in got[2])  # the unk candidate of ☃

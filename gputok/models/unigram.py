@@ -43,8 +43,8 @@ every word occurrence by the float64 Viterbi (``kernels/unigram_words_numba.py``
 fused or spelled as bytes (``kernels/unigram_finish_numba.py``). Neither deduplicates words nor
 uses the word cache: the kernels walk the trie at tens of MB/s, where hashing every word to find
 it again costs about as much. Sampling runs ``kernels/unigram_sample_numba.py`` per occurrence
-(same distribution as the torch path, other draws from the same generator); n-best stays on
-the torch path. Leaves out:
+(same distribution as the torch path, other draws from the same generator), n-best lists
+``kernels/unigram_nbest_numba.py``. Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
 (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
 Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
@@ -707,6 +707,18 @@ class Unigram:
         k = min(nbest_size, 1024)
         device = words.device
         rows = len(words)
+        if _dispatch.on_cpu_kernels(device):
+            from ..kernels.unigram_nbest_numba import unigram_nbest_numba
+
+            tokens, path_offsets, path_scores, row_paths, missing = unigram_nbest_numba(
+                words.values.int().numpy(), words.offsets.numpy(), *self.trie.walk_arrays, self._score64_np,
+                self.unk_score, -1 if self.unk_id is None else self.unk_id, k)
+            if missing:
+                raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                                 "give the model an unk piece")
+            tokens_l, bounds, scores_l, row_l = tokens.tolist(), path_offsets.tolist(), path_scores.tolist(), row_paths.tolist()
+            return [[(tokens_l[bounds[p]:bounds[p + 1]], scores_l[p]) for p in range(row_l[r], row_l[r + 1])]
+                    for r in range(rows)]
         lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words)
         best = torch.full((num_nodes, k), -math.inf, dtype=torch.float64, device=device)
         back_edge = torch.full((num_nodes, k), -1, dtype=torch.int64, device=device)
