@@ -51,7 +51,9 @@ Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the u
 edges per character, ~48 bytes each while it is built) plus three float64 / int64 values per
 position for the programme; a text segmented whole takes 12 bytes per character in the kernel
 and ~50 bytes per character of the whole encode (a 10 MB line: ~0.5 GB over the warmed-up
-process); sampling keeps one more float64 per position.
+process); sampling keeps one more float64 per position. The CPU kernels need no lattice: 12-24
+bytes per character of the longest row of scratch plus their outputs (n-best: 32 bytes per
+position and path kept).
 """
 
 from __future__ import annotations
@@ -771,6 +773,10 @@ class Unigram:
         are not segmented again. In SentencePiece mode it stores each word's ids and ends after one
         extra entry each, the bit patterns of the word's float64 margin and score, which the
         float32 check needs; in huggingface mode just the ids and ends.
+
+        On CPU tensors (the numba kernels; see the module notes) every word occurrence gets a row
+        of its own (``inverse`` is ``arange``), texts are segmented whole in SentencePiece mode, and
+        ``cache`` is not used.
         """
         device = values.device
         lengths = words.lengths()
