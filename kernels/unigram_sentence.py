@@ -44,9 +44,12 @@ def _child(node, code, child_offsets, child_codes, child_nodes):
 
 @kernel
 def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                  child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece):
+                  child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes):
     """SentencePiece's Viterbi over ``values[lo:lo + n]``: fills ``start[e]`` and ``piece[e]``
-    (the best path's token ending after ``e`` characters) for ``e = 1 .. n``."""
+    (the best path's token ending after ``e`` characters) for ``e = 1 .. n``. ``codes``: scratch
+    for the characters' alphabet codes (looked up once: each is read by every walk over it)."""
+    for i in range(n):
+        codes[i] = code_of[values[lo + i]]
     start[:n + 1] = -1
     best[0] = np.float32(0.0)
     frontier = 0  # the furthest node a candidate has reached
@@ -59,7 +62,7 @@ def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, 
                     best[i] = best[i] - base
             base = np.float32(0.0)
         single = False
-        node = root_child[code_of[values[lo + s]]]
+        node = root_child[codes[s]]
         end = s
         while node >= 0:
             end += 1  # the piece of ``node`` covers s .. end
@@ -75,7 +78,7 @@ def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, 
                     single = True
             if end >= n:
                 break
-            code = code_of[values[lo + end]]
+            code = codes[end]
             if code < narrow:
                 node = narrow_table[narrow_row[node] * narrow + code]
             else:
@@ -112,6 +115,7 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
     best = np.empty(longest + 1, np.float32)
     start = np.empty(longest + 1, np.int32)
     piece = np.empty(longest + 1, np.int32)
+    codes = np.empty(longest + 1, np.int32)
     ids = np.empty(offsets[rows] - offsets[0], np.int64)
     ends = np.empty_like(ids)
     counts = np.zeros(rows, np.int64)
@@ -122,7 +126,7 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
         lo = offsets[r]
         n = offsets[r + 1] - lo
         _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                      child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece)
+                      child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
         count = 0
         at = n
         while at > 0:
@@ -165,6 +169,8 @@ def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, cod
     best = np.empty(longest + 1, np.float32)
     start = np.empty(longest + 1, np.int32)
     piece = np.empty(longest + 1, np.int32)
+    codes = np.empty(longest + 1, np.int32)
+    path = np.empty(longest + 1, np.int32)  # the best path's token ends, last first
     ids = np.empty(total, np.int64)
     ends = np.empty(total, np.int64)
     offsets = np.zeros(num_words + 1, np.int64)
@@ -179,24 +185,23 @@ def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, cod
         lo = word_starts[first]
         n = word_ends[last - 1] - lo
         _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                      child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece)
+                      child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
         count = 0
         at = n
         while at > 0:
+            path[count] = at
             count += 1
             at = start[at]
-        at = n
-        for t in range(written + count - 1, written - 1, -1):
-            ids[t] = piece[at]
-            ends[t] = at + lo  # in values, for the cut below
-            at = start[at]
         w = first
-        for t in range(written, written + count):
-            while word_ends[w] < ends[t]:
+        for i in range(count - 1, -1, -1):  # the tokens in order, each cut into its word
+            at = path[i]
+            end = at + lo  # in values
+            while word_ends[w] < end:
                 w += 1
             offsets[w + 1] += 1
-            ends[t] -= word_starts[w]
-        written += count
+            ids[written] = piece[at]
+            ends[written] = end - word_starts[w]
+            written += 1
     for w in range(num_words):
         offsets[w + 1] += offsets[w]
     return ids[:written], ends[:written], offsets
