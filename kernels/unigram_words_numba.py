@@ -56,6 +56,7 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
     second = np.empty(longest + 1, np.float64)
     start = np.empty(longest + 1, np.int32)
     piece = np.empty(longest + 1, np.int64)
+    codes = np.empty(longest + 1, np.int32)  # the word's alphabet codes, looked up once
     ids = np.empty(total, np.int64)
     ends = np.empty(total, np.int64)
     offsets = np.zeros(words + 1, np.int64)
@@ -65,13 +66,15 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
     for w in range(words):
         lo = starts[w]
         n = lengths[w]
+        for i in range(n):
+            codes[i] = code_of[values[lo + i]]
         start[:n + 1] = -1
         second[:n + 1] = -np.inf
         best[0] = 0.0
         for s in range(n):
             base = best[s]
             single = False
-            node = root_child[code_of[values[lo + s]]]
+            node = root_child[codes[s]]
             end = s
             while node >= 0:
                 end += 1  # the piece of ``node`` covers s .. end
@@ -93,7 +96,7 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
                         single = True
                 if end >= n:
                     break
-                code = code_of[values[lo + end]]
+                code = codes[end]
                 if code < narrow:
                     node = narrow_table[narrow_row[node] * narrow + code]
                 else:
