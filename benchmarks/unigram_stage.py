@@ -42,7 +42,7 @@ def main() -> None:
     tok = gputok.Tokenizer.from_sentencepiece(path)
     sp = spm.SentencePieceProcessor(model_file=path)
     with open(assets.english_corpus(20), encoding="utf-8") as f:
-        lines = [line for line in (f.readline().rstrip("\n") for _ in range(max(args.batches) * 2)) if line]
+        lines = [line for line in (f.readline().rstrip("\n") for _ in range(max(args.batches) * 2 + 100)) if line]
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}; wall times in ms, best of {args.repeats}")
     print(f"{'batch':>6} {'chars':>8} | {'model numba':>11} {'torch cache':>11} {'ratio':>6} {'torch none':>10} | "
@@ -55,13 +55,15 @@ def main() -> None:
         model = tok.model
         numba_model = best(lambda: model.encode_in_context(norm.values, words, cache=tok.word_cache), args.repeats)
         with use_backend("torch"):
-            torch_model = best(lambda: model.encode_in_context(norm.values, words, cache=tok.word_cache), args.repeats)
+            torch_model = best(lambda: model.encode_in_context(norm.values, words, cache=tok.word_cache),
+                               args.repeats)
             torch_cold = best(lambda: model.encode_in_context(norm.values, words, cache=None), args.repeats)
             torch_call = best(lambda: tok(texts), args.repeats)
         numba_call = best(lambda: tok(texts), args.repeats)
         sp_time = best(lambda: sp.encode(texts, num_threads=args.threads or -1), args.repeats)
         print(f"{batch:>6} {norm.values.numel():>8} | {numba_model * 1e3:>11.3f} {torch_model * 1e3:>11.3f} "
-              f"{torch_model / numba_model:>5.1f}x {torch_cold * 1e3:>10.3f} | {numba_call * 1e3:>10.3f} {torch_call * 1e3:>10.3f} "
+              f"{torch_model / numba_model:>5.1f}x {torch_cold * 1e3:>10.3f} | "
+              f"{numba_call * 1e3:>10.3f} {torch_call * 1e3:>10.3f} "
               f"{sp_time * 1e3:>9.3f} {sp_time / numba_call:>7.2f}x")
 
 

@@ -22,8 +22,8 @@ from gputok.models.unigram import BYTE, NORMAL, UNKNOWN, MetaspaceSplit, Unigram
 from gputok.pre_tokenizers import Words
 from gputok.ragged import Ragged
 
-EDGE = ["", " ", "a", "▁", "x", "   ", "  Hello   wörld  ｱ ", "x\u0301y e\u0301", "emoji 😀👍🏽", "中文文本，没有空格。",
-        "+------+------+", "a" * 300, "\x00\x01 control", "ǅ Ǆ ǆ", "\t tab\tand\nnewline"]
+EDGE = ["", " ", "a", "▁", "x", "   ", "  Hello   wörld  ｱ ", "x\u0301y e\u0301", "emoji 😀👍🏽",
+        "中文文本，没有空格。", "+------+------+", "a" * 300, "\x00\x01 control", "ǅ Ǆ ǆ", "\t tab\tand\nnewline"]
 
 
 def random_text(rng: random.Random, size: int) -> str:
@@ -176,8 +176,8 @@ def test_words_kernel_margins_match_the_torch_lattice(sp_test_tokenizer, sample)
 
     model = sp_test_tokenizer.model
     norm, words = normalized_words(sp_test_tokenizer, sample[:800])
-    ragged = Ragged.from_lengths(torch.cat([norm.values[s:e] for s, e in zip(words.starts.tolist(), words.ends.tolist())]),
-                                 words.lengths())
+    chars = [norm.values[s:e] for s, e in zip(words.starts.tolist(), words.ends.tolist())]
+    ragged = Ragged.from_lengths(torch.cat(chars), words.lengths())
     with use_backend("torch"):
         ids, ends, counts, margin, _ = model.segment(ragged)
     got_ids, got_ends, offsets, got_margin, missing = unigram_words_numba(

@@ -718,7 +718,8 @@ class Unigram:
             if missing:
                 raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
                                  "give the model an unk piece")
-            tokens_l, bounds, scores_l, row_l = tokens.tolist(), path_offsets.tolist(), path_scores.tolist(), row_paths.tolist()
+            tokens_l, bounds, scores_l = tokens.tolist(), path_offsets.tolist(), path_scores.tolist()
+            row_l = row_paths.tolist()
             return [[(tokens_l[bounds[p]:bounds[p + 1]], scores_l[p]) for p in range(row_l[r], row_l[r + 1])]
                     for r in range(rows)]
         lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words)
