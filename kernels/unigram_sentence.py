@@ -43,6 +43,56 @@ def _child(node, code, child_offsets, child_codes, child_nodes):
 
 
 @kernel
+def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
+                  child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes):
+    """SentencePiece's Viterbi over ``values[lo:lo + n]``: fills ``start[e]`` and ``piece[e]``
+    (the best path's token ending after ``e`` characters) for ``e = 1 .. n``. ``codes``: scratch
+    for the characters' alphabet codes (looked up once: each is read by every walk over it)."""
+    for i in range(n):
+        codes[i] = code_of[values[lo + i]]
+    start[:n + 1] = -1
+    best[0] = np.float32(0.0)
+    frontier = 0  # the furthest node a candidate has reached
+    for s in range(n):
+        base = best[s]
+        if base < -threshold or base > threshold:
+            # Re-centre: every node from here to the frontier loses the score at s (float32).
+            for i in range(s, frontier + 1):
+                if i == s or start[i] >= 0:
+                    best[i] = best[i] - base
+            base = np.float32(0.0)
+        single = False
+        node = root_child[codes[s]]
+        end = s
+        while node >= 0:
+            end += 1  # the piece of ``node`` covers s .. end
+            token = token_of_node[node]
+            if token >= 0:
+                frontier = max(frontier, end)
+                cand = piece_score[token] + base  # float32 + float32: float32, as in C++
+                if start[end] < 0 or cand > best[end]:
+                    best[end] = cand
+                    start[end] = s
+                    piece[end] = token
+                if end == s + 1:
+                    single = True
+            if end >= n:
+                break
+            code = codes[end]
+            if code < narrow:
+                node = narrow_table[narrow_row[node] * narrow + code]
+            else:
+                node = _child(node, code, child_offsets, child_codes, child_nodes)
+        if not single:
+            cand = unk32 + base
+            if start[s + 1] < 0 or cand > best[s + 1]:
+                best[s + 1] = cand
+                start[s + 1] = s
+                piece[s + 1] = unk_id
+            frontier = max(frontier, s + 1)
+
+
+@kernel
 def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
                              child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, reset_threshold):
     """Best segmentation of every row (codepoints ``values[offsets[r]:offsets[r + 1]]``).
@@ -65,6 +115,7 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
     best = np.empty(longest + 1, np.float32)
     start = np.empty(longest + 1, np.int32)
     piece = np.empty(longest + 1, np.int32)
+    codes = np.empty(longest + 1, np.int32)
     ids = np.empty(offsets[rows] - offsets[0], np.int64)
     ends = np.empty_like(ids)
     counts = np.zeros(rows, np.int64)
@@ -74,46 +125,8 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
     for r in range(rows):
         lo = offsets[r]
         n = offsets[r + 1] - lo
-        start[:n + 1] = -1
-        best[0] = np.float32(0.0)
-        frontier = 0  # the furthest node a candidate has reached
-        for s in range(n):
-            base = best[s]
-            if base < -threshold or base > threshold:
-                # Re-centre: every node from here to the frontier loses the score at s (float32).
-                for i in range(s, frontier + 1):
-                    if i == s or start[i] >= 0:
-                        best[i] = best[i] - base
-                base = np.float32(0.0)
-            single = False
-            node = root_child[code_of[values[lo + s]]]
-            end = s
-            while node >= 0:
-                end += 1  # the piece of ``node`` covers s .. end
-                token = token_of_node[node]
-                if token >= 0:
-                    frontier = max(frontier, end)
-                    cand = piece_score[token] + base  # float32 + float32: float32, as in C++
-                    if start[end] < 0 or cand > best[end]:
-                        best[end] = cand
-                        start[end] = s
-                        piece[end] = token
-                    if end == s + 1:
-                        single = True
-                if end >= n:
-                    break
-                code = code_of[values[lo + end]]
-                if code < narrow:
-                    node = narrow_table[narrow_row[node] * narrow + code]
-                else:
-                    node = _child(node, code, child_offsets, child_codes, child_nodes)
-            if not single:
-                cand = unk32 + base
-                if start[s + 1] < 0 or cand > best[s + 1]:
-                    best[s + 1] = cand
-                    start[s + 1] = s
-                    piece[s + 1] = unk_id
-                frontier = max(frontier, s + 1)
+        _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
+                      child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
         count = 0
         at = n
         while at > 0:
@@ -127,6 +140,71 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
         counts[r] = count
         written += count
     return ids[:written].copy(), ends[:written].copy(), counts
+
+
+@kernel
+def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, code_of, root_child, narrow_row,
+                             narrow_table, narrow, child_offsets, child_codes, child_nodes, token_of_node, piece_score,
+                             unk_score, unk_id, reset_threshold):
+    """SentencePiece's segmentation of each sentence, its tokens cut at the sentence's words: the
+    CPU path of ``Unigram.encode_in_context`` in SentencePiece mode.
+
+    Words ``sentence_words[k] .. sentence_words[k + 1]`` (``values[word_starts[w]:word_ends[w]]``,
+    in order, each starting where the last ended) make sentence ``k``, which runs from its first
+    word's start to its last word's end; no token crosses a word end (no piece holds '▁' after its
+    first character, or each word is a sentence). Returns ``(ids, ends, offsets)``: int64 token
+    ids and ends (characters into their word), one row per word, and the rows' int64 offsets.
+    Unk tokens are left as they are (one per character; see ``unigram_finish_numba``). Equals
+    :func:`unigram_sentence_viterbi` of each sentence followed by :func:`cut_at_words`.
+    """
+    sentences = sentence_words.size - 1
+    num_words = word_starts.size
+    longest = 0
+    total = 0
+    for k in range(sentences):
+        if sentence_words[k + 1] > sentence_words[k]:
+            size = word_ends[sentence_words[k + 1] - 1] - word_starts[sentence_words[k]]
+            longest = max(longest, size)
+            total += size
+    best = np.empty(longest + 1, np.float32)
+    start = np.empty(longest + 1, np.int32)
+    piece = np.empty(longest + 1, np.int32)
+    codes = np.empty(longest + 1, np.int32)
+    path = np.empty(longest + 1, np.int32)  # the best path's token ends, last first
+    ids = np.empty(total, np.int64)
+    ends = np.empty(total, np.int64)
+    offsets = np.zeros(num_words + 1, np.int64)
+    unk32 = np.float32(unk_score)
+    threshold = np.float32(reset_threshold)
+    written = 0
+    for k in range(sentences):
+        first = sentence_words[k]
+        last = sentence_words[k + 1]
+        if last == first:
+            continue
+        lo = word_starts[first]
+        n = word_ends[last - 1] - lo
+        _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
+                      child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
+        count = 0
+        at = n
+        while at > 0:
+            path[count] = at
+            count += 1
+            at = start[at]
+        w = first
+        for i in range(count - 1, -1, -1):  # the tokens in order, each cut into its word
+            at = path[i]
+            end = at + lo  # in values
+            while word_ends[w] < end:
+                w += 1
+            offsets[w + 1] += 1
+            ids[written] = piece[at]
+            ends[written] = end - word_starts[w]
+            written += 1
+    for w in range(num_words):
+        offsets[w + 1] += offsets[w]
+    return ids[:written], ends[:written], offsets
 
 
 @kernel

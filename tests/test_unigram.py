@@ -146,7 +146,16 @@ def test_float32_near_ties_follow_sentencepiece(sp_test_model_path, sp_test_toke
     assert sp_test_tokenizer.encode_batch(texts) == sp.encode(texts)
 
 
-def test_word_cache_keeps_parity_and_margins(sp_test_model_path, lines):
+@pytest.fixture
+def torch_backend():
+    """The torch-op path (the CUDA path of these stages): the CPU's numba kernels keep no word cache."""
+    from gputok._dispatch import use_backend
+
+    with use_backend("torch"):
+        yield
+
+
+def test_word_cache_keeps_parity_and_margins(sp_test_model_path, lines, torch_backend):
     """Words seen in an earlier batch come from the tokenizer's word cache, with their margins:
     the near-tie sentences must still take the float32 path when every word is a cache hit."""
     sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
@@ -166,7 +175,7 @@ def test_word_cache_keeps_parity_and_margins(sp_test_model_path, lines):
     assert tok.encode_batch(texts) == want
 
 
-def test_huggingface_mode_word_cache_holds_just_ids_and_ends(sp_test_tokenizer, lines, tmp_path):
+def test_huggingface_mode_word_cache_holds_just_ids_and_ends(sp_test_tokenizer, lines, tmp_path, torch_backend):
     """A huggingface-mode Unigram (from tokenizer.json) has no float32 check, so its cache entries
     are each word's ids and ends alone, without the margin and score the SentencePiece mode keeps."""
     import torch
@@ -191,7 +200,7 @@ def test_huggingface_mode_word_cache_holds_just_ids_and_ends(sp_test_tokenizer, 
     assert tok.encode_batch(texts) == batches
 
 
-def test_lattice_searches_only_codes_that_follow_a_character():
+def test_lattice_searches_only_codes_that_follow_a_character(torch_backend):
     """Codes that only start pieces label no edge below the root: the lattice walk must not
     search the rare edges for them (the search could only miss), and the ids stay the same."""
     import torch

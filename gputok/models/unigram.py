@@ -33,14 +33,27 @@ float32 rounding of its sentence's score is re-segmented together with its whole
 SentencePiece's own encoder (:meth:`Unigram.segment_sentences`, the numba kernel
 ``gputok.kernels.unigram_sentence``, on the CPU; a few sentences per MB of text), and a text over
 :data:`WHOLE_SENTENCE_CHARS` characters goes there directly, without the per-word pass
-(:meth:`Unigram.encode_in_context`). Leaves out:
+(:meth:`Unigram.encode_in_context`).
+
+CPU tensors (``gputok._dispatch.on_cpu_kernels``) take numba kernels instead of the lattice's
+torch ops, one pass over the batch: in SentencePiece mode every text is segmented whole by
+SentencePiece's own float32 encoder (``unigram_sentence.unigram_sentences_encode``: exactly its
+ids by construction, no margin check) and its tokens are cut at its words; in huggingface mode
+every word occurrence by the float64 Viterbi (``kernels/unigram_words_numba.py``); then unks are
+fused or spelled as bytes (``kernels/unigram_finish_numba.py``). Neither deduplicates words nor
+uses the word cache: the kernels walk the trie at tens of MB/s, where hashing every word to find
+it again costs about as much. Sampling runs ``kernels/unigram_sample_numba.py`` per occurrence
+(same distribution as the torch path, other draws from the same generator), n-best lists
+``kernels/unigram_nbest_numba.py``. Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
 (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
 Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
 edges per character, ~48 bytes each while it is built) plus three float64 / int64 values per
 position for the programme; a text segmented whole takes 12 bytes per character in the kernel
 and ~50 bytes per character of the whole encode (a 10 MB line: ~0.5 GB over the warmed-up
-process); sampling keeps one more float64 per position.
+process); sampling keeps one more float64 per position. The CPU kernels need no lattice: 12-24
+bytes per character of the longest row of scratch plus their outputs (n-best: 32 bytes per
+position and path kept).
 """
 
 from __future__ import annotations
@@ -234,6 +247,24 @@ class PieceTrie:
         self._on: dict = {}
         self._rare_on: dict = {}
 
+    def __getstate__(self) -> dict:  # the kernels' numpy views are remade from the tensors
+        state = dict(self.__dict__)
+        state.pop("_walk_arrays", None)
+        return state
+
+    @property
+    def walk_arrays(self) -> tuple:
+        """The numpy views the numba kernels walk the trie with (``code_of, root_child,
+        narrow_row, narrow_table, NARROW_CODES, child_offsets, child_codes, child_nodes,
+        token_of_node``; see ``gputok.kernels.unigram_sentence``)."""
+        arrays = self.__dict__.get("_walk_arrays")
+        if arrays is None:
+            arrays = self.__dict__["_walk_arrays"] = (
+                self.code_of.numpy(), self.root_child.numpy(), self.narrow_row.numpy(), self.narrow_table.numpy(),
+                NARROW_CODES, self.child_offsets.numpy(), self.child_codes.numpy(), self.child_nodes.numpy(),
+                self.token_of_node.numpy())
+        return arrays
+
     def tensors(self, device: torch.device) -> tuple[torch.Tensor, ...]:
         if device not in self._on:
             self._on[device] = tuple(t.to(device) for t in (self.code_of, self.root_child, self.row_base,
@@ -346,17 +377,20 @@ class Unigram:
             raise ValueError(f"byte_fallback=True needs the 256 pieces <0x00> .. <0xFF>; missing "
                              f"{[f'<0x{b:02X}>' for b in range(256) if byte_ids[b] < 0][:4]} ...")
         self.byte_ids = torch.tensor(byte_ids, dtype=torch.int64)
+        self._score64_np, self._byte_ids_np = self.score64.numpy(), self.byte_ids.numpy()  # for the numba kernels
         self._on: dict = {}
         self._local = threading.local()  # the sampling settings of the calling thread
 
     def __getstate__(self) -> dict:  # pickled into DataLoader workers: the thread-local state stays behind
         state = dict(self.__dict__)
-        state.pop("_local")
+        for name in ("_local", "_score64_np", "_byte_ids_np"):  # views of tensors, remade from them
+            state.pop(name)
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._local = threading.local()
+        self._score64_np, self._byte_ids_np = self.score64.numpy(), self.byte_ids.numpy()
 
     @property
     def is_sampling(self) -> bool:
@@ -542,13 +576,9 @@ class Unigram:
         back to the rows' device."""
         from ..kernels.unigram_sentence import unigram_sentence_viterbi  # numba loads on first use
 
-        trie = self.trie
         ids, ends, counts = unigram_sentence_viterbi(
-            rows.values.cpu().int().numpy(), rows.offsets.cpu().numpy(), trie.code_of.numpy(), trie.root_child.numpy(),
-            trie.narrow_row.numpy(), trie.narrow_table.numpy(), NARROW_CODES, trie.child_offsets.numpy(),
-            trie.child_codes.numpy(), trie.child_nodes.numpy(), trie.token_of_node.numpy(),
-            self.score32, self.unk_score, -1 if self.unk_id is None else self.unk_id,
-            SCORE_RESET_THRESHOLD)
+            rows.values.cpu().int().numpy(), rows.offsets.cpu().numpy(), *self.trie.walk_arrays,
+            self.score32, self.unk_score, -1 if self.unk_id is None else self.unk_id, SCORE_RESET_THRESHOLD)
         if self.unk_id is None and bool((ids < 0).any()):
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
                              "give the model an unk piece")
@@ -558,11 +588,66 @@ class Unigram:
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints) and each token's end, in characters."""
         settings = getattr(self._local, "sampling", None)
+        if _dispatch.on_cpu_kernels(words.device):
+            return self._encode_spans_numba(words.values, words.offsets[:-1], words.lengths(), settings)
         if settings is not None:
             ids, ends, counts = self.sample(words, torch.arange(len(words), device=words.device), *settings)
             return self._finish(words, ids, ends, counts)
         ids, ends, counts, _, _ = self.segment(words)
         return self._finish(words, ids, ends, counts)
+
+    def _encode_spans_numba(self, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor,
+                            sampling: tuple[float, torch.Generator | None] | None = None) -> tuple[Ragged, Ragged]:
+        """:meth:`encode_words` of the words ``values[starts[i]:][:lengths[i]]`` (CPU tensors) by the
+        numba kernels: each word's float64 Viterbi (or, with ``sampling`` = ``(alpha, generator)``,
+        a sample: ``kernels/unigram_sample_numba.py``, one uniform per character drawn from the
+        generator), then the unk fusion or byte fallback."""
+        from ..kernels.unigram_finish_numba import unigram_finish_numba
+
+        values, starts = values.int().numpy(), starts.numpy()
+        unk_id = -1 if self.unk_id is None else self.unk_id
+        if sampling is None:
+            from ..kernels.unigram_words_numba import unigram_words_numba
+
+            ids, ends, offsets, _, missing = unigram_words_numba(
+                values, starts, lengths.numpy(), *self.trie.walk_arrays, self._score64_np, self.unk_score, unk_id)
+        else:
+            from ..kernels.unigram_sample_numba import unigram_sample_numba
+
+            alpha, generator = sampling
+            uniforms = torch.rand(int(lengths.sum()), generator=generator, dtype=torch.float64)
+            ids, ends, offsets, missing = unigram_sample_numba(
+                values, starts, lengths.numpy(), *self.trie.walk_arrays, self._score64_np, self.unk_score, unk_id,
+                alpha, uniforms.numpy())
+        if missing:
+            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                             "give the model an unk piece")
+        ids, ends, offsets = unigram_finish_numba(ids, ends, offsets, values, starts, unk_id, self._byte_ids_np,
+                                                  self.byte_fallback)
+        offsets = torch.from_numpy(offsets)
+        return Ragged(torch.from_numpy(ids), offsets), Ragged(torch.from_numpy(ends), offsets)
+
+    def _encode_sentences_numba(self, values: torch.Tensor, words: Words) -> tuple[Ragged, Ragged, torch.Tensor]:
+        """:meth:`encode_in_context` in SentencePiece mode on CPU tensors: every text segmented whole
+        by SentencePiece's float32 Viterbi (each word a sentence where the words are whole
+        sentences), its tokens cut at its words, unks fused or as bytes; one row per word."""
+        from ..kernels.unigram_finish_numba import unigram_finish_numba
+        from ..kernels.unigram_sentence import unigram_sentences_encode
+
+        values, starts = values.int().numpy(), words.starts.numpy()
+        num_words = starts.size
+        sentences = words.text_offsets if self.splits_at_space else torch.arange(num_words + 1)
+        unk_id = -1 if self.unk_id is None else self.unk_id
+        ids, ends, offsets = unigram_sentences_encode(values, starts, words.ends.numpy(), sentences.numpy(),
+                                                      *self.trie.walk_arrays, self.score32, self.unk_score, unk_id,
+                                                      SCORE_RESET_THRESHOLD)
+        if unk_id < 0 and ids.size and ids.min() < 0:
+            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                             "give the model an unk piece")
+        ids, ends, offsets = unigram_finish_numba(ids, ends, offsets, values, starts, unk_id, self._byte_ids_np,
+                                                  self.byte_fallback)
+        offsets = torch.from_numpy(offsets)
+        return Ragged(torch.from_numpy(ids), offsets), Ragged(torch.from_numpy(ends), offsets), torch.arange(num_words)
 
     def sample(self, words: Ragged, occurrence_row: torch.Tensor, alpha: float,
                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -624,6 +709,19 @@ class Unigram:
         k = min(nbest_size, 1024)
         device = words.device
         rows = len(words)
+        if _dispatch.on_cpu_kernels(device):
+            from ..kernels.unigram_nbest_numba import unigram_nbest_numba
+
+            tokens, path_offsets, path_scores, row_paths, missing = unigram_nbest_numba(
+                words.values.int().numpy(), words.offsets.numpy(), *self.trie.walk_arrays, self._score64_np,
+                self.unk_score, -1 if self.unk_id is None else self.unk_id, k)
+            if missing:
+                raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                                 "give the model an unk piece")
+            tokens_l, bounds, scores_l = tokens.tolist(), path_offsets.tolist(), path_scores.tolist()
+            row_l = row_paths.tolist()
+            return [[(tokens_l[bounds[p]:bounds[p + 1]], scores_l[p]) for p in range(row_l[r], row_l[r + 1])]
+                    for r in range(rows)]
         lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words)
         best = torch.full((num_nodes, k), -math.inf, dtype=torch.float64, device=device)
         back_edge = torch.full((num_nodes, k), -1, dtype=torch.int64, device=device)
@@ -676,11 +774,18 @@ class Unigram:
         are not segmented again. In SentencePiece mode it stores each word's ids and ends after one
         extra entry each, the bit patterns of the word's float64 margin and score, which the
         float32 check needs; in huggingface mode just the ids and ends.
+
+        On CPU tensors (the numba kernels; see the module notes) every word occurrence gets a row
+        of its own (``inverse`` is ``arange``), texts are segmented whole in SentencePiece mode, and
+        ``cache`` is not used.
         """
         device = values.device
         lengths = words.lengths()
         num_words = lengths.numel()
         settings = getattr(self._local, "sampling", None)
+        if settings is not None and _dispatch.on_cpu_kernels(device):  # a sample per occurrence
+            piece_ids, piece_ends = self._encode_spans_numba(values, words.starts, lengths, settings)
+            return piece_ids, piece_ends, torch.arange(num_words)
         if settings is not None:  # every occurrence draws its own segmentation
             unique = unique_words(values, words)
             rep = unique.representative
@@ -688,6 +793,11 @@ class Unigram:
             ids, ends, counts = self.sample(uniques, unique.inverse, *settings)
             piece_ids, piece_ends = self._finish(gather_words(values, words.starts, lengths), ids, ends, counts)
             return piece_ids, piece_ends, torch.arange(num_words, device=device)
+        if _dispatch.on_cpu_kernels(device):  # one kernel pass over the batch, no dedup or cache: see the notes
+            if self.sentencepiece:
+                return self._encode_sentences_numba(values, words)
+            piece_ids, piece_ends = self._encode_spans_numba(values, words.starts, lengths)
+            return piece_ids, piece_ends, torch.arange(num_words)
         if self.sentencepiece and not self.splits_at_space:  # the words are whole sentences: as SentencePiece does
             unique = unique_words(values, words)
             rep = unique.representative

@@ -1,0 +1,134 @@
+"""Unigram Viterbi per word in float64, walking the piece trie directly: the CPU path of
+``Unigram.segment`` (huggingface's arithmetic) without building the lattice.
+
+Reference: ``gputok.models.unigram.Unigram.segment`` (the lattice of ``Unigram.lattice`` and
+``unigram_viterbi_torch``): same ids, ends, counts and margins. Per word, start positions in
+order; from each, the trie walk (``PieceTrie``'s narrow table for the 32 commonest following
+characters, else a binary search in the node's sorted child list, as ``unigram_sentence``) offers
+every piece that starts there to the node after it, which takes it if it has none yet or the
+candidate (``best[start] + score``, float64) is strictly greater; a start no single-character
+piece covers offers the unk candidate (``unk_score``). Each node also keeps its runner-up, for the
+word's margin (the smallest gap between best and runner-up at any node; inf if none had two).
+Memory: 24 bytes per character of the longest word of scratch, plus the outputs (16 bytes per
+token, 8 per word).
+"""
+
+import numpy as np
+
+from ._numba import kernel
+
+
+@kernel
+def _child(node, code, child_offsets, child_codes, child_nodes):
+    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
+    lo = child_offsets[node]
+    hi = child_offsets[node + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if child_codes[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < child_offsets[node + 1] and child_codes[lo] == code:
+        return child_nodes[lo]
+    return -1
+
+
+@kernel
+def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
+                        child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id):
+    """Best segmentation of every word ``values[starts[w]:starts[w] + lengths[w]]``.
+
+    The trie arrays are :class:`gputok.models.unigram.PieceTrie`'s (see
+    ``unigram_sentence.unigram_sentence_viterbi``); ``piece_score``: float64 per piece id,
+    ``unk_score`` the unk candidate's, ``unk_id`` its id (-1: the model has none).
+    Returns ``(ids, ends, offsets, margin, missing)``: int64 token ids and ends (characters into
+    their word), the words' int64 token offsets, each word's float64 margin, and whether some
+    character needed an unk candidate while ``unk_id`` is -1 (its token id is then -1).
+    """
+    words = starts.size
+    longest = 0
+    total = 0
+    for w in range(words):
+        longest = max(longest, lengths[w])
+        total += lengths[w]
+    best = np.empty(longest + 1, np.float64)
+    second = np.empty(longest + 1, np.float64)
+    start = np.empty(longest + 1, np.int32)
+    piece = np.empty(longest + 1, np.int64)
+    codes = np.empty(longest + 1, np.int32)  # the word's alphabet codes, looked up once
+    ids = np.empty(total, np.int64)
+    ends = np.empty(total, np.int64)
+    offsets = np.zeros(words + 1, np.int64)
+    margin = np.empty(words, np.float64)
+    missing = False
+    written = 0
+    for w in range(words):
+        lo = starts[w]
+        n = lengths[w]
+        for i in range(n):
+            codes[i] = code_of[values[lo + i]]
+        start[:n + 1] = -1
+        second[:n + 1] = -np.inf
+        best[0] = 0.0
+        for s in range(n):
+            base = best[s]
+            single = False
+            node = root_child[codes[s]]
+            end = s
+            while node >= 0:
+                end += 1  # the piece of ``node`` covers s .. end
+                token = token_of_node[node]
+                if token >= 0:
+                    cand = base + piece_score[token]
+                    if start[end] < 0:
+                        best[end] = cand
+                        start[end] = s
+                        piece[end] = token
+                    elif cand > best[end]:
+                        second[end] = max(second[end], best[end])
+                        best[end] = cand
+                        start[end] = s
+                        piece[end] = token
+                    else:
+                        second[end] = max(second[end], cand)
+                    if end == s + 1:
+                        single = True
+                if end >= n:
+                    break
+                code = codes[end]
+                if code < narrow:
+                    node = narrow_table[narrow_row[node] * narrow + code]
+                else:
+                    node = _child(node, code, child_offsets, child_codes, child_nodes)
+            if not single:
+                missing |= unk_id < 0
+                cand = base + unk_score
+                if start[s + 1] < 0:
+                    best[s + 1] = cand
+                    start[s + 1] = s
+                    piece[s + 1] = unk_id
+                elif cand > best[s + 1]:
+                    second[s + 1] = max(second[s + 1], best[s + 1])
+                    best[s + 1] = cand
+                    start[s + 1] = s
+                    piece[s + 1] = unk_id
+                else:
+                    second[s + 1] = max(second[s + 1], cand)
+        gap = np.inf
+        for e in range(1, n + 1):
+            gap = min(gap, best[e] - second[e])
+        margin[w] = gap
+        count = 0
+        at = n
+        while at > 0:
+            count += 1
+            at = start[at]
+        at = n
+        for t in range(written + count - 1, written - 1, -1):
+            ids[t] = piece[at]
+            ends[t] = at
+            at = start[at]
+        written += count
+        offsets[w + 1] = written
+    return ids[:written], ends[:written], offsets, margin, missing
