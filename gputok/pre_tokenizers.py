@@ -195,18 +195,13 @@ class Split:
         return cls(pattern, byte_level=True, behavior="Removed", invert=True)
 
     @functools.cached_property
-    def compiled(self) -> regex.Pattern:
-        """The pattern compiled by the ``regex`` module as written (small batches split with it)."""
-        return regex.compile(self.pattern)
-
-    @functools.cached_property
     def _classes_matter(self) -> bool:
         from . import regex_split
 
         return self.rule is not None or regex_split.with_table_classes(self.pattern) != self.pattern
 
     def compiled_agrees(self, texts: Iterable[str]) -> bool:
-        """Whether :attr:`compiled` splits ``texts`` as this pre-tokenizer does, with the classes
+        """Whether ``regex.compile(self.pattern)`` splits ``texts`` as this pre-tokenizer does, with the classes
         huggingface and tiktoken read: unless the installed ``regex`` module reads the class of
         some character of ``texts`` otherwise (:func:`gputok.regex_split.regex_module_agrees`) and
         the pattern has a class (:func:`gputok.regex_split.with_table_classes`)."""
@@ -217,7 +212,7 @@ class Split:
     @property
     def tiles(self) -> bool:
         """Whether the words are exactly the matches (a named rule, whose matches cover every
-        text, Isolated and not inverted): then ``compiled.findall`` splits a text."""
+        text, Isolated and not inverted): then the rule's matches are the words."""
         return self.rule is not None and self.behavior == "Isolated" and not self.invert
 
     def __call__(self, text: Ragged) -> Words:

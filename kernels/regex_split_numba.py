@@ -106,11 +106,6 @@ def _gpt2_end(values, kinds, letters, i, e):
 
 
 @kernel
-def _is_ws(k):
-    return k == K_SP or k == K_OWS or k == K_NL
-
-
-@kernel
 def _letters_end(values, kinds, p, e):
     while p < e and _at(values, kinds, p) == K_L:
         p += 1
