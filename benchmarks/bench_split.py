@@ -1,8 +1,8 @@
 """Pre-tokenizer stage alone, numba kernels vs the torch-op twins, on English lines (one process).
 
-    PYTHONPATH=. python benchmarks/bench_split.py [--repeats 5] [--batches 1,32,1024]
+    PYTHONPATH=. python benchmarks/bench_split.py [--repeats 5] [--batches 1,32,1024] [--threads N]
 
-Input: codepoint tensors of the first ``batch`` lines of ``gputok.assets.english_corpus(20)``
+Input: codepoint tensors of the first ``batch`` non-empty lines of ``gputok.assets.english_corpus(20)``
 (ingest excluded); each pre-tokenizer's stage as the tokenizer runs it (Metaspace: rewrite, then
 split). Per call: the best of ``repeats`` timings of a loop of calls; MB/s counts codepoints as
 bytes of text. Prints a table (and, with --json PATH, writes it).
@@ -55,10 +55,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", default="1,32,1024")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (the torch twins' ops; the kernels use one)")
     parser.add_argument("--json")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    wanted = max(map(int, args.batches.split(",")))
+    lines = []
     with open(assets.english_corpus(20), encoding="utf-8") as f:
-        lines = [f.readline().rstrip("\n") for _ in range(max(map(int, args.batches.split(","))))]
+        for line in f:  # the first non-empty lines
+            if line.strip() and len(lines) < wanted:
+                lines.append(line.rstrip("\n"))
     rows = []
     print(f"torch threads {torch.get_num_threads()}; per call, best of {args.repeats}")
     print(f"{'pre-tokenizer':<12} {'batch':>6} {'chars':>8} {'numba us':>10} {'torch us':>10} {'speedup':>8} {'numba MB/s':>11}")

@@ -257,3 +257,17 @@ def test_a_kernel_result_is_checked_against_known_words():
     assert src.tolist()[:3] == [0, 0, 1] and rewritten.offsets.tolist() == [0, 18, 23]
     words = meta(rewritten)
     assert list(zip(words.starts.tolist(), words.ends.tolist()))[:4] == [(0, 7), (7, 14), (14, 15), (15, 18)]
+
+
+def test_threads_give_the_single_call_words(parity_lines):
+    """The kernels hold no state between calls: 8 threads at once give each call's own words."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    chunks = [parity_lines[i * 500:(i + 1) * 500] for i in range(16)]
+    names = ["bert", "split-cl100k", "split-o200k", "metaspace-always-True"]
+    expected = [[run(PRE_TOKENIZERS[n], codepoints(c), "numba") for n in names] for c in chunks]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda c: [run(PRE_TOKENIZERS[n], codepoints(c), "numba") for n in names], chunks))
+    for want, have in zip(expected, got):
+        for name, (_, a), (_, b) in zip(names, want, have):
+            assert_same_words(a, b, name)
