@@ -7,6 +7,10 @@ is copied: the model later gathers the characters of the *unique* words only.
 ``BertPreTokenizer`` follows huggingface ``tokenizers``' BertPreTokenizer: whitespace (Rust's
 ``char::is_whitespace``) separates words and is dropped; each punctuation character (ASCII
 punctuation or a Unicode P* category, with the reference's table quirks) is a word of its own.
+
+CPU tensors go through numba kernels, one pass per text (``kernels/word_split_numba.py``, and
+``kernels/regex_split_numba.py`` for the named regex rules); other devices through the torch-op
+twins here (``*_torch``), which are the kernels' reference.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ from typing import Any
 import regex
 import torch
 
-from . import _components, unicode
-from .ingest import strings
+from . import _components, _dispatch, unicode
+from .ingest import codepoints, strings, without_surrogates
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 
 
@@ -35,6 +39,11 @@ class Words:
         return self.ends - self.starts
 
 
+def _words(starts, ends, text_offsets) -> Words:
+    """Words from a kernel's numpy arrays (no copy)."""
+    return Words(torch.from_numpy(starts), torch.from_numpy(ends), torch.from_numpy(text_offsets))
+
+
 def words_from_starts(text: Ragged, starts_word: torch.Tensor) -> Words:
     """The words of ``text`` when ``starts_word`` marks the codepoints that begin one: each word
     runs to the next start or to the end of its text.
@@ -44,6 +53,15 @@ def words_from_starts(text: Ragged, starts_word: torch.Tensor) -> Words:
     >>> w.starts.tolist(), w.ends.tolist(), w.text_offsets.tolist()
     ([0, 2, 3], [2, 3, 4], [0, 2, 3])
     """
+    if _dispatch.on_cpu_kernels(text.device):
+        from .kernels import word_split_numba
+
+        return _words(*word_split_numba.words_from_starts(text.offsets.numpy(), starts_word.numpy()))
+    return words_from_starts_torch(text, starts_word)
+
+
+def words_from_starts_torch(text: Ragged, starts_word: torch.Tensor) -> Words:
+    """:func:`words_from_starts` as torch ops (the CUDA path; the kernel's reference)."""
     n = text.values.numel()
     starts = torch.nonzero(starts_word).flatten()
     ends = torch.empty_like(starts)
@@ -61,6 +79,15 @@ WORD, SPACE, PUNCTUATION = 0, 1, 2
 
 def whole_texts(text: Ragged) -> Words:
     """Each non-empty text is one word (no pre-tokenizer, or ByteLevel without its regex)."""
+    if _dispatch.on_cpu_kernels(text.device):
+        from .kernels import word_split_numba
+
+        return _words(*word_split_numba.whole_texts(text.offsets.numpy()))
+    return whole_texts_torch(text)
+
+
+def whole_texts_torch(text: Ragged) -> Words:
+    """:func:`whole_texts` as torch ops."""
     nonempty = text.lengths() > 0
     starts = text.offsets[:-1][nonempty]
     counts = nonempty.long()
@@ -83,6 +110,15 @@ def split_by_class(text: Ragged, classes: torch.Tensor) -> Words:
     >>> w.starts.tolist(), w.ends.tolist(), w.text_offsets.tolist()
     ([0, 2, 4, 5], [1, 4, 5, 6], [0, 2, 4])
     """
+    if _dispatch.on_cpu_kernels(text.device):
+        from .kernels import word_split_numba
+
+        return _words(*word_split_numba.split_by_class(text.values.numpy(), text.offsets.numpy(), classes.numpy()))
+    return split_by_class_torch(text, classes)
+
+
+def split_by_class_torch(text: Ragged, classes: torch.Tensor) -> Words:
+    """:func:`split_by_class` as torch ops (the CUDA path; the kernel's reference)."""
     cls = classes[text.values.long()]
     n = cls.numel()
     first_of_text = torch.zeros(n + 1, dtype=torch.bool, device=cls.device)
@@ -120,7 +156,8 @@ class Split:
     """Words are the matches of a regex, as tiktoken splits text before BPE.
 
     ``pattern`` is a name from :data:`gputok.regex_split.PATTERNS` ("gpt2", "cl100k", "o200k"),
-    computed exactly with tensor ops, or any other regex, which runs through the ``regex`` module
+    matched exactly without a regex engine (:func:`gputok.regex_split.split`: a numba kernel on
+    the CPU, tensor ops elsewhere), or any other regex, which runs through the ``regex`` module
     on the CPU (correct, and slower: a Python object per match).
     """
 
@@ -158,18 +195,13 @@ class Split:
         return cls(pattern, byte_level=True, behavior="Removed", invert=True)
 
     @functools.cached_property
-    def compiled(self) -> regex.Pattern:
-        """The pattern compiled by the ``regex`` module as written (small batches split with it)."""
-        return regex.compile(self.pattern)
-
-    @functools.cached_property
     def _classes_matter(self) -> bool:
         from . import regex_split
 
         return self.rule is not None or regex_split.with_table_classes(self.pattern) != self.pattern
 
     def compiled_agrees(self, texts: Iterable[str]) -> bool:
-        """Whether :attr:`compiled` splits ``texts`` as this pre-tokenizer does, with the classes
+        """Whether ``regex.compile(self.pattern)`` splits ``texts`` as this pre-tokenizer does, with the classes
         huggingface and tiktoken read: unless the installed ``regex`` module reads the class of
         some character of ``texts`` otherwise (:func:`gputok.regex_split.regex_module_agrees`) and
         the pattern has a class (:func:`gputok.regex_split.with_table_classes`)."""
@@ -180,7 +212,7 @@ class Split:
     @property
     def tiles(self) -> bool:
         """Whether the words are exactly the matches (a named rule, whose matches cover every
-        text, Isolated and not inverted): then ``compiled.findall`` splits a text."""
+        text, Isolated and not inverted): then the rule's matches are the words."""
         return self.rule is not None and self.behavior == "Isolated" and not self.invert
 
     def __call__(self, text: Ragged) -> Words:
@@ -188,17 +220,20 @@ class Split:
 
         if self.tiles:
             return regex_split.split(text, self.rule)
+        if self.rule is not None and _dispatch.on_cpu_kernels(text.device):
+            # A rule's matches tile every text: Removed leaves nothing, Contiguous joins a whole
+            # text, and every other behavior (with or without invert) keeps each match a word.
+            if self.behavior == "Removed" and not self.invert:
+                empty = torch.zeros(0, dtype=torch.int64)
+                return Words(empty, empty.clone(), torch.zeros(len(text) + 1, dtype=torch.int64))
+            return whole_texts(text) if self.behavior == "Contiguous" else regex_split.split(text, self.rule)
         words = regex_split.split_with_regex(strings(text), self.pattern, behavior=self.behavior, invert=self.invert)
         return Words(words.starts.to(text.device), words.ends.to(text.device), words.text_offsets.to(text.device))
 
     def words_of(self, texts: list[str]) -> list[list[str]]:
-        """The words of each text as strings (the small-batch path of :class:`gputok.Tokenizer`)."""
-        from . import regex_split
-
-        if self.tiles:
-            return list(map(self.compiled.findall, texts))
-        words = regex_split.split_with_regex(texts, self.pattern, behavior=self.behavior, invert=self.invert)
-        joined = "".join(texts)
+        """The words of each text as strings."""
+        words = self(codepoints(texts))
+        joined = "".join(without_surrogates(t) for t in texts)
         pieces = [joined[s:e] for s, e in zip(words.starts.tolist(), words.ends.tolist())]
         bounds = words.text_offsets.tolist()
         return [pieces[bounds[i]:bounds[i + 1]] for i in range(len(texts))]
@@ -364,6 +399,13 @@ class Metaspace:
 
     def rewrite(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         """Spaces as the replacement, and the prepended one; returns the text and each character's source."""
+        if _dispatch.on_cpu_kernels(text.device):
+            from .kernels import word_split_numba
+
+            values, offsets, src = word_split_numba.prepend_unless_first(
+                text.values.numpy(), text.offsets.numpy(), 32, ord(self.replacement), ord(self.replacement),
+                self.prepend_scheme != "never")
+            return Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), torch.from_numpy(src)
         from .normalizers import Replace
 
         text, src = Replace({"String": " "}, self.replacement)(text)
@@ -373,6 +415,11 @@ class Metaspace:
         return text, src[moved]
 
     def __call__(self, text: Ragged) -> Words:
+        if _dispatch.on_cpu_kernels(text.device):
+            from .kernels import word_split_numba
+
+            return _words(*word_split_numba.split_at_marks(text.values.numpy(), text.offsets.numpy(),
+                                                           ord(self.replacement), self.split))
         n = text.values.numel()
         device = text.device
         starts_word = torch.zeros(n, dtype=torch.bool, device=device)
@@ -394,6 +441,12 @@ class Metaspace:
 
 def _prepend_unless_first(text: Ragged, *, char: str) -> tuple[Ragged, torch.Tensor]:
     """``char`` before each non-empty text that does not start with it; returns each character's source."""
+    if _dispatch.on_cpu_kernels(text.device):
+        from .kernels import word_split_numba
+
+        values, offsets, src = word_split_numba.prepend_unless_first(
+            text.values.numpy(), text.offsets.numpy(), -1, -1, ord(char), True)
+        return Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), torch.from_numpy(src)
     device = text.device
     lengths = text.lengths()
     nonempty = lengths > 0

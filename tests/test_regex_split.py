@@ -25,7 +25,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gputok import assets, regex_split, unicode
+from gputok import _dispatch, assets, regex_split, unicode
 from gputok.ingest import codepoints
 from gputok.pre_tokenizers import Words
 from gputok.regex_split import PATTERNS, class_tables, split, split_with_regex
@@ -35,14 +35,7 @@ RULES = ["gpt2", "cl100k", "o200k"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def tensor_split_only():
-    """Every test here checks the tensor split, which small CPU batches would skip (module-scoped:
-    hypothesis tests cannot take function-scoped fixtures)."""
-    saved = regex_split.REGEX_BELOW_CHARS
-    regex_split.REGEX_BELOW_CHARS = 0
-    yield
-    regex_split.REGEX_BELOW_CHARS = saved
+BACKENDS = ["numba", "torch"]  # the CPU kernel and the tensor twin (the CUDA path)
 
 
 @functools.lru_cache(maxsize=None)
@@ -83,14 +76,19 @@ def mismatched_texts(words: Words, texts: list[str], ref) -> list[int]:
 
 
 def assert_parity(texts: list[str], rule: str, *, label: str = "") -> Words:
-    words = split(codepoints(texts), rule)
+    """The numba kernel and the tensor twin both give regex.finditer's spans."""
     ref = reference(texts, reference_pattern(rule))
-    same = (words.starts.tolist() == ref[0] and words.ends.tolist() == ref[1]
-            and words.text_offsets.tolist() == ref[2])
-    if not same:
-        bad = mismatched_texts(words, texts, ref)
-        examples = [texts[i][:200] for i in bad[:5]]
-        raise AssertionError(f"{rule}{label}: {len(bad)} of {len(texts)} texts differ from regex.finditer: {examples!r}")
+    cps = codepoints(texts)
+    for backend in BACKENDS:
+        with _dispatch.use_backend(backend):
+            words = split(cps, rule)
+        same = (words.starts.tolist() == ref[0] and words.ends.tolist() == ref[1]
+                and words.text_offsets.tolist() == ref[2])
+        if not same:
+            bad = mismatched_texts(words, texts, ref)
+            examples = [texts[i][:200] for i in bad[:5]]
+            raise AssertionError(f"{rule}{label} ({backend}): {len(bad)} of {len(texts)} texts differ from "
+                                 f"regex.finditer: {examples!r}")
     return words
 
 
@@ -124,21 +122,33 @@ def corpus(parity_lines):
     return parity_lines, codepoints(parity_lines)
 
 
+_CORPUS_REFERENCE: dict = {}
+
+
+def _corpus_reference(rule: str, lines: list[str]):
+    """regex.finditer over the corpus, once per rule (both backends compare with it)."""
+    if rule not in _CORPUS_REFERENCE:
+        _CORPUS_REFERENCE[rule] = reference(lines, reference_pattern(rule))
+    return _CORPUS_REFERENCE[rule]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("rule", RULES)
-def test_parity_corpus_span_for_span(corpus, rule):
+def test_parity_corpus_span_for_span(corpus, rule, backend):
     lines, cps = corpus
-    split(codepoints(["warm up"]), rule)
+    with _dispatch.use_backend(backend):
+        split(codepoints(["warm up"]), rule)
+        t0 = time.perf_counter()
+        words = split(cps, rule)
+        t_split = time.perf_counter() - t0
     t0 = time.perf_counter()
-    words = split(cps, rule)
-    t_split = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    ref = reference(lines, reference_pattern(rule))
+    ref = _corpus_reference(rule, lines)
     t_regex = time.perf_counter() - t0
     same = (torch.equal(words.starts, torch.tensor(ref[0], dtype=torch.int64))
             and torch.equal(words.ends, torch.tensor(ref[1], dtype=torch.int64))
             and words.text_offsets.tolist() == ref[2])
     bad = [] if same else mismatched_texts(words, lines, ref)
-    print(f"\n{rule}: {len(lines)} lines ({cps.values.numel()} codepoints, {len(ref[0])} words) compared, "
+    print(f"\n{rule} ({backend}): {len(lines)} lines ({cps.values.numel()} codepoints, {len(ref[0])} words) compared, "
           f"{len(bad)} mismatched; split {t_split:.2f}s, regex.finditer {t_regex:.2f}s")
     assert same, f"{len(bad)} lines differ, e.g. {[lines[i][:200] for i in bad[:5]]!r}"
     assert cps.values.numel() > 18_000_000  # the whole corpus, ~20 MB of UTF-8
@@ -185,13 +195,12 @@ def test_class_tables_are_tiktokens_and_huggingfaces():
     assert classes[0x16EBB] == 0 and classes[0x10D50] & 1  # new in Unicode 17 / 16
 
 
-def test_regex_module_agrees_where_its_unicode_is_the_tables(monkeypatch):
+def test_regex_module_agrees_where_its_unicode_is_the_tables():
     newer = regex.match(r"\p{L}", "\U00016ebb") is not None  # regex >= 2025.10.23: Unicode 17
     assert regex_split.regex_module_agrees("\U00016ebb:A") is not newer
     assert regex_split.regex_module_agrees(np.array([0x16EBB, 0x41])) is not newer
     assert regex_split.regex_module_agrees("Hello, 世界 é ١٢") and regex_split.regex_module_agrees("")
-    # The small-batch regex path steps aside for such a batch: tiktoken's pieces, not the module's.
-    monkeypatch.setattr(regex_split, "REGEX_BELOW_CHARS", 4096)
+    # split reads the tables' classes: tiktoken's pieces, not the module's.
     words = split(codepoints(["\U00016ebb:A", "x"]), "cl100k")
     assert words.starts.tolist() == [0, 2, 3]  # U+16EBB is no letter: "\U00016ebb:", "A", "x"
     words = split(codepoints(["\u0295Ab"]), "o200k")
@@ -367,21 +376,6 @@ def test_random_mixes(texts):
         assert_parity(texts, rule)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(TEXT, max_size=6))
-def test_small_batches_take_the_regex_module_with_the_same_words(texts):
-    cps = codepoints(texts)
-    for rule in RULES:
-        tensor = split(cps, rule)
-        regex_split.REGEX_BELOW_CHARS = 1 << 40  # every CPU batch is small now
-        try:
-            small = split(cps, rule)
-        finally:
-            regex_split.REGEX_BELOW_CHARS = 0
-        assert torch.equal(small.starts, tensor.starts) and torch.equal(small.ends, tensor.ends), rule
-        assert torch.equal(small.text_offsets, tensor.text_offsets), rule
-
-
 # ---- edge cases and long runs --------------------------------------------------------------
 
 @pytest.mark.parametrize("rule", RULES + ["r50k", "p50k"])
@@ -415,16 +409,18 @@ LONG = {
 @pytest.mark.parametrize("name", list(LONG))
 def test_long_runs_stay_linear(name):
     text = LONG[name]
+    cps = codepoints([text])
     for rule in RULES:
-        cps = codepoints([text])
-        elapsed = []
-        for _ in range(2):  # the better of two runs: a busy machine should not fail the test
-            t0 = time.perf_counter()
-            words = split(cps, rule)
-            elapsed.append(time.perf_counter() - t0)
-        assert min(elapsed) < 5.0, f"{rule} on {name!r}: {min(elapsed):.2f}s for {len(text)} chars"
         ref = reference([text], reference_pattern(rule))
-        assert words.starts.tolist() == ref[0] and words.ends.tolist() == ref[1], (rule, name)
+        for backend in BACKENDS:
+            elapsed = []
+            with _dispatch.use_backend(backend):
+                for _ in range(2):  # the better of two runs: a busy machine should not fail the test
+                    t0 = time.perf_counter()
+                    words = split(cps, rule)
+                    elapsed.append(time.perf_counter() - t0)
+            assert min(elapsed) < 5.0, f"{rule} ({backend}) on {name!r}: {min(elapsed):.2f}s for {len(text)} chars"
+            assert words.starts.tolist() == ref[0] and words.ends.tolist() == ref[1], (rule, backend, name)
 
 
 def test_long_chains_next_to_short_texts():
@@ -466,7 +462,7 @@ def test_int64_positions(monkeypatch):
     monkeypatch.setattr(regex_split, "_INT32_LIMIT", 0)
     texts = ["Hello world's  end", "x123456 \n\n", "", "'s" * 40 + " HTTPServer", "\u4e2d\u6587 \t !?\n/"]
     for rule in RULES:
-        assert_parity(texts, rule)
+        assert_parity(texts, rule)  # (the tensor twin's int64 path; the kernel's positions are int64)
 
 
 def test_unknown_rule():

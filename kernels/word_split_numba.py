@@ -1,0 +1,172 @@
+"""The pre-tokenizers that split by character class or at a marker, on the CPU: numba kernels.
+
+Contracts (each the torch twin in ``gputok.pre_tokenizers`` it must equal, dtypes included; words
+are int64 ``(starts, ends, text_offsets)`` indexing ``values``, in text order):
+
+- :func:`split_by_class`: ``split_by_class_torch`` (BertPreTokenizer, WhitespaceSplit): runs of
+  WORD characters are words, each PUNCTUATION character is a word of its own, SPACE characters
+  separate words and are dropped; ``classes`` maps a codepoint to its class (uint8).
+- :func:`split_at_marks`: ``Metaspace.__call__``'s torch path: a word starts at the first
+  character of each text and, with ``split``, at each ``mark``; it runs to the next start.
+- :func:`whole_texts`: ``whole_texts_torch``: each non-empty text is one word.
+- :func:`words_from_starts`: ``words_from_starts_torch``: a word starts at each marked character
+  (``starts_word``, bool) and runs to the next mark or to the end of its text.
+- :func:`prepend_unless_first`: ``Metaspace.rewrite`` and ByteLevel's ``add_prefix_space``:
+  ``space`` (if >= 0) becomes ``replacement``, then ``char`` goes before each non-empty text that
+  does not start with it (if ``prepend``); returns the values (the input's dtype), int64 offsets,
+  and each character's source position (the prepended one: its text's first character).
+
+How: one pass per text, a few compares per character; outputs of unknown size are written to an
+upper-bound buffer (one word per character) and copied out. A value that is no codepoint reads as
+U+FFFD's class. ``nogil=True``: chunks run on Python threads at once; no state outside the call.
+"""
+
+import numpy as np
+
+from ._numba import kernel
+
+WORD, SPACE, PUNCTUATION = 0, 1, 2  # gputok.pre_tokenizers' classes
+REPLACEMENT = 0xFFFD
+
+
+@kernel
+def split_by_class(values, offsets, classes):
+    n = values.size
+    texts = offsets.size - 1
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    text_offsets = np.empty(texts + 1, np.int64)
+    text_offsets[0] = 0
+    w = 0
+    for t in range(texts):
+        inside = False  # a WORD run is open at starts[w]
+        for p in range(offsets[t], offsets[t + 1]):
+            c = values[p]
+            if c < 0 or c >= classes.size:
+                c = REPLACEMENT
+            k = classes[c]
+            if k == WORD:
+                if not inside:
+                    starts[w] = p
+                    inside = True
+                continue
+            if inside:
+                ends[w] = p
+                w += 1
+                inside = False
+            if k == PUNCTUATION:
+                starts[w] = p
+                ends[w] = p + 1
+                w += 1
+        if inside:
+            ends[w] = offsets[t + 1]
+            w += 1
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets
+
+
+@kernel
+def split_at_marks(values, offsets, mark, split):
+    n = values.size
+    texts = offsets.size - 1
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    text_offsets = np.empty(texts + 1, np.int64)
+    text_offsets[0] = 0
+    w = 0
+    for t in range(texts):
+        a = offsets[t]
+        b = offsets[t + 1]
+        if b > a:
+            starts[w] = a
+            if split:
+                for p in range(a + 1, b):
+                    if values[p] == mark:
+                        ends[w] = p
+                        w += 1
+                        starts[w] = p
+            ends[w] = b
+            w += 1
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets
+
+
+@kernel
+def whole_texts(offsets):
+    texts = offsets.size - 1
+    starts = np.empty(texts, np.int64)
+    ends = np.empty(texts, np.int64)
+    text_offsets = np.empty(texts + 1, np.int64)
+    text_offsets[0] = 0
+    w = 0
+    for t in range(texts):
+        if offsets[t + 1] > offsets[t]:
+            starts[w] = offsets[t]
+            ends[w] = offsets[t + 1]
+            w += 1
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets
+
+
+@kernel
+def prepend_unless_first(values, offsets, space, replacement, char, prepend):
+    texts = offsets.size - 1
+    added = 0
+    if prepend:
+        for t in range(texts):
+            a = offsets[t]
+            if offsets[t + 1] > a:
+                first = values[a]
+                if first == space:
+                    first = replacement
+                if first != char:
+                    added += 1
+    total = offsets[texts] - offsets[0] + added
+    out = np.empty(total, values.dtype)
+    src = np.empty(total, np.int64)
+    out_offsets = np.empty(texts + 1, np.int64)
+    out_offsets[0] = 0
+    q = 0
+    for t in range(texts):
+        a = offsets[t]
+        b = offsets[t + 1]
+        if prepend and b > a:
+            first = values[a]
+            if first == space:
+                first = replacement
+            if first != char:
+                out[q] = char
+                src[q] = a
+                q += 1
+        for p in range(a, b):
+            c = values[p]
+            out[q] = replacement if c == space else c
+            src[q] = p
+            q += 1
+        out_offsets[t + 1] = q
+    return out, out_offsets, src
+
+
+@kernel
+def words_from_starts(offsets, starts_word):
+    texts = offsets.size - 1
+    n = starts_word.size
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    text_offsets = np.empty(texts + 1, np.int64)
+    text_offsets[0] = 0
+    w = 0
+    for t in range(texts):
+        inside = False
+        for p in range(offsets[t], offsets[t + 1]):
+            if starts_word[p]:
+                if inside:
+                    ends[w] = p
+                    w += 1
+                starts[w] = p
+                inside = True
+        if inside:
+            ends[w] = offsets[t + 1]
+            w += 1
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets
