@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers
 from ._atomic import write_atomic
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_words
-from .ingest import TextInput, as_texts, codepoints, without_surrogates
+from .ingest import TextInput, as_texts, codepoints
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordpiece import WordPiece, piece_starts
@@ -43,11 +44,6 @@ MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram)}
 # size; below this many characters a batch for a CUDA device is encoded on the CPU, where small
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
 CUDA_FROM_CHARS = 16384
-# Below this many characters a CPU batch of byte-level BPE is encoded in Python
-# (``Tokenizer._encode_small``). On the project's 2-core CPU (cl100k, English, 2 threads, cold
-# cache per pass) that path ran at ~3-3.7 M characters/s whatever the batch, the tensor path at
-# 1.2 M/s for calls of 4k characters, 3.0 M/s for 17k and 5.2 M/s for 34k (~3 ms fixed per call).
-PYTHON_BPE_BELOW_CHARS = 16384
 PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
 
 
@@ -318,10 +314,6 @@ class Tokenizer:
 
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
         """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
-        if (not with_spans and self._splits_bytes_plainly and torch.device(device).type == "cpu"
-                and _dispatch.backend(device) != "triton" and sum(map(len, texts)) < PYTHON_BPE_BELOW_CHARS
-                and self.pre_tokenizer.compiled_agrees(texts)):
-            return self._encode_small(texts)
         text = codepoints(texts, device)
         if self.normalizer is not None:
             norm, source = self.normalizer(text)
@@ -338,10 +330,11 @@ class Tokenizer:
         if in_context is not None:
             piece_ids, piece_ends, inverse = in_context(norm.values, words, cache=self.word_cache)
         elif self.word_cache is not None:  # one row per word: the model runs on unseen words only
-            encode = lambda s, n: self.model.encode_words(gather_words(norm.values, s, n))  # noqa: E731
-            piece_ids, piece_ends = self.word_cache.encode(
-                self.model, norm.values, words.starts, lengths, span_hashes(norm.values, words.starts, words.ends), encode,
-                with_ends=with_spans)
+            kernels = norm.values.device.type == "cpu" and _dispatch.on_cpu_kernels(norm.values.device)
+            keys = None if kernels else span_hashes(norm.values, words.starts, words.ends)
+            piece_ids, piece_ends = self.word_cache.encode(self.model, norm.values, words.starts, lengths, keys,
+                                                           self.model.encode_words, with_ends=with_spans,
+                                                           gathered=True)
             inverse = None
         else:
             unique = unique_words(norm.values, words)
@@ -349,6 +342,17 @@ class Tokenizer:
             piece_ids, piece_ends = self.model.encode_words(gather_words(norm.values, words.starts[rep], lengths[rep]))
             inverse = unique.inverse
 
+        if text.values.device.type == "cpu" and _dispatch.on_cpu_kernels(text.values.device):
+            from .kernels.scatter_numba import scatter_tokens
+
+            empty = _EMPTY_INDEX
+            ids, token_offsets, spans = scatter_tokens(
+                piece_ids.values.numpy(), piece_ends.values.numpy() if with_spans else empty,
+                piece_ids.offsets.numpy(), empty if inverse is None else inverse.numpy(), words.starts.numpy(),
+                words.text_offsets.numpy(), empty if source is None or not with_spans else source.numpy(),
+                text.offsets.numpy(), with_spans)
+            return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(token_offsets)),
+                           torch.from_numpy(spans) if with_spans else None)
         # Every word occurrence takes the pieces of its unique word.
         if inverse is None:
             word_token_offsets, total = piece_ids.offsets, piece_ids.values.numel()
@@ -376,40 +380,6 @@ class Tokenizer:
             text_start = text.offsets[:-1][row_ids(token_offsets, total)]
             spans = torch.stack([start - text_start, end - text_start], 1)
         return Encoded(Ragged(ids, token_offsets), spans)
-
-    @property
-    def _splits_bytes_plainly(self) -> bool:
-        """Byte-level BPE after a regex split, nothing else: what :meth:`_encode_small` does."""
-        model, pre = self.model, self.pre_tokenizer
-        return (isinstance(model, BPE) and model.byte_level and self.normalizer is None
-                and not model.continuing_subword_prefix and not model.end_of_word_suffix
-                and isinstance(pre, pre_tokenizers.Split) and getattr(pre, "rewrite", None) is None
-                and getattr(pre, "use_regex", True))
-
-    def _encode_small(self, texts: Sequence[str]) -> Encoded:
-        """:meth:`_encode_plain` of a small CPU batch of byte-level BPE (under
-        :data:`PYTHON_BPE_BELOW_CHARS`), in Python: the ``regex`` module splits, the word
-        cache's dict (:meth:`WordCache.strings`) holds the words seen, and the model's heap
-        (:meth:`BPE.encode_word_bytes`) merges the others. A call of a few texts takes tens of
-        microseconds here, ~0.7 ms through tensor ops."""
-        cache, longest, room = {}, 0, 0  # without a word cache, nothing is kept
-        if self.word_cache is not None:
-            cache = self.word_cache.strings(self.model)
-            longest, room = self.word_cache.max_word_length, self.word_cache.capacity
-        encode_word = self.model.encode_word_bytes
-        ids: list[int] = []
-        lengths = []
-        for words in self.pre_tokenizer.words_of([without_surrogates(text) for text in texts]):
-            before = len(ids)
-            for word in words:
-                got = cache.get(word)
-                if got is None:
-                    got = encode_word(word.encode("utf-8"))
-                    if len(word) <= longest and len(cache) < room:
-                        cache[word] = got
-                ids += got
-            lengths.append(len(ids) - before)
-        return Encoded(Ragged(torch.tensor(ids, dtype=torch.int64), offsets_from_lengths(torch.tensor(lengths, dtype=torch.int64))), None)
 
     def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:
         """A regex matching the added tokens in ``contents`` (None: all), longest first."""
@@ -668,6 +638,7 @@ def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.Path
     return special_tokens
 
 
+_EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _A = TemplateItem(sequence=0, token=None, token_id=None, type_id=0)
 _B = TemplateItem(sequence=1, token=None, token_id=None, type_id=1)
 
