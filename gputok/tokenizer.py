@@ -503,10 +503,17 @@ class Tokenizer:
             template = self.post_processor.pair if second is not None else self.post_processor.single
         added = sum(item.sequence is None for item in template)
         budget = None if truncation is None else max_length - added
+        out: dict[str, torch.Tensor] | None = None
         rows = truncate(first.ids.lengths(), None if second is None else second.ids.lengths(),
                         max_length=budget, strategy=truncation or "longest_first", stride=stride,
                         overflow=return_overflowing_tokens)
-        if not template and second is None and truncation is None:
+        if device.type == "cpu" and _dispatch.on_cpu_kernels(device) and (
+                template or second is not None or truncation is not None or padding != "do_not_pad"):
+            out = self._post_process_kernels(template or ([_A] if second is None else [_A, _B]), rows, first, second,
+                                              padding=padding, max_length=max_length,
+                                              pad_to_multiple_of=pad_to_multiple_of, left=padding_side == "left",
+                                              with_types=return_token_type_ids, with_offsets=return_offsets)
+        elif not template and second is None and truncation is None:
             # One sequence, no special tokens, nothing cut: the rows are the encoded texts as they are.
             row_offsets, input_ids = first.ids.offsets, first.ids.values
             type_ids = torch.zeros_like(input_ids) if return_token_type_ids else None
@@ -523,14 +530,17 @@ class Tokenizer:
             if return_offsets:
                 spans = first.spans if second is None else torch.cat([first.spans, second.spans])
                 offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else spans.new_zeros(1, 2), 0)
-        out: dict[str, torch.Tensor] = {}
-        if padding == "do_not_pad":
+        if out is not None:
+            pass
+        elif padding == "do_not_pad":
+            out = {}
             out.update(input_ids=input_ids, row_offsets=row_offsets)
             if return_token_type_ids:
                 out["token_type_ids"] = type_ids
             if return_offsets:
                 out["offsets"] = offsets
         else:
+            out = {}
             lengths = row_offsets[1:] - row_offsets[:-1]
             width = int(lengths.max()) if lengths.numel() else 0
             if padding == "max_length":
@@ -549,6 +559,34 @@ class Tokenizer:
             out["overflow_to_sample_mapping"] = rows.sample
         if out_device != device:
             out = {name: tensor.to(out_device) for name, tensor in out.items()}
+        return out
+
+    def _post_process_kernels(self, template: list[TemplateItem], rows, first: Encoded, second: Encoded | None, *,
+                              padding: str, max_length: int | None, pad_to_multiple_of: int | None, left: bool,
+                              with_types: bool, with_offsets: bool) -> dict[str, torch.Tensor]:
+        """:meth:`__call__`'s outputs from the rows, by one kernel of ``gputok.kernels.postprocess_numba``."""
+        from .kernels import postprocess_numba as K
+
+        item_seq, item_id, item_type = _template_arrays(tuple(template))
+        b = second if second is not None else first
+        no_spans = _NO_SPANS
+        args = (item_seq, item_id, item_type, rows.sample.numpy(), rows.a_start.numpy(), rows.a_len.numpy(),
+                (rows.b_start if rows.b_start is not None else rows.a_start).numpy(),
+                (rows.b_len if rows.b_len is not None else rows.a_len).numpy(),
+                first.ids.values.numpy(), first.ids.offsets.numpy(), b.ids.values.numpy(), b.ids.offsets.numpy(),
+                first.spans.numpy() if with_offsets else no_spans, b.spans.numpy() if with_offsets else no_spans)
+        if padding == "do_not_pad":
+            ids, row_offsets, types, offsets = K.ragged(*args, with_types, with_offsets)
+            out = {"input_ids": torch.from_numpy(ids), "row_offsets": torch.from_numpy(row_offsets)}
+        else:
+            min_width = max_length if padding == "max_length" else 0
+            ids, mask, types, offsets = K.padded(*args, min_width, pad_to_multiple_of or 0, left, self._pad_id,
+                                                 with_types, with_offsets)
+            out = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+        if with_types:
+            out["token_type_ids"] = torch.from_numpy(types)
+        if with_offsets:
+            out["offsets"] = torch.from_numpy(offsets)
         return out
 
     def _work_device(self, device: torch.device, texts: list[str], pairs: list[str] | None) -> torch.device:
@@ -639,6 +677,16 @@ def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.Path
 
 
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
+_NO_SPANS = np.zeros((0, 2), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _template_arrays(template: tuple[TemplateItem, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A template as the post-processing kernel reads it: per item its sequence (-1: a special
+    token), the special token's id and the item's type id."""
+    seq = np.array([-1 if t.sequence is None else t.sequence for t in template], dtype=np.int64)
+    ids = np.array([t.token_id or 0 for t in template], dtype=np.int64)
+    return seq, ids, np.array([t.type_id for t in template], dtype=np.int64)
 _A = TemplateItem(sequence=0, token=None, token_id=None, type_id=0)
 _B = TemplateItem(sequence=1, token=None, token_id=None, type_id=1)
 
