@@ -35,7 +35,8 @@ from .ingest import TextInput, as_texts, codepoints
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordpiece import WordPiece, piece_starts
-from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, filled_cells, pad, truncate
+from .processors import (TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, check_truncation, filled_cells,
+                         pad, raise_truncation_error, truncate)
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 from .word_cache import WordCache
 
@@ -503,17 +504,19 @@ class Tokenizer:
             template = self.post_processor.pair if second is not None else self.post_processor.single
         added = sum(item.sequence is None for item in template)
         budget = None if truncation is None else max_length - added
-        out: dict[str, torch.Tensor] | None = None
+        if device.type == "cpu" and _dispatch.on_cpu_kernels(device):
+            out = self._post_process_kernels(
+                template or ([_A] if second is None else [_A, _B]), first, second, truncation=truncation,
+                budget=budget, stride=stride, overflow=return_overflowing_tokens, padding=padding,
+                max_length=max_length, pad_to_multiple_of=pad_to_multiple_of, left=padding_side == "left",
+                with_types=return_token_type_ids, with_offsets=return_offsets)
+            if out_device != device:
+                out = {name: tensor.to(out_device) for name, tensor in out.items()}
+            return out
         rows = truncate(first.ids.lengths(), None if second is None else second.ids.lengths(),
                         max_length=budget, strategy=truncation or "longest_first", stride=stride,
                         overflow=return_overflowing_tokens)
-        if device.type == "cpu" and _dispatch.on_cpu_kernels(device) and (
-                template or second is not None or truncation is not None or padding != "do_not_pad"):
-            out = self._post_process_kernels(template or ([_A] if second is None else [_A, _B]), rows, first, second,
-                                              padding=padding, max_length=max_length,
-                                              pad_to_multiple_of=pad_to_multiple_of, left=padding_side == "left",
-                                              with_types=return_token_type_ids, with_offsets=return_offsets)
-        elif not template and second is None and truncation is None:
+        if not template and second is None and truncation is None:
             # One sequence, no special tokens, nothing cut: the rows are the encoded texts as they are.
             row_offsets, input_ids = first.ids.offsets, first.ids.values
             type_ids = torch.zeros_like(input_ids) if return_token_type_ids else None
@@ -530,17 +533,14 @@ class Tokenizer:
             if return_offsets:
                 spans = first.spans if second is None else torch.cat([first.spans, second.spans])
                 offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else spans.new_zeros(1, 2), 0)
-        if out is not None:
-            pass
-        elif padding == "do_not_pad":
-            out = {}
+        out = {}
+        if padding == "do_not_pad":
             out.update(input_ids=input_ids, row_offsets=row_offsets)
             if return_token_type_ids:
                 out["token_type_ids"] = type_ids
             if return_offsets:
                 out["offsets"] = offsets
         else:
-            out = {}
             lengths = row_offsets[1:] - row_offsets[:-1]
             width = int(lengths.max()) if lengths.numel() else 0
             if padding == "max_length":
@@ -561,20 +561,32 @@ class Tokenizer:
             out = {name: tensor.to(out_device) for name, tensor in out.items()}
         return out
 
-    def _post_process_kernels(self, template: list[TemplateItem], rows, first: Encoded, second: Encoded | None, *,
-                              padding: str, max_length: int | None, pad_to_multiple_of: int | None, left: bool,
+    def _post_process_kernels(self, template: list[TemplateItem], first: Encoded, second: Encoded | None, *,
+                              truncation: str | None, budget: int | None, stride: int, overflow: bool, padding: str,
+                              max_length: int | None, pad_to_multiple_of: int | None, left: bool,
                               with_types: bool, with_offsets: bool) -> dict[str, torch.Tensor]:
-        """:meth:`__call__`'s outputs from the rows, by one kernel of ``gputok.kernels.postprocess_numba``."""
+        """:meth:`__call__`'s outputs from the encoded texts on the CPU: the rows after truncation
+        (``truncate_rows``), then every output array (``padded`` or ``ragged``): the kernels of
+        ``gputok.kernels.postprocess_numba``, whose torch reference is :func:`truncate`,
+        :func:`assemble` and :func:`pad`."""
         from .kernels import postprocess_numba as K
 
-        item_seq, item_id, item_type = _template_arrays(tuple(template))
+        a_offsets = first.ids.offsets.numpy()
         b = second if second is not None else first
-        no_spans = _NO_SPANS
-        args = (item_seq, item_id, item_type, rows.sample.numpy(), rows.a_start.numpy(), rows.a_len.numpy(),
-                (rows.b_start if rows.b_start is not None else rows.a_start).numpy(),
-                (rows.b_len if rows.b_len is not None else rows.a_len).numpy(),
-                first.ids.values.numpy(), first.ids.offsets.numpy(), b.ids.values.numpy(), b.ids.offsets.numpy(),
-                first.spans.numpy() if with_offsets else no_spans, b.spans.numpy() if with_offsets else no_spans)
+        b_offsets = b.ids.offsets.numpy()
+        strategy = -1
+        if truncation is not None:
+            check_truncation(budget, truncation, second is not None, overflow)
+            strategy = TRUNCATION_STRATEGIES.index(truncation)
+        sample, a_start, a_len, b_start, b_len, error = K.truncate_rows(
+            np.diff(a_offsets), np.diff(b_offsets) if second is not None else _EMPTY_INDEX, budget or 0, strategy,
+            stride, overflow)
+        if error:
+            raise_truncation_error(error, truncation, stride)
+        item_seq, item_id, item_type = _template_arrays(tuple(template))
+        args = (item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+                first.ids.values.numpy(), a_offsets, b.ids.values.numpy(), b_offsets,
+                first.spans.numpy() if with_offsets else _NO_SPANS, b.spans.numpy() if with_offsets else _NO_SPANS)
         if padding == "do_not_pad":
             ids, row_offsets, types, offsets = K.ragged(*args, with_types, with_offsets)
             out = {"input_ids": torch.from_numpy(ids), "row_offsets": torch.from_numpy(row_offsets)}
@@ -587,6 +599,8 @@ class Tokenizer:
             out["token_type_ids"] = torch.from_numpy(types)
         if with_offsets:
             out["offsets"] = torch.from_numpy(offsets)
+        if overflow:
+            out["overflow_to_sample_mapping"] = torch.from_numpy(sample)
         return out
 
     def _work_device(self, device: torch.device, texts: list[str], pairs: list[str] | None) -> torch.device:

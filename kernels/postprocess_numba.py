@@ -109,3 +109,102 @@ def ragged(item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
         _write_row(r, row_offsets[r], item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, a_ids,
                    a_offsets, b_ids, b_offsets, a_spans, b_spans, ids, types, offsets, with_types, with_offsets)
     return ids, row_offsets, types, offsets
+
+
+@kernel
+def _windows(length, keep, stride, overflow):
+    """(step, count) of the windows of a sequence of ``length`` tokens, ``keep`` at a time
+    (:func:`gputok.processors._windows`); count -1: the stride is not below ``keep``."""
+    if not overflow or length <= keep:
+        return 1, 1
+    if stride >= keep:
+        return 1, -1
+    step = max(keep - stride, 1)
+    return step, (length - keep + step - 1) // step + 1
+
+
+@kernel
+def truncate_rows(a_lengths, b_lengths, max_length, strategy, stride, overflow):
+    """:func:`gputok.processors.truncate` in one kernel. ``strategy``: -1 none (no max_length),
+    0 longest_first, 1 only_first, 2 only_second; ``b_lengths`` empty: single sequences.
+    Returns (sample, a_start, a_len, b_start, b_len, error): error 1 a stride not below the
+    tokens left, 2 a pair that cannot fit (the caller raises the reference's errors)."""
+    n = a_lengths.size
+    count = np.ones(n, np.int64)
+    keep = np.empty(n, np.int64)
+    error = 0
+    for i in range(n):
+        a = a_lengths[i]
+        if strategy == -1:
+            keep[i] = a
+            continue
+        if b_lengths.size == 0:
+            keep[i] = max_length
+            step, c = _windows(a, max_length, stride, overflow)
+        elif strategy == 0:
+            keep[i] = 0
+            c = 1
+        else:
+            target = a if strategy == 1 else b_lengths[i]
+            other = b_lengths[i] if strategy == 1 else a
+            budget = max_length - other
+            over = a + b_lengths[i] > max_length
+            if over and budget <= 0:
+                return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                        np.zeros(0, np.int64), 2)
+            keep[i] = budget if over else target
+            step, c = _windows(target, keep[i], stride, overflow)
+        if c < 0:
+            error = 1
+            c = 1
+        count[i] = c
+    if error:
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                np.zeros(0, np.int64), 1)
+    rows = 0
+    for i in range(n):
+        rows += count[i]
+    sample = np.empty(rows, np.int64)
+    a_start = np.zeros(rows, np.int64)
+    a_len = np.empty(rows, np.int64)
+    b_start = np.zeros(rows, np.int64)
+    b_len = np.zeros(rows, np.int64)
+    r = 0
+    for i in range(n):
+        a = a_lengths[i]
+        b = b_lengths[i] if b_lengths.size else 0
+        if strategy == -1:
+            sample[r] = i
+            a_len[r] = a
+            b_len[r] = b
+            r += 1
+            continue
+        if b_lengths.size and strategy == 0:
+            sample[r] = i
+            if a + b > max_length:
+                n1, n2 = min(a, b), max(a, b)
+                n2 = n1 if n1 > max_length else max(n1, max_length - n1)
+                if n1 + n2 > max_length:
+                    n1, n2 = max_length // 2, max_length // 2 + max_length % 2
+                keep_a, keep_b = (n2, n1) if a > b else (n1, n2)
+                a_len[r], b_len[r] = min(keep_a, a), min(keep_b, b)
+            else:
+                a_len[r], b_len[r] = a, b
+            r += 1
+            continue
+        target = b if strategy == 2 else a
+        step = max(keep[i] - stride, 1) if overflow else 1
+        for w in range(count[i]):
+            start = w * step
+            size = min(keep[i], target - start)
+            sample[r] = i
+            if strategy == 2:
+                a_len[r] = a
+                b_start[r] = start
+                b_len[r] = size
+            else:
+                a_start[r] = start
+                a_len[r] = size
+                b_len[r] = b
+            r += 1
+    return sample, a_start, a_len, b_start, b_len, 0
