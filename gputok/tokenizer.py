@@ -326,12 +326,13 @@ class Tokenizer:
             source = moved if source is None else source[moved]
         # no pre-tokenizer: each normalized text is one word, as in huggingface
         words = pre_tokenizers.whole_texts(norm) if self.pre_tokenizer is None else self.pre_tokenizer(norm)
-        lengths = words.lengths()
+        kernels = text.values.device.type == "cpu" and _dispatch.on_cpu_kernels(text.values.device)
+        # (on the CPU one numpy subtraction: a torch op costs several times its microsecond)
+        lengths = torch.from_numpy(words.ends.numpy() - words.starts.numpy()) if kernels else words.lengths()
         in_context = getattr(self.model, "encode_in_context", None)  # Unigram: float32 ties, sampling
         if in_context is not None:
             piece_ids, piece_ends, inverse = in_context(norm.values, words, cache=self.word_cache)
         elif self.word_cache is not None:  # one row per word: the model runs on unseen words only
-            kernels = norm.values.device.type == "cpu" and _dispatch.on_cpu_kernels(norm.values.device)
             keys = None if kernels else span_hashes(norm.values, words.starts, words.ends)
             piece_ids, piece_ends = self.word_cache.encode(self.model, norm.values, words.starts, lengths, keys,
                                                            self.model.encode_words, with_ends=with_spans,
@@ -343,7 +344,7 @@ class Tokenizer:
             piece_ids, piece_ends = self.model.encode_words(gather_words(norm.values, words.starts[rep], lengths[rep]))
             inverse = unique.inverse
 
-        if text.values.device.type == "cpu" and _dispatch.on_cpu_kernels(text.values.device):
+        if kernels:
             from .kernels.scatter_numba import scatter_tokens
 
             empty = _EMPTY_INDEX

@@ -53,6 +53,7 @@ from .dedup import gather_words, span_hashes, spans_equal, unique_spans
 from .hashing import HashMap, insert, lookup
 from .ragged import Ragged, nonzero, offsets_from_lengths, segment_sum, span_indices
 
+_NO_KEYS = np.zeros(0, dtype=np.int64)
 Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[Ragged, Ragged]]
 
 
@@ -62,6 +63,7 @@ class _Buffer:
     def __init__(self, dtype: torch.dtype, device: torch.device) -> None:
         self.data = torch.empty(1024, dtype=dtype, device=device)
         self.size = 0
+        self.array = self.data.numpy() if self.data.device.type == "cpu" else None  # the kernels' view
 
     def append(self, values: torch.Tensor) -> int:
         start, end = self.size, self.size + values.numel()
@@ -69,6 +71,7 @@ class _Buffer:
             grown = torch.empty(max(end, 2 * self.data.numel()), dtype=self.data.dtype, device=self.data.device)
             grown[:start] = self.data[:start]
             self.data = grown
+            self.array = grown.numpy() if grown.device.type == "cpu" else None
         self.data[start:end] = values
         self.size = end
         return start
@@ -80,6 +83,7 @@ class _Buffer:
             grown = torch.empty(max(end, 2 * self.data.numel()), dtype=self.data.dtype, device=self.data.device)
             grown[:self.size] = self.data[:self.size]
             self.data = grown
+            self.array = grown.numpy() if grown.device.type == "cpu" else None
 
 
 class _Store:
@@ -97,6 +101,10 @@ class _Store:
         self.chars = _Buffer(torch.int32, device)
         self.ids = _Buffer(torch.int64, device)
         self.ends = _Buffer(torch.int64, device)
+        self.shift = 64 - self.mask.bit_length()
+        if device.type == "cpu":  # the kernels' views of the same memory
+            self.slot_keys_array, self.slot_entry_array = self.slot_keys.numpy(), self.slot_entry.numpy()
+            self.entries_array = self.entries.numpy()
 
     def snapshot(self) -> _Snapshot:
         return _Snapshot(self.slot_keys, self.slot_entry, self.mask, self.max_probes, self.count, self.entries,
@@ -241,13 +249,12 @@ class WordCache:
             store = self._stores.get(device)
             if store is None:
                 store = self._stores[device] = _Store(self.capacity, device)
-            count, chars, ids, ends = store.count, store.chars.data, store.ids.data, store.ends.data
-        v, s, n = values.numpy(), starts.numpy(), lengths.numpy()
-        k = K.word_keys(v, s, n) if keys is None else keys.numpy()
+            count, chars, ids, ends = store.count, store.chars.array, store.ids.array, store.ends.array
+        v = values.numpy()
         out_chars = np.empty(v.size, v.dtype)
-        entry, uniq, reps, rep_offsets = K.lookup_dedup(
-            v, s, n, k, store.slot_keys.numpy(), store.slot_entry.numpy(), 64 - store.mask.bit_length(), store.mask,
-            count, store.entries.numpy(), chars.numpy(), out_chars)
+        entry, uniq, reps, rep_keys, rep_offsets = K.lookup_dedup(
+            v, starts.numpy(), lengths.numpy(), _NO_KEYS if keys is None else keys.numpy(), store.slot_keys_array,
+            store.slot_entry_array, store.shift, store.mask, count, store.entries_array, chars, out_chars)
         if reps.size:
             rep_words = Ragged(torch.from_numpy(out_chars[:rep_offsets[-1]]), torch.from_numpy(rep_offsets))
             if gathered:
@@ -259,10 +266,10 @@ class WordCache:
             new_end_values = new_ends.values.long().numpy()
         else:
             new_values = new_end_values = new_offsets = np.zeros(1, np.int64)
-        out_ids, out_ends, offsets = K.assemble(entry, uniq, store.entries.numpy(), ids.numpy(), ends.numpy(),
+        out_ids, out_ends, offsets = K.assemble(entry, uniq, store.entries_array, ids, ends,
                                                 new_values, new_end_values, new_offsets, with_ends)
         if reps.size:
-            self._insert_kernels(owner, device, K, k[reps], out_chars, rep_offsets, new_values, new_end_values,
+            self._insert_kernels(owner, device, K, rep_keys, out_chars, rep_offsets, new_values, new_end_values,
                                  new_offsets)
         offsets = torch.from_numpy(offsets)
         return (Ragged(torch.from_numpy(out_ids), offsets),
@@ -279,9 +286,9 @@ class WordCache:
                 store.ends.reserve(ids.size)
                 added, chars_size, ids_size, probes = K.insert(
                     keys, chars, char_offsets, ids, ends, offsets, self.max_word_length, self.capacity - store.count,
-                    truncate, store.slot_keys.numpy(), store.slot_entry.numpy(), 64 - store.mask.bit_length(),
-                    store.mask, store.count, store.entries.numpy(), store.chars.data.numpy(), store.chars.size,
-                    store.ids.data.numpy(), store.ends.data.numpy(), store.ids.size)
+                    truncate, store.slot_keys_array, store.slot_entry_array, store.shift, store.mask, store.count,
+                    store.entries_array, store.chars.array, store.chars.size, store.ids.array, store.ends.array,
+                    store.ids.size)
                 if added >= 0:
                     break
                 store = self._stores[device] = _Store(self.capacity, device)  # full: start anew

@@ -51,19 +51,24 @@ def _same(a, a_start, b, b_start, length):
 
 
 @kernel
+def _key(values, start, length):
+    """:func:`gputok.dedup.span_hashes` of one span."""
+    h = np.uint64(0)
+    p = np.uint64(1)
+    for i in range(length):
+        h += np.uint64(np.int64(values[start + i])) * p
+        p *= _BASE_INV
+    h += np.uint64(length) * _LENGTH_WEIGHT
+    return np.int64(h & _LOW63)
+
+
+@kernel
 def word_keys(values, starts, lengths):
     """:func:`gputok.dedup.span_hashes` of the spans, one loop per word."""
     n = starts.size
     keys = np.empty(n, np.int64)
     for w in range(n):
-        h = np.uint64(0)
-        p = np.uint64(1)
-        s = starts[w]
-        for i in range(lengths[w]):
-            h += np.uint64(np.int64(values[s + i])) * p
-            p *= _BASE_INV
-        h += np.uint64(lengths[w]) * _LENGTH_WEIGHT
-        keys[w] = np.int64(h & _LOW63)
+        keys[w] = _key(values, starts[w], lengths[w])
     return keys
 
 
@@ -71,11 +76,13 @@ def word_keys(values, starts, lengths):
 def lookup_dedup(values, starts, lengths, keys, slot_keys, slot_entry, shift, mask, count, entries, chars,
                  out_chars):
     """Per word: its entry (-1: miss) and, for a miss, its unique miss (-1: hit); the first word
-    of each unique miss (``reps``) and their codepoints gathered into ``out_chars`` (offsets)."""
+    of each unique miss (``reps``), their keys, and their codepoints gathered into ``out_chars``
+    (offsets). ``keys`` empty: each word's key is its :func:`gputok.dedup.span_hashes`."""
     n = starts.size
     entry = np.full(n, -1, np.int64)
     uniq = np.full(n, -1, np.int64)
     reps = np.empty(n, np.int64)
+    rep_keys = np.empty(n, np.int64)
     rep_offsets = np.zeros(n + 1, np.int64)
     bits = 4
     while (1 << bits) < 2 * n:
@@ -87,7 +94,7 @@ def lookup_dedup(values, starts, lengths, keys, slot_keys, slot_entry, shift, ma
     for w in range(n):
         s = starts[w]
         length = lengths[w]
-        k = keys[w]
+        k = keys[w] if keys.size else _key(values, s, length)
         slot = _home(k, shift, mask)
         while True:
             stored = slot_keys[slot]
@@ -108,6 +115,7 @@ def lookup_dedup(values, starts, lengths, keys, slot_keys, slot_entry, shift, ma
                 local_keys[slot] = k
                 local_uniq[slot] = nu
                 reps[nu] = w
+                rep_keys[nu] = k
                 at = rep_offsets[nu]
                 for i in range(length):
                     out_chars[at + i] = values[s + i]
@@ -120,7 +128,7 @@ def lookup_dedup(values, starts, lengths, keys, slot_keys, slot_entry, shift, ma
                 uniq[w] = u
                 break
             slot = (slot + 1) & local_mask
-    return entry, uniq, reps[:nu], rep_offsets[:nu + 1]
+    return entry, uniq, reps[:nu], rep_keys[:nu], rep_offsets[:nu + 1]
 
 
 @kernel

@@ -70,18 +70,17 @@ TEXT = st.text(
 
 @contextlib.contextmanager
 def tensor_paths_only(tok):
-    """Small CPU batches of byte-level BPE are encoded in Python, and the tensor path splits small
-    batches with the regex module; this turns both off (and the word cache, so the merges run
-    again: in the numba kernel) to check the tensor paths on the same input."""
-    import gputok.tokenizer as tokenizer
+    """The tensor path splits small batches with the regex module; this turns that off (and the
+    word cache, so the merges run again: in the numba kernel) to check the tensor paths on the
+    same input."""
     from gputok import regex_split
 
-    saved = regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache
-    regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = 0, 0, None
+    saved = regex_split.REGEX_BELOW_CHARS, tok.word_cache
+    regex_split.REGEX_BELOW_CHARS, tok.word_cache = 0, None
     try:
         yield
     finally:
-        regex_split.REGEX_BELOW_CHARS, tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = saved
+        regex_split.REGEX_BELOW_CHARS, tok.word_cache = saved
 
 
 @settings(max_examples=200, deadline=None)
