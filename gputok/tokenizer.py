@@ -15,6 +15,7 @@ text, longest first, and become their own tokens, as in huggingface ``tokenizers
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -652,6 +653,15 @@ class Tokenizer:
     def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
         if isinstance(ids, torch.Tensor):
             ids = ids.tolist()
+        if _dispatch.on_cpu_kernels(torch.device("cpu")) and self._decode_table is not None:
+            decoded = self._decode_kernel([ids], skip_special_tokens)
+            if decoded is not None:
+                return decoded[0]
+        return self._decode_python(ids, skip_special_tokens)
+
+    def _decode_python(self, ids: Sequence[int], skip_special_tokens: bool) -> str:
+        """:meth:`decode` token by token: the reference of the decode kernel, and the path of
+        decoders it does not cover."""
         if isinstance(self.model, BPE) and self.model.byte_level:  # bytes, then UTF-8 with replacement, as tiktoken decodes
             specials = {t.id: t.content.encode() for t in self.added_tokens}
             return b"".join(b"" if skip_special_tokens and i in self._special_ids else
@@ -667,7 +677,73 @@ class Tokenizer:
         return self.decoder(tokens) if self.decoder is not None else " ".join(tokens)
 
     def decode_batch(self, batch: Sequence[Sequence[int]] | torch.Tensor, *, skip_special_tokens: bool = True) -> list[str]:
+        if _dispatch.on_cpu_kernels(torch.device("cpu")) and self._decode_table is not None:
+            decoded = self._decode_kernel(batch, skip_special_tokens)
+            if decoded is not None:
+                return decoded
         return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in batch]
+
+    def _decode_kernel(self, batch: Sequence[Sequence[int]] | torch.Tensor, skip_special_tokens: bool) -> list[str] | None:
+        """:meth:`decode_batch` by ``gputok.kernels.decode_numba`` (one call for all rows); None
+        when an id is not a token (the Python path then raises its error)."""
+        from .kernels.decode_numba import decode_rows
+
+        if isinstance(batch, torch.Tensor):
+            rows = batch.reshape(-1, batch.shape[-1]) if batch.dim() else batch.reshape(1, 1)
+            flat = rows.to("cpu", torch.int64).contiguous().numpy().reshape(-1)
+            offsets = np.arange(rows.shape[0] + 1, dtype=np.int64) * rows.shape[1]
+        else:
+            rows = [row.tolist() if isinstance(row, torch.Tensor) else row for row in batch]
+            lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+            try:
+                flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+            except (OverflowError, TypeError, ValueError):
+                return None
+            offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+        first, first_offsets, later, later_offsets, skip, missing, errors = self._decode_table
+        out, out_offsets, bad = decode_rows(flat, offsets, first, first_offsets, later, later_offsets, skip, missing,
+                                            skip_special_tokens)
+        if bad >= 0:
+            return None
+        data, bounds = out.tobytes(), out_offsets.tolist()
+        return [data[a:b].decode("utf-8", errors=errors) for a, b in zip(bounds, bounds[1:])]
+
+    @functools.cached_property
+    def _decode_table(self) -> tuple | None:
+        """Each id's bytes as the decode kernel reads them (CSR): the first form and the later
+        form (byte-level BPE: the token's bytes, both; WordPiece: the decoder's output for the
+        token first, and its addition after another token), the special ids, the ids that are
+        no token; None for the decoders the kernel does not cover (their per-token Python path
+        stays). The WordPiece decoder cleans up each token's piece on its own, so a row's text
+        is the concatenation of those forms."""
+        size = max(self.vocab_size, max((t.id + 1 for t in self.added_tokens), default=0))
+        if isinstance(self.model, BPE) and self.model.byte_level:
+            specials = {t.id: t.content.encode() for t in self.added_tokens}
+            tokens = [specials.get(i) or (self.model.token_bytes[i] if i < self.model.vocab_size else None)
+                      for i in range(size)]
+            first = later = tokens
+            errors = "replace"
+        elif type(self.decoder) is decoders.WordPieceDecoder:
+            tokens = [self.id_to_token(i) for i in range(size)]
+            first = [None if t is None else self.decoder([t]).encode() for t in tokens]
+            later = [None if t is None else self.decoder(["", t]).encode() for t in tokens]
+            errors = "strict"
+        else:
+            return None
+
+        def csr(forms: list[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
+            lengths = np.fromiter((len(f or b"") for f in forms), dtype=np.int64, count=len(forms))
+            offsets = np.zeros(len(forms) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            return np.frombuffer(b"".join(f or b"" for f in forms), dtype=np.uint8).copy(), offsets
+
+        skip = np.zeros(size, dtype=np.uint8)
+        skip[np.array([i for i in self._special_ids if i < size], dtype=np.int64)] = 1
+        missing = np.fromiter((f is None for f in first), dtype=np.uint8, count=size)
+        first_values, first_offsets = csr(first)
+        later_values, later_offsets = (first_values, first_offsets) if later is first else csr(later)
+        return first_values, first_offsets, later_values, later_offsets, skip, missing, errors
 
 
 def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.PathLike) -> dict[str, int]:
