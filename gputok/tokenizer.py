@@ -414,6 +414,15 @@ class Tokenizer:
                     item_text.append(row), item_start.append(m.start()), item_end.append(m.end())
                     position = m.end()
         plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
+        if torch.device(device).type == "cpu" and _dispatch.on_cpu_kernels(torch.device(device)):
+            from .kernels.scatter_numba import splice_added_tokens
+
+            items = [np.asarray(v, dtype=np.int64) for v in (item_piece, item_id, item_text, item_start, item_end)]
+            ids, token_offsets, spans = splice_added_tokens(
+                *items, plain.ids.values.numpy(), plain.ids.offsets.numpy(),
+                plain.spans.numpy() if with_spans else _NO_SPANS, len(texts), with_spans)
+            return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(token_offsets)),
+                           torch.from_numpy(spans) if with_spans else None)
         item_piece, item_id, item_text, item_start, item_end = (
             torch.tensor(v, dtype=torch.int64, device=device) for v in (item_piece, item_id, item_text, item_start, item_end))
         is_piece = item_piece >= 0

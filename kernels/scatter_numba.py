@@ -55,3 +55,39 @@ def scatter_tokens(piece_ids, piece_ends, piece_offsets, inverse, word_starts, t
                     start = piece_ends[p]
                 at += 1
     return ids, token_offsets, spans
+
+
+@kernel
+def splice_added_tokens(item_piece, item_id, item_text, item_start, item_end, ids, offsets, spans, texts, with_spans):
+    """Texts cut at their added tokens, laid back together (the reference: the torch tail of
+    ``Tokenizer._encode_with_added_tokens``): item ``k`` of text ``item_text[k]`` (items in text
+    order) is the encoded piece ``item_piece[k]`` (its tokens ``ids[offsets[p]:offsets[p + 1]]``,
+    spans shifted by the piece's start ``item_start[k]``) or, where that is -1, the added token
+    ``item_id[k]`` spanning ``item_start[k]:item_end[k]``. Returns ids, token offsets per text
+    and spans (int64)."""
+    token_offsets = np.zeros(texts + 1, np.int64)
+    for k in range(item_piece.size):
+        p = item_piece[k]
+        token_offsets[item_text[k] + 1] += offsets[p + 1] - offsets[p] if p >= 0 else 1
+    for t in range(texts):
+        token_offsets[t + 1] += token_offsets[t]
+    total = token_offsets[texts]
+    out = np.empty(total, np.int64)
+    out_spans = np.empty((total if with_spans else 0, 2), np.int64)
+    at = 0
+    for k in range(item_piece.size):
+        p = item_piece[k]
+        if p < 0:
+            out[at] = item_id[k]
+            if with_spans:
+                out_spans[at, 0] = item_start[k]
+                out_spans[at, 1] = item_end[k]
+            at += 1
+            continue
+        for j in range(offsets[p], offsets[p + 1]):
+            out[at] = ids[j]
+            if with_spans:
+                out_spans[at, 0] = spans[j, 0] + item_start[k]
+                out_spans[at, 1] = spans[j, 1] + item_start[k]
+            at += 1
+    return out, token_offsets, out_spans

@@ -49,7 +49,8 @@ def _random_text(rng: random.Random) -> str:
 def texts(parity_lines):
     rng = random.Random(17)
     real = [line for line in parity_lines[5::301] if line.strip()][:60]
-    return real + [_random_text(rng) for _ in range(60)] + ["", "a", " ", "x" * 700]
+    added = ["x [MASK] y<|endoftext|>z", "[MASK]", "[MASK][MASK] <|endoftext|>", "caf\u00e9 [MASK]."]
+    return real + [_random_text(rng) for _ in range(60)] + ["", "a", " ", "x" * 700] + added
 
 
 def _both(tok, *args, **kwargs):
