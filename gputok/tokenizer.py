@@ -2,11 +2,15 @@
 
 Data flows one way: texts -> ragged codepoints (ingest) -> normalized codepoints -> words
 (pre-tokenizer) -> unique words -> token ids of unique words (model) -> token ids of every word ->
-rows with special tokens, truncated and padded (processors). Every step is a batched tensor op on
-the device the caller asks for, except that ``__call__`` encodes a batch for a GPU under
-``CUDA_FROM_CHARS`` characters on the CPU and copies the outputs over (``encode_ragged`` itself
-runs where it is told); the only Python loops are per text (measuring lengths, building
-``list[list[int]]`` output) or per special-token match.
+rows with special tokens, truncated and padded (processors). On CPU tensors each stage is a numba
+kernel (``gputok.kernels``; between the stages: the word cache's lookup / assemble / insert
+kernels, ``scatter_numba`` back to word occurrences with character spans, ``postprocess_numba``
+for truncation, template and padding in one pass, ``decode_numba``), so a call costs a handful
+of Python calls plus kernels; on CUDA tensors, and under ``GPUTOK_BACKEND=torch`` (the
+reference), batched torch ops. ``__call__`` encodes a batch for a GPU under ``CUDA_FROM_CHARS``
+characters on the CPU and copies the outputs over (``encode_ragged`` itself runs where it is
+told); the only Python loops are per text (measuring lengths, building ``list[list[int]]``
+output) or per special-token match.
 
 Added tokens (``[CLS]``, ``[MASK]`` ...) written literally in the text are matched first, on the raw
 text, longest first, and become their own tokens, as in huggingface ``tokenizers``.
@@ -31,7 +35,7 @@ import torch
 from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers
 from ._atomic import write_atomic
 from ._validate import FileFormatError
-from .dedup import gather_words, span_hashes, unique_words
+from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import TextInput, as_texts, codepoints
 from .models.bpe import BPE
 from .models.unigram import Unigram
@@ -339,6 +343,9 @@ class Tokenizer:
                                                            self.model.encode_words, with_ends=with_spans,
                                                            gathered=True)
             inverse = None
+        elif kernels:
+            rows, inverse = unique_gathered(norm.values, words.starts, lengths)
+            piece_ids, piece_ends = self.model.encode_words(rows)
         else:
             unique = unique_words(norm.values, words)
             rep = unique.representative

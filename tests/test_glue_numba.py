@@ -228,3 +228,26 @@ def test_word_keys_equal_span_hashes():
     ends = torch.cat([starts[1:], torch.tensor([500])])
     assert torch.equal(torch.from_numpy(word_keys(values.numpy(), starts.numpy(), (ends - starts).numpy())),
                        span_hashes(values, starts, ends))
+
+
+def test_colliding_words_stay_apart():
+    """Thue-Morse strings of 2048 characters collide under the polynomial hash: the dedup kernel
+    (with and without a cache) and the cache's lookup still tell them apart."""
+    from gputok.dedup import span_hashes, unique_gathered
+
+    tm = "".join("ab"[bin(i).count("1") % 2] for i in range(2048))
+    other = tm.translate(str.maketrans("ab", "ba"))
+    values = torch.tensor([ord(c) for c in tm + other + tm], dtype=torch.int32)
+    starts, lengths = torch.tensor([0, 2048, 4096]), torch.tensor([2048, 2048, 2048])
+    keys = span_hashes(values, starts, starts + lengths)
+    assert keys[0] == keys[1]  # the collision
+    rows, inverse = unique_gathered(values, starts, lengths)
+    assert inverse.tolist() == [0, 1, 0] and len(rows) == 2
+    tok = Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k")
+    tok.word_cache = WordCache(max_word_length=4096)
+    plain = Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k")
+    plain.word_cache = None
+    expected = [plain.encode(tm), plain.encode(other)]
+    assert expected[0] != expected[1]
+    for batch in ([tm, other, tm], [other], [tm]):  # cold, then each through the cache
+        assert tok.encode_batch(batch) == [expected[0] if t == tm else expected[1] for t in batch]
