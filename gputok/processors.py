@@ -9,6 +9,11 @@ Semantics follow huggingface ``tokenizers``: truncation first (max_length less t
 tokens the template adds; ``longest_first`` splits the budget as the reference does, ``only_first``
 / ``only_second`` cut one sequence; stride windows step by ``max_length - stride``), then the
 template (``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]`` with token type ids), then padding.
+
+The functions here are the torch path (CUDA tensors, and the reference); on the CPU,
+``Tokenizer.__call__`` runs ``gputok.kernels.postprocess_numba`` instead: ``truncate_rows`` (this
+module's :func:`truncate`, same checks and errors) and one kernel writing the padded (or ragged)
+output arrays directly.
 """
 
 from __future__ import annotations
