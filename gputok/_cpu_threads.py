@@ -1,16 +1,12 @@
 """A large CPU batch is encoded as one chunk of texts per torch thread, the chunks in parallel.
 
-Why: most of the encode pipeline is many small torch and numpy ops (gathers, cumsums, unique,
-hash probes), and few of them use more than one core: torch splits an op across its threads
-only above ~32k elements, and cumsum, sort-based unique and numpy's nonzero run on one. Chunks
-in worker threads, each running its ops single-threaded, keep the cores busier. On the 2-core
-CI machine (fastest of 3 passes, several processes each): Unigram on 5 MB of the parity corpus
-~0.45 s per pass instead of ~0.65 s; cl100k on 150k lines of English in batches of 65,536,
-cold word cache, ~0.41 s instead of ~0.53 s (both ways in one process, two runs).
-That machine caps the gain: two processes encoding one half each took ~1.5x as long as one
-alone. The ops release the GIL, but every op hands it over between the threads,
-and on small chunks the hand-overs cost more than the second core brings (batches of 1,024
-lines ran 2.5x slower split): hence ``MIN_CHUNK_CHARS``.
+Why: the CPU stages are numba kernels compiled with ``nogil`` (``gputok.kernels``), so chunks of
+texts on ordinary Python threads run them side by side; no numba threading layer is used (it
+breaks under fork or concurrent callers, see ``shared/NUMBA.md``). Stages still made of torch and
+numpy ops gain too: few of those ops use more than one core, and each chunk's thread runs them
+single-threaded. The pool is shared by concurrent callers and recreated in a forked child
+(``os.register_at_fork``), so DataLoader workers get threads of their own. A chunk must be worth
+a thread hand-off: ``MIN_CHUNK_CHARS`` (measured below).
 
 Each worker thread sets its own torch thread count to 1 (a per-thread setting under OpenMP);
 the caller's is restored after each map, as ``torch.set_num_threads`` also updates the default
@@ -28,10 +24,15 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-# Characters a chunk needs to be worth a thread (see the module notes), cl100k on English, cold
-# cache, 2 threads: batches of 16,384 lines (~0.5 M characters) ran slower in two chunks than in
-# one; batches of 32,768 lines (~1 M) ran ~5% faster, of 65,536 lines ~20-25% faster.
-MIN_CHUNK_CHARS = 1 << 19
+# Characters a chunk needs to be worth a thread. With the stages as nogil numba kernels a chunk
+# costs a thread hand-off (tens of microseconds) and no GIL ping-pong, so far smaller chunks pay.
+# Measured on the 2-core machine under a load of ~12 (other processes), cl100k on English, warm
+# cache, best of 15, one process (h4-glue branch: ingest, split and the model still torch ops):
+# 1,024 lines (34k characters) took 188 ms in one chunk (torch's 2 OpenMP threads starved by the
+# load) and 17 ms in two (each chunk's thread runs torch single-threaded); 4,096 lines: 85 ms at
+# 2**19, 24 ms at 2**16, 11.6 ms at 2**14, 37 ms at 2**12; batches of 32 lines (1k characters)
+# stay one chunk. Re-measure once every stage is a kernel (the lead's end-to-end run).
+MIN_CHUNK_CHARS = 1 << 14
 
 T = TypeVar("T")
 _pool: ThreadPoolExecutor | None = None

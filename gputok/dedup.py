@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .hashing import mix64
@@ -195,3 +196,27 @@ def padded_chars(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tens
     inside = cols[None, :] < lengths[:, None]
     index = torch.where(inside, starts[:, None] + cols[None, :], 0)
     return torch.where(inside, values[index], 0).int()
+
+
+_NO_TABLE = (np.full(16, -1, dtype=np.int64), np.full(16, -1, dtype=np.int64), np.zeros((1, 4), dtype=np.int64),
+             np.zeros(1, dtype=np.int32))
+
+
+def unique_gathered(values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor) -> tuple[Ragged, torch.Tensor]:
+    """The distinct words of a CPU batch, gathered (one row each, in order of first occurrence),
+    and each word's row: :func:`unique_words` plus :func:`gather_words` in one numba kernel
+    (``gputok.kernels.word_cache_numba.lookup_dedup`` over an empty cache: hash, then an exact
+    compare, so colliding words stay apart).
+
+    >>> rows, inverse = unique_gathered(torch.tensor([97, 98, 99, 97, 98]), torch.tensor([0, 2, 3]), torch.tensor([2, 1, 2]))
+    >>> rows.tolist(), inverse.tolist()
+    ([[97, 98], [99]], [0, 1, 0])
+    """
+    from .kernels.word_cache_numba import lookup_dedup
+
+    v = values.numpy()
+    out = np.empty(v.size, v.dtype)
+    slot_keys, slot_entry, entries, chars = _NO_TABLE
+    _, inverse, _, _, offsets = lookup_dedup(v, starts.numpy(), lengths.numpy(), np.zeros(0, dtype=np.int64),
+                                             slot_keys, slot_entry, 60, 15, 0, entries, chars, out)
+    return Ragged(torch.from_numpy(out[:offsets[-1]]), torch.from_numpy(offsets)), torch.from_numpy(inverse)

@@ -9,6 +9,11 @@ Semantics follow huggingface ``tokenizers``: truncation first (max_length less t
 tokens the template adds; ``longest_first`` splits the budget as the reference does, ``only_first``
 / ``only_second`` cut one sequence; stride windows step by ``max_length - stride``), then the
 template (``[CLS] A [SEP]`` / ``[CLS] A [SEP] B [SEP]`` with token type ids), then padding.
+
+The functions here are the torch path (CUDA tensors, and the reference); on the CPU,
+``Tokenizer.__call__`` runs ``gputok.kernels.postprocess_numba`` instead: ``truncate_rows`` (this
+module's :func:`truncate`, same checks and errors) and one kernel writing the padded (or ragged)
+output arrays directly.
 """
 
 from __future__ import annotations
@@ -98,13 +103,33 @@ def _windows(length: torch.Tensor, keep: torch.Tensor, stride: int, overflow: bo
     if not overflow:
         return torch.arange(length.numel(), device=length.device), torch.zeros_like(length), torch.minimum(length, keep)
     if bool((stride >= keep[length > keep]).any()):
-        raise ValueError(f"stride={stride} must be smaller than the tokens left per row after truncation")
+        raise_truncation_error(1, None, stride)
     step = (keep - stride).clamp(min=1)
     count = torch.where(length > keep, (length - keep + step - 1) // step + 1, 1)
     sample = torch.repeat_interleave(torch.arange(length.numel(), device=length.device), count)
     index = torch.arange(sample.numel(), device=length.device) - offsets_from_lengths(count)[:-1][sample]
     start = index * step[sample]
     return sample, start, torch.minimum(keep[sample], length[sample] - start)
+
+
+def check_truncation(max_length: int, strategy: str, pairs: bool, overflow: bool) -> None:
+    """The errors :func:`truncate` raises before looking at any lengths."""
+    if max_length < 0:
+        raise ValueError(f"max_length={max_length} leaves no room for the special tokens")
+    if not pairs and strategy == "only_second":
+        raise ValueError("truncation='only_second' needs pairs of texts (text_pair=...)")
+    if pairs and strategy == "longest_first" and overflow:
+        raise ValueError("overflowing rows are not defined for pairs with truncation='longest_first' "
+                         "(as in transformers); choose 'only_first' or 'only_second'")
+
+
+def raise_truncation_error(error: int, strategy: str | None, stride: int) -> None:
+    """The errors of the lengths (the truncation kernel's codes): 1 a stride too long, 2 a pair
+    that cannot fit."""
+    if error == 2:
+        raise ValueError(f"truncation={strategy!r} cannot fit a pair into max_length: the other "
+                         "sequence alone is too long; use 'longest_first' or a larger max_length")
+    raise ValueError(f"stride={stride} must be smaller than the tokens left per row after truncation")
 
 
 def truncate(a_lengths: torch.Tensor, b_lengths: torch.Tensor | None, *, max_length: int | None,
@@ -122,18 +147,12 @@ def truncate(a_lengths: torch.Tensor, b_lengths: torch.Tensor | None, *, max_len
     if max_length is None:
         return Rows(torch.arange(n, device=a_lengths.device), zeros, a_lengths,
                     None if b_lengths is None else zeros, b_lengths)
-    if max_length < 0:
-        raise ValueError(f"max_length={max_length} leaves no room for the special tokens")
+    check_truncation(max_length, strategy, b_lengths is not None, overflow)
     if b_lengths is None:
-        if strategy == "only_second":
-            raise ValueError("truncation='only_second' needs pairs of texts (text_pair=...)")
         sample, start, length = _windows(a_lengths, torch.full_like(a_lengths, max_length), stride, overflow)
         return Rows(sample, start, length)
     over = (a_lengths + b_lengths) > max_length
     if strategy == "longest_first":
-        if overflow:
-            raise ValueError("overflowing rows are not defined for pairs with truncation='longest_first' "
-                             "(as in transformers); choose 'only_first' or 'only_second'")
         n1, n2 = torch.minimum(a_lengths, b_lengths), torch.maximum(a_lengths, b_lengths)
         n2 = torch.where(n1 > max_length, n1, torch.maximum(n1, max_length - n1))
         both = (n1 + n2) > max_length
@@ -147,8 +166,7 @@ def truncate(a_lengths: torch.Tensor, b_lengths: torch.Tensor | None, *, max_len
     target, other = (a_lengths, b_lengths) if strategy == "only_first" else (b_lengths, a_lengths)
     budget = max_length - other
     if bool((over & (budget <= 0)).any()):
-        raise ValueError(f"truncation={strategy!r} cannot fit a pair into max_length: the other "
-                         "sequence alone is too long; use 'longest_first' or a larger max_length")
+        raise_truncation_error(2, strategy, stride)
     keep = torch.where(over, budget, target)
     sample, start, length = _windows(target, keep, stride, overflow)
     other_len = other[sample]

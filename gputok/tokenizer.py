@@ -2,11 +2,15 @@
 
 Data flows one way: texts -> ragged codepoints (ingest) -> normalized codepoints -> words
 (pre-tokenizer) -> unique words -> token ids of unique words (model) -> token ids of every word ->
-rows with special tokens, truncated and padded (processors). Every step is a batched tensor op on
-the device the caller asks for, except that ``__call__`` encodes a batch for a GPU under
-``CUDA_FROM_CHARS`` characters on the CPU and copies the outputs over (``encode_ragged`` itself
-runs where it is told); the only Python loops are per text (measuring lengths, building
-``list[list[int]]`` output) or per special-token match.
+rows with special tokens, truncated and padded (processors). On CPU tensors each stage is a numba
+kernel (``gputok.kernels``; between the stages: the word cache's lookup / assemble / insert
+kernels, ``scatter_numba`` back to word occurrences with character spans, ``postprocess_numba``
+for truncation, template and padding in one pass, ``decode_numba``), so a call costs a handful
+of Python calls plus kernels; on CUDA tensors, and under ``GPUTOK_BACKEND=torch`` (the
+reference), batched torch ops. ``__call__`` encodes a batch for a GPU under ``CUDA_FROM_CHARS``
+characters on the CPU and copies the outputs over (``encode_ragged`` itself runs where it is
+told); the only Python loops are per text (measuring lengths, building ``list[list[int]]``
+output) or per special-token match.
 
 Added tokens (``[CLS]``, ``[MASK]`` ...) written literally in the text are matched first, on the raw
 text, longest first, and become their own tokens, as in huggingface ``tokenizers``.
@@ -15,6 +19,7 @@ text, longest first, and become their own tokens, as in huggingface ``tokenizers
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -24,17 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers
 from ._atomic import write_atomic
 from ._validate import FileFormatError
-from .dedup import gather_words, span_hashes, unique_words
-from .ingest import TextInput, as_texts, codepoints, without_surrogates
+from .dedup import gather_words, span_hashes, unique_gathered, unique_words
+from .ingest import TextInput, as_texts, codepoints
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordpiece import WordPiece, piece_starts
-from .processors import TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, filled_cells, pad, truncate
+from .processors import (TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, check_truncation, filled_cells,
+                         pad, raise_truncation_error, truncate)
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 from .word_cache import WordCache
 
@@ -43,11 +50,6 @@ MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram)}
 # size; below this many characters a batch for a CUDA device is encoded on the CPU, where small
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
 CUDA_FROM_CHARS = 16384
-# Below this many characters a CPU batch of byte-level BPE is encoded in Python
-# (``Tokenizer._encode_small``). On the project's 2-core CPU (cl100k, English, 2 threads, cold
-# cache per pass) that path ran at ~3-3.7 M characters/s whatever the batch, the tensor path at
-# 1.2 M/s for calls of 4k characters, 3.0 M/s for 17k and 5.2 M/s for 34k (~3 ms fixed per call).
-PYTHON_BPE_BELOW_CHARS = 16384
 PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
 
 
@@ -318,10 +320,6 @@ class Tokenizer:
 
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
         """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
-        if (not with_spans and self._splits_bytes_plainly and torch.device(device).type == "cpu"
-                and _dispatch.backend(device) != "triton" and sum(map(len, texts)) < PYTHON_BPE_BELOW_CHARS
-                and self.pre_tokenizer.compiled_agrees(texts)):
-            return self._encode_small(texts)
         text = codepoints(texts, device)
         if self.normalizer is not None:
             norm, source = self.normalizer(text)
@@ -333,22 +331,38 @@ class Tokenizer:
             source = moved if source is None else source[moved]
         # no pre-tokenizer: each normalized text is one word, as in huggingface
         words = pre_tokenizers.whole_texts(norm) if self.pre_tokenizer is None else self.pre_tokenizer(norm)
-        lengths = words.lengths()
+        kernels = text.values.device.type == "cpu" and _dispatch.on_cpu_kernels(text.values.device)
+        # (on the CPU one numpy subtraction: a torch op costs several times its microsecond)
+        lengths = torch.from_numpy(words.ends.numpy() - words.starts.numpy()) if kernels else words.lengths()
         in_context = getattr(self.model, "encode_in_context", None)  # Unigram: float32 ties, sampling
         if in_context is not None:
             piece_ids, piece_ends, inverse = in_context(norm.values, words, cache=self.word_cache)
         elif self.word_cache is not None:  # one row per word: the model runs on unseen words only
-            encode = lambda s, n: self.model.encode_words(gather_words(norm.values, s, n))  # noqa: E731
-            piece_ids, piece_ends = self.word_cache.encode(
-                self.model, norm.values, words.starts, lengths, span_hashes(norm.values, words.starts, words.ends), encode,
-                with_ends=with_spans)
+            keys = None if kernels else span_hashes(norm.values, words.starts, words.ends)
+            piece_ids, piece_ends = self.word_cache.encode(self.model, norm.values, words.starts, lengths, keys,
+                                                           self.model.encode_words, with_ends=with_spans,
+                                                           gathered=True)
             inverse = None
+        elif kernels:
+            rows, inverse = unique_gathered(norm.values, words.starts, lengths)
+            piece_ids, piece_ends = self.model.encode_words(rows)
         else:
             unique = unique_words(norm.values, words)
             rep = unique.representative
             piece_ids, piece_ends = self.model.encode_words(gather_words(norm.values, words.starts[rep], lengths[rep]))
             inverse = unique.inverse
 
+        if kernels:
+            from .kernels.scatter_numba import scatter_tokens
+
+            empty = _EMPTY_INDEX
+            ids, token_offsets, spans = scatter_tokens(
+                piece_ids.values.numpy(), piece_ends.values.numpy() if with_spans else empty,
+                piece_ids.offsets.numpy(), empty if inverse is None else inverse.numpy(), words.starts.numpy(),
+                words.text_offsets.numpy(), empty if source is None or not with_spans else source.numpy(),
+                text.offsets.numpy(), with_spans)
+            return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(token_offsets)),
+                           torch.from_numpy(spans) if with_spans else None)
         # Every word occurrence takes the pieces of its unique word.
         if inverse is None:
             word_token_offsets, total = piece_ids.offsets, piece_ids.values.numel()
@@ -376,40 +390,6 @@ class Tokenizer:
             text_start = text.offsets[:-1][row_ids(token_offsets, total)]
             spans = torch.stack([start - text_start, end - text_start], 1)
         return Encoded(Ragged(ids, token_offsets), spans)
-
-    @property
-    def _splits_bytes_plainly(self) -> bool:
-        """Byte-level BPE after a regex split, nothing else: what :meth:`_encode_small` does."""
-        model, pre = self.model, self.pre_tokenizer
-        return (isinstance(model, BPE) and model.byte_level and self.normalizer is None
-                and not model.continuing_subword_prefix and not model.end_of_word_suffix
-                and isinstance(pre, pre_tokenizers.Split) and getattr(pre, "rewrite", None) is None
-                and getattr(pre, "use_regex", True))
-
-    def _encode_small(self, texts: Sequence[str]) -> Encoded:
-        """:meth:`_encode_plain` of a small CPU batch of byte-level BPE (under
-        :data:`PYTHON_BPE_BELOW_CHARS`), in Python: the ``regex`` module splits, the word
-        cache's dict (:meth:`WordCache.strings`) holds the words seen, and the model's heap
-        (:meth:`BPE.encode_word_bytes`) merges the others. A call of a few texts takes tens of
-        microseconds here, ~0.7 ms through tensor ops."""
-        cache, longest, room = {}, 0, 0  # without a word cache, nothing is kept
-        if self.word_cache is not None:
-            cache = self.word_cache.strings(self.model)
-            longest, room = self.word_cache.max_word_length, self.word_cache.capacity
-        encode_word = self.model.encode_word_bytes
-        ids: list[int] = []
-        lengths = []
-        for words in self.pre_tokenizer.words_of([without_surrogates(text) for text in texts]):
-            before = len(ids)
-            for word in words:
-                got = cache.get(word)
-                if got is None:
-                    got = encode_word(word.encode("utf-8"))
-                    if len(word) <= longest and len(cache) < room:
-                        cache[word] = got
-                ids += got
-            lengths.append(len(ids) - before)
-        return Encoded(Ragged(torch.tensor(ids, dtype=torch.int64), offsets_from_lengths(torch.tensor(lengths, dtype=torch.int64))), None)
 
     def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:
         """A regex matching the added tokens in ``contents`` (None: all), longest first."""
@@ -441,6 +421,15 @@ class Tokenizer:
                     item_text.append(row), item_start.append(m.start()), item_end.append(m.end())
                     position = m.end()
         plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
+        if torch.device(device).type == "cpu" and _dispatch.on_cpu_kernels(torch.device(device)):
+            from .kernels.scatter_numba import splice_added_tokens
+
+            items = [np.asarray(v, dtype=np.int64) for v in (item_piece, item_id, item_text, item_start, item_end)]
+            ids, token_offsets, spans = splice_added_tokens(
+                *items, plain.ids.values.numpy(), plain.ids.offsets.numpy(),
+                plain.spans.numpy() if with_spans else _NO_SPANS, len(texts), with_spans)
+            return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(token_offsets)),
+                           torch.from_numpy(spans) if with_spans else None)
         item_piece, item_id, item_text, item_start, item_end = (
             torch.tensor(v, dtype=torch.int64, device=device) for v in (item_piece, item_id, item_text, item_start, item_end))
         is_piece = item_piece >= 0
@@ -533,6 +522,15 @@ class Tokenizer:
             template = self.post_processor.pair if second is not None else self.post_processor.single
         added = sum(item.sequence is None for item in template)
         budget = None if truncation is None else max_length - added
+        if device.type == "cpu" and _dispatch.on_cpu_kernels(device):
+            out = self._post_process_kernels(
+                template or ([_A] if second is None else [_A, _B]), first, second, truncation=truncation,
+                budget=budget, stride=stride, overflow=return_overflowing_tokens, padding=padding,
+                max_length=max_length, pad_to_multiple_of=pad_to_multiple_of, left=padding_side == "left",
+                with_types=return_token_type_ids, with_offsets=return_offsets)
+            if out_device != device:
+                out = {name: tensor.to(out_device) for name, tensor in out.items()}
+            return out
         rows = truncate(first.ids.lengths(), None if second is None else second.ids.lengths(),
                         max_length=budget, strategy=truncation or "longest_first", stride=stride,
                         overflow=return_overflowing_tokens)
@@ -553,7 +551,7 @@ class Tokenizer:
             if return_offsets:
                 spans = first.spans if second is None else torch.cat([first.spans, second.spans])
                 offsets = torch.where(is_token[:, None], spans[source.clamp(min=0)] if spans.numel() else spans.new_zeros(1, 2), 0)
-        out: dict[str, torch.Tensor] = {}
+        out = {}
         if padding == "do_not_pad":
             out.update(input_ids=input_ids, row_offsets=row_offsets)
             if return_token_type_ids:
@@ -579,6 +577,48 @@ class Tokenizer:
             out["overflow_to_sample_mapping"] = rows.sample
         if out_device != device:
             out = {name: tensor.to(out_device) for name, tensor in out.items()}
+        return out
+
+    def _post_process_kernels(self, template: list[TemplateItem], first: Encoded, second: Encoded | None, *,
+                              truncation: str | None, budget: int | None, stride: int, overflow: bool, padding: str,
+                              max_length: int | None, pad_to_multiple_of: int | None, left: bool,
+                              with_types: bool, with_offsets: bool) -> dict[str, torch.Tensor]:
+        """:meth:`__call__`'s outputs from the encoded texts on the CPU: the rows after truncation
+        (``truncate_rows``), then every output array (``padded`` or ``ragged``): the kernels of
+        ``gputok.kernels.postprocess_numba``, whose torch reference is :func:`truncate`,
+        :func:`assemble` and :func:`pad`."""
+        from .kernels import postprocess_numba as K
+
+        a_offsets = first.ids.offsets.numpy()
+        b = second if second is not None else first
+        b_offsets = b.ids.offsets.numpy()
+        strategy = -1
+        if truncation is not None:
+            check_truncation(budget, truncation, second is not None, overflow)
+            strategy = TRUNCATION_STRATEGIES.index(truncation)
+        sample, a_start, a_len, b_start, b_len, error = K.truncate_rows(
+            np.diff(a_offsets), np.diff(b_offsets) if second is not None else _EMPTY_INDEX, budget or 0, strategy,
+            stride, overflow)
+        if error:
+            raise_truncation_error(error, truncation, stride)
+        item_seq, item_id, item_type = _template_arrays(tuple(template))
+        args = (item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+                first.ids.values.numpy(), a_offsets, b.ids.values.numpy(), b_offsets,
+                first.spans.numpy() if with_offsets else _NO_SPANS, b.spans.numpy() if with_offsets else _NO_SPANS)
+        if padding == "do_not_pad":
+            ids, row_offsets, types, offsets = K.ragged(*args, with_types, with_offsets)
+            out = {"input_ids": torch.from_numpy(ids), "row_offsets": torch.from_numpy(row_offsets)}
+        else:
+            min_width = max_length if padding == "max_length" else 0
+            ids, mask, types, offsets = K.padded(*args, min_width, pad_to_multiple_of or 0, left, self._pad_id,
+                                                 with_types, with_offsets)
+            out = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+        if with_types:
+            out["token_type_ids"] = torch.from_numpy(types)
+        if with_offsets:
+            out["offsets"] = torch.from_numpy(offsets)
+        if overflow:
+            out["overflow_to_sample_mapping"] = torch.from_numpy(sample)
         return out
 
     def _work_device(self, device: torch.device, texts: list[str], pairs: list[str] | None) -> torch.device:
@@ -629,6 +669,15 @@ class Tokenizer:
     def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
         if isinstance(ids, torch.Tensor):
             ids = ids.tolist()
+        if _dispatch.on_cpu_kernels(torch.device("cpu")) and self._decode_table is not None:
+            decoded = self._decode_kernel([ids], skip_special_tokens)
+            if decoded is not None:
+                return decoded[0]
+        return self._decode_python(ids, skip_special_tokens)
+
+    def _decode_python(self, ids: Sequence[int], skip_special_tokens: bool) -> str:
+        """:meth:`decode` token by token: the reference of the decode kernel, and the path of
+        decoders it does not cover."""
         if isinstance(self.model, BPE) and self.model.byte_level:  # bytes, then UTF-8 with replacement, as tiktoken decodes
             specials = {t.id: t.content.encode() for t in self.added_tokens}
             return b"".join(b"" if skip_special_tokens and i in self._special_ids else
@@ -644,7 +693,73 @@ class Tokenizer:
         return self.decoder(tokens) if self.decoder is not None else " ".join(tokens)
 
     def decode_batch(self, batch: Sequence[Sequence[int]] | torch.Tensor, *, skip_special_tokens: bool = True) -> list[str]:
+        if _dispatch.on_cpu_kernels(torch.device("cpu")) and self._decode_table is not None:
+            decoded = self._decode_kernel(batch, skip_special_tokens)
+            if decoded is not None:
+                return decoded
         return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in batch]
+
+    def _decode_kernel(self, batch: Sequence[Sequence[int]] | torch.Tensor, skip_special_tokens: bool) -> list[str] | None:
+        """:meth:`decode_batch` by ``gputok.kernels.decode_numba`` (one call for all rows); None
+        when an id is not a token (the Python path then raises its error)."""
+        from .kernels.decode_numba import decode_rows
+
+        if isinstance(batch, torch.Tensor):
+            rows = batch.reshape(-1, batch.shape[-1]) if batch.dim() else batch.reshape(1, 1)
+            flat = rows.to("cpu", torch.int64).contiguous().numpy().reshape(-1)
+            offsets = np.arange(rows.shape[0] + 1, dtype=np.int64) * rows.shape[1]
+        else:
+            rows = [row.tolist() if isinstance(row, torch.Tensor) else row for row in batch]
+            lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+            try:
+                flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+            except (OverflowError, TypeError, ValueError):
+                return None
+            offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+        first, first_offsets, later, later_offsets, skip, missing, errors = self._decode_table
+        out, out_offsets, bad = decode_rows(flat, offsets, first, first_offsets, later, later_offsets, skip, missing,
+                                            skip_special_tokens)
+        if bad >= 0:
+            return None
+        data, bounds = out.tobytes(), out_offsets.tolist()
+        return [data[a:b].decode("utf-8", errors=errors) for a, b in zip(bounds, bounds[1:])]
+
+    @functools.cached_property
+    def _decode_table(self) -> tuple | None:
+        """Each id's bytes as the decode kernel reads them (CSR): the first form and the later
+        form (byte-level BPE: the token's bytes, both; WordPiece: the decoder's output for the
+        token first, and its addition after another token), the special ids, the ids that are
+        no token; None for the decoders the kernel does not cover (their per-token Python path
+        stays). The WordPiece decoder cleans up each token's piece on its own, so a row's text
+        is the concatenation of those forms."""
+        size = max(self.vocab_size, max((t.id + 1 for t in self.added_tokens), default=0))
+        if isinstance(self.model, BPE) and self.model.byte_level:
+            specials = {t.id: t.content.encode() for t in self.added_tokens}
+            tokens = [specials.get(i) or (self.model.token_bytes[i] if i < self.model.vocab_size else None)
+                      for i in range(size)]
+            first = later = tokens
+            errors = "replace"
+        elif type(self.decoder) is decoders.WordPieceDecoder:
+            tokens = [self.id_to_token(i) for i in range(size)]
+            first = [None if t is None else self.decoder([t]).encode() for t in tokens]
+            later = [None if t is None else self.decoder(["", t]).encode() for t in tokens]
+            errors = "strict"
+        else:
+            return None
+
+        def csr(forms: list[bytes | None]) -> tuple[np.ndarray, np.ndarray]:
+            lengths = np.fromiter((len(f or b"") for f in forms), dtype=np.int64, count=len(forms))
+            offsets = np.zeros(len(forms) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            return np.frombuffer(b"".join(f or b"" for f in forms), dtype=np.uint8).copy(), offsets
+
+        skip = np.zeros(size, dtype=np.uint8)
+        skip[np.array([i for i in self._special_ids if i < size], dtype=np.int64)] = 1
+        missing = np.fromiter((f is None for f in first), dtype=np.uint8, count=size)
+        first_values, first_offsets = csr(first)
+        later_values, later_offsets = (first_values, first_offsets) if later is first else csr(later)
+        return first_values, first_offsets, later_values, later_offsets, skip, missing, errors
 
 
 def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.PathLike) -> dict[str, int]:
@@ -668,6 +783,17 @@ def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.Path
     return special_tokens
 
 
+_EMPTY_INDEX = np.zeros(0, dtype=np.int64)
+_NO_SPANS = np.zeros((0, 2), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=64)
+def _template_arrays(template: tuple[TemplateItem, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A template as the post-processing kernel reads it: per item its sequence (-1: a special
+    token), the special token's id and the item's type id."""
+    seq = np.array([-1 if t.sequence is None else t.sequence for t in template], dtype=np.int64)
+    ids = np.array([t.token_id or 0 for t in template], dtype=np.int64)
+    return seq, ids, np.array([t.type_id for t in template], dtype=np.int64)
 _A = TemplateItem(sequence=0, token=None, token_id=None, type_id=0)
 _B = TemplateItem(sequence=1, token=None, token_id=None, type_id=1)
 

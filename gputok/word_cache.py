@@ -14,20 +14,27 @@ Bound and eviction: at most ``capacity`` words of at most ``max_word_length`` co
 (longer words are encoded every time); when a batch brings more new words than there is room
 for, the cache is emptied first and refilled from that batch (a generational reset: no
 per-entry bookkeeping, and a batch never evicts its own words). A cache belongs to one model:
-given another, it empties itself. Thread-safe: inserts hold a lock; a lookup only takes a
-snapshot under it (``_Snapshot``) and reads outside it, and the model runs outside it too, so
-threads (the chunks of a large CPU batch) look up and encode in parallel. Forked children get a
-fresh lock.
+given another, it empties itself.
 
-Small CPU batches (``gputok.tokenizer.PYTHON_BPE_BELOW_CHARS``) of byte-level BPE keep their words
-in a plain dict instead, word string -> list of ids (:meth:`WordCache.strings`), bounded and
-reset the same way: for a few words, a dict costs microseconds where a tensor lookup costs a
-millisecond of op overhead.
+Two paths, one store: CPU tensors under the numba backend run :mod:`gputok.kernels.word_cache_numba`
+(a lookup kernel that also deduplicates the misses and gathers their codepoints, an assemble
+kernel, an insert kernel: a handful of Python calls per batch); CUDA tensors and
+``GPUTOK_BACKEND=torch`` run the batched torch ops below. Both use the same keys (the kernel
+computes :func:`gputok.dedup.span_hashes` itself), the same table layout and the same entries,
+so a store filled by one path serves the other.
+
+Thread safety: one table shared by all threads, with a lock around inserts, rather than one
+table per thread: the chunks of one batch run on several threads at once and would otherwise
+each encode (and store) the same common words, and a user's 8 threads would keep 8 copies.
+A lookup takes a snapshot of the store under the lock (arrays and ``count``) and reads outside
+it, and the model runs outside it too, so threads look up and encode in parallel. An insert
+(under the lock) only fills empty slots and writes past ``count`` (a growing buffer moves to a
+new array; a full cache gets a new store), so nothing a snapshot trusts changes under it, and
+a slot being written reads as a miss (see the kernel file). Forked children get a fresh lock.
 
 Memory: 16 bytes per table slot (2 to 4 slots per word of capacity), 32 bytes per entry, 4 bytes
 per stored codepoint and 16 per stored token: about 30 MB when full at the default capacity
-(2**18 words) on English text, per device it has served (a tokenizer used on ``device="cuda"``
-keeps a CPU store too: small batches for the GPU are encoded on the CPU).
+(2**18 words) on English text, per device it has served.
 """
 
 from __future__ import annotations
@@ -38,12 +45,15 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from .dedup import spans_equal, unique_spans
+from . import _dispatch
+from .dedup import gather_words, span_hashes, spans_equal, unique_spans
 from .hashing import HashMap, insert, lookup
 from .ragged import Ragged, nonzero, offsets_from_lengths, segment_sum, span_indices
 
+_NO_KEYS = np.zeros(0, dtype=np.int64)
 Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[Ragged, Ragged]]
 
 
@@ -53,6 +63,7 @@ class _Buffer:
     def __init__(self, dtype: torch.dtype, device: torch.device) -> None:
         self.data = torch.empty(1024, dtype=dtype, device=device)
         self.size = 0
+        self.array = self.data.numpy() if self.data.device.type == "cpu" else None  # the kernels' view
 
     def append(self, values: torch.Tensor) -> int:
         start, end = self.size, self.size + values.numel()
@@ -60,9 +71,19 @@ class _Buffer:
             grown = torch.empty(max(end, 2 * self.data.numel()), dtype=self.data.dtype, device=self.data.device)
             grown[:start] = self.data[:start]
             self.data = grown
+            self.array = grown.numpy() if grown.device.type == "cpu" else None
         self.data[start:end] = values
         self.size = end
         return start
+
+    def reserve(self, extra: int) -> None:
+        """Room for ``extra`` more values (a larger buffer is a new tensor: readers keep the old)."""
+        end = self.size + extra
+        if end > self.data.numel():
+            grown = torch.empty(max(end, 2 * self.data.numel()), dtype=self.data.dtype, device=self.data.device)
+            grown[:self.size] = self.data[:self.size]
+            self.data = grown
+            self.array = grown.numpy() if grown.device.type == "cpu" else None
 
 
 class _Store:
@@ -80,6 +101,10 @@ class _Store:
         self.chars = _Buffer(torch.int32, device)
         self.ids = _Buffer(torch.int64, device)
         self.ends = _Buffer(torch.int64, device)
+        self.shift = 64 - self.mask.bit_length()
+        if device.type == "cpu":  # the kernels' views of the same memory
+            self.slot_keys_array, self.slot_entry_array = self.slot_keys.numpy(), self.slot_entry.numpy()
+            self.entries_array = self.entries.numpy()
 
     def snapshot(self) -> _Snapshot:
         return _Snapshot(self.slot_keys, self.slot_entry, self.mask, self.max_probes, self.count, self.entries,
@@ -132,32 +157,19 @@ class WordCache:
         self.capacity = capacity
         self.max_word_length = max_word_length
         self._stores: dict[torch.device, _Store] = {}
-        self._strings: dict[str, list[int]] = {}
         self._owner: Callable[[], object] | None = None
         self._lock = threading.Lock()
         _caches.add(self)
 
     def __len__(self) -> int:
-        """Words held: in the tensor store of each device, plus those of small batches' dict."""
-        return sum(s.count for s in self._stores.values()) + len(self._strings)
+        """Words held (in the store of each device)."""
+        return sum(s.count for s in self._stores.values())
 
     def _take(self, owner: object) -> None:
         """Hold ``owner``'s words only (under the lock): another model empties the cache."""
         if self._owner is None or self._owner() is not owner:
             self._stores.clear()
-            self._strings = {}
             self._owner = weakref.ref(owner)
-
-    def strings(self, owner: object) -> dict[str, list[int]]:
-        """The dict of small batches for ``owner``'s words, word -> ids (see the module notes); the
-        caller adds words of up to ``max_word_length`` characters while it holds fewer than
-        ``capacity``. A full dict is replaced by an empty one at the next call (a reader holding
-        the old one is not disturbed)."""
-        with self._lock:
-            self._take(owner)
-            if len(self._strings) >= self.capacity:
-                self._strings = {}
-            return self._strings
 
     def __getstate__(self) -> dict:
         # A pickled tokenizer (DataLoader workers under spawn) starts with an empty cache.
@@ -167,14 +179,24 @@ class WordCache:
         self.__init__(**state)
 
     def encode(self, owner: object, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor,
-               keys: torch.Tensor, encode: Encoder, *, with_ends: bool = True) -> tuple[Ragged, Ragged | None]:
+               keys: torch.Tensor | None, encode: Encoder, *, with_ends: bool = True,
+               gathered: bool = False) -> tuple[Ragged, Ragged | None]:
         """Token ids and token ends of every word ``values[starts[i]:starts[i] + lengths[i]]``.
 
-        ``keys``: the words' hashes (:func:`gputok.dedup.span_hashes`); the words must not
-        overlap. ``encode(starts, lengths)`` runs the model ``owner`` on distinct words and
-        returns ``(ids, ends)`` as ragged tensors, one row per word; it sees only the distinct
-        words that miss. ``with_ends=False``: the token ends are not gathered (None is returned).
+        ``keys``: the words' hashes (:func:`gputok.dedup.span_hashes`; None: computed here); the
+        words must not overlap. ``encode(starts, lengths)`` runs the model ``owner`` on distinct
+        words and returns ``(ids, ends)`` as ragged tensors, one row per word; it sees only the
+        distinct words that miss. ``gathered=True``: ``encode`` takes those words' codepoints
+        instead, as one ragged tensor (``model.encode_words``). ``with_ends=False``: the token
+        ends are not gathered (None is returned).
         """
+        if values.device.type == "cpu" and _dispatch.on_cpu_kernels(values.device):
+            return self._encode_kernels(owner, values, starts, lengths, keys, encode, with_ends, gathered)
+        if keys is None:
+            keys = span_hashes(values, starts, starts + lengths)
+        if gathered:
+            model = encode
+            encode = lambda s, n: model(gather_words(values, s, n))  # noqa: E731
         device = values.device
         with self._lock:
             self._take(owner)
@@ -214,6 +236,65 @@ class WordCache:
         self._insert(owner, device, miss_keys.index_select(0, rep), values, miss_starts.index_select(0, rep),
                      miss_lengths.index_select(0, rep), new_ids, new_ends)
         return Ragged(ids, out_offsets), Ragged(ends, out_offsets) if with_ends else None
+
+    def _encode_kernels(self, owner: object, values: torch.Tensor, starts: torch.Tensor, lengths: torch.Tensor,
+                        keys: torch.Tensor | None, encode: Encoder, with_ends: bool,
+                        gathered: bool) -> tuple[Ragged, Ragged | None]:
+        """:meth:`encode` on the CPU: three kernels of ``gputok.kernels.word_cache_numba`` and the model."""
+        from .kernels import word_cache_numba as K
+
+        device = values.device
+        with self._lock:
+            self._take(owner)
+            store = self._stores.get(device)
+            if store is None:
+                store = self._stores[device] = _Store(self.capacity, device)
+            count, chars, ids, ends = store.count, store.chars.array, store.ids.array, store.ends.array
+        v = values.numpy()
+        out_chars = np.empty(v.size, v.dtype)
+        entry, uniq, reps, rep_keys, rep_offsets = K.lookup_dedup(
+            v, starts.numpy(), lengths.numpy(), _NO_KEYS if keys is None else keys.numpy(), store.slot_keys_array,
+            store.slot_entry_array, store.shift, store.mask, count, store.entries_array, chars, out_chars)
+        if reps.size:
+            rep_words = Ragged(torch.from_numpy(out_chars[:rep_offsets[-1]]), torch.from_numpy(rep_offsets))
+            if gathered:
+                new_ids, new_ends = encode(rep_words)
+            else:
+                rep = torch.from_numpy(reps)
+                new_ids, new_ends = encode(starts.index_select(0, rep), lengths.index_select(0, rep))
+            new_values, new_offsets = new_ids.values.long().numpy(), new_ids.offsets.numpy()
+            new_end_values = new_ends.values.long().numpy()
+        else:
+            new_values = new_end_values = new_offsets = np.zeros(1, np.int64)
+        out_ids, out_ends, offsets = K.assemble(entry, uniq, store.entries_array, ids, ends,
+                                                new_values, new_end_values, new_offsets, with_ends)
+        if reps.size:
+            self._insert_kernels(owner, device, K, rep_keys, out_chars, rep_offsets, new_values, new_end_values,
+                                 new_offsets)
+        offsets = torch.from_numpy(offsets)
+        return (Ragged(torch.from_numpy(out_ids), offsets),
+                Ragged(torch.from_numpy(out_ends), offsets) if with_ends else None)
+
+    def _insert_kernels(self, owner, device, K, keys, chars, char_offsets, ids, ends, offsets) -> None:
+        with self._lock:
+            store = self._stores.get(device)
+            if store is None or self._owner() is not owner:  # another model took the cache meanwhile
+                return
+            for truncate in (False, True):
+                store.chars.reserve(int(char_offsets[-1]))
+                store.ids.reserve(ids.size)
+                store.ends.reserve(ids.size)
+                added, chars_size, ids_size, probes = K.insert(
+                    keys, chars, char_offsets, ids, ends, offsets, self.max_word_length, self.capacity - store.count,
+                    truncate, store.slot_keys_array, store.slot_entry_array, store.shift, store.mask, store.count,
+                    store.entries_array, store.chars.array, store.chars.size, store.ids.array, store.ends.array,
+                    store.ids.size)
+                if added >= 0:
+                    break
+                store = self._stores[device] = _Store(self.capacity, device)  # full: start anew
+            store.chars.size, store.ids.size, store.ends.size = chars_size, ids_size, ids_size
+            store.max_probes = max(store.max_probes, probes)
+            store.count += added
 
     def _verified(self, chars: torch.Tensor, stored: torch.Tensor, values: torch.Tensor, starts: torch.Tensor,
                   lengths: torch.Tensor) -> torch.Tensor | None:

@@ -69,17 +69,14 @@ TEXT = st.text(
 
 
 @contextlib.contextmanager
-def tensor_paths_only(tok):
-    """Small CPU batches of byte-level BPE are encoded in Python; this turns that off (and the word
-    cache, so the merges run again: in the numba kernel) to check the tensor paths on the same input."""
-    import gputok.tokenizer as tokenizer
-
-    saved = tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache
-    tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = 0, None
+def without_word_cache(tok):
+    """Without the word cache, so the merges run again (in the numba kernel) on the same input."""
+    saved = tok.word_cache
+    tok.word_cache = None
     try:
         yield
     finally:
-        tokenizer.PYTHON_BPE_BELOW_CHARS, tok.word_cache = saved
+        tok.word_cache = saved
 
 
 @settings(max_examples=200, deadline=None)
@@ -88,7 +85,7 @@ def test_random_unicode(pair, texts):
     name, ours, reference = pair
     expected = reference.encode_ordinary_batch(texts, num_threads=1)
     assert ours.encode_batch(texts) == expected
-    with tensor_paths_only(ours):
+    with without_word_cache(ours):
         assert ours.encode_batch(texts) == expected
 
 
@@ -96,17 +93,12 @@ def test_random_unicode(pair, texts):
 def test_characters_newer_than_tiktokens_unicode(pair, text, monkeypatch):
     """tiktoken reads Unicode 16; the regex module from 2025.10.23 on reads 17, where U+16EBB and
     U+088F are letters and U+11DE0 a digit (each text here got other ids when gputok's classes
-    came from the regex module). Every path gives tiktoken's ids: the default one (Python,
-    unless the regex module reads a character otherwise), the tensor one that splits small
+    came from the regex module). Every path gives tiktoken's ids: the default one, the tensor one that splits small
     batches with the regex module under the same check, and the tensor split alone."""
-    import gputok.tokenizer as tokenizer
-
     name, ours, reference = pair
     expected = reference.encode_ordinary(text)
     assert ours.encode(text) == expected
-    monkeypatch.setattr(tokenizer, "PYTHON_BPE_BELOW_CHARS", 0)
-    assert ours.encode(text) == expected
-    with tensor_paths_only(ours):
+    with without_word_cache(ours):
         assert ours.encode(text) == expected
 
 
@@ -354,9 +346,9 @@ def test_token_type_ids_only_where_the_template_gives_them(pair, bert):
         assert "token_type_ids" not in bert(texts, padding=padding, return_token_type_ids=False)
 
 
-def test_small_batches_take_the_python_path_with_the_same_ids(pair, parity_lines):
-    """Small CPU batches split with the regex module and look words up in the word cache's dict
-    (misses merge with the heap): tiktoken's ids, cold and warm, without touching the tensor store."""
+def test_small_batches_cold_and_warm_give_the_same_ids(pair, parity_lines):
+    """Small CPU batches (one text a call) take the one path, the word cache's kernels included:
+    tiktoken's ids, cold and then warm (every word from the cache)."""
     from gputok.word_cache import WordCache
 
     name, ours, reference = pair
@@ -367,10 +359,10 @@ def test_small_batches_take_the_python_path_with_the_same_ids(pair, parity_lines
         lines += ["x\ud800y \udfff", "don't 1234567 \U0001F600\U0001F600", "   \n\n  "]
         lone = str.maketrans({c: "\ufffd" for c in "\ud800\udfff"})  # each lone surrogate is one U+FFFD
         expected = reference.encode_ordinary_batch([line.translate(lone) for line in lines])
-        for _ in range(2):  # cold, then every word from the dict
+        for _ in range(2):  # cold, then every word from the cache
             assert [ours.encode(line) for line in lines] == expected
         assert ours.encode_batch(lines[:5]) == expected[:5]
-        assert not cache._stores and 1000 < len(cache) <= 5000
+        assert 1000 < len(cache) <= 5000
         out = ours(lines[:3], padding=False)  # the tensors come out as from the tensor path
         assert out["input_ids"].tolist() == sum(expected[:3], []) and out["input_ids"].dtype == torch.int64
     finally:

@@ -328,13 +328,10 @@ def _tiny_byte_level(tmp_path: Path, pattern: str):
 def test_a_split_regex_reads_unicode_17_letters_as_huggingface(tmp_path, monkeypatch):
     """Issue 22 item 7: the Llama 3 split on characters new in Unicode 17 (regex >= 2025.10.23
     reads them as letters, huggingface as unassigned)."""
-    from gputok import tokenizer as tokenizer_module
-
     ours, hf = _tiny_byte_level(tmp_path, LLAMA3)
     texts = NEW_IN_UNICODE_17 + ISSUE_EXAMPLES
     expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     assert [list(ours.encode(t)) for t in texts] == expected  # one by one: the small Python path
-    monkeypatch.setattr(tokenizer_module, "PYTHON_BPE_BELOW_CHARS", 0)
     assert [list(ids) for ids in ours.encode_batch(texts)] == expected  # the batch path
     from gputok.pre_tokenizers import Split
 
@@ -576,7 +573,7 @@ def test_split_behaviors_match_huggingface(pattern, behavior, invert):
 
     tokenizers = pytest.importorskip("tokenizers")
     from gputok import Tokenizer
-    from gputok.tokenizer import PYTHON_BPE_BELOW_CHARS
+    PYTHON_BPE_BELOW_CHARS = 16384  # (a small-batch Python path once ran below this many characters)
 
     split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": behavior, "invert": invert}
     text = _split_tokenizer_json(split)

@@ -1,0 +1,240 @@
+"""The word cache and the dedup of a batch's words, as numba kernels over the cache's arrays.
+
+Contract (the reference is the torch path of :meth:`gputok.word_cache.WordCache.encode`, with
+:func:`gputok.dedup.span_hashes` keys, :func:`gputok.hashing.lookup` / ``insert`` and
+:func:`gputok.dedup.unique_spans`; the CPU path must give the same ids, ends and stored entries):
+
+- ``word_keys``: :func:`gputok.dedup.span_hashes` of each word, per word in one loop
+  (``sum v[i] * B**-i + length * W`` modulo 2**64, top bit cleared), so the keys and the table
+  are shared with the torch path.
+- ``lookup_dedup``: each word is looked up in the store's open-addressing table (the same
+  Fibonacci home slot and linear probing as :class:`gputok.hashing.HashMap`); a hit must have
+  an entry below the snapshot's ``count`` and the word's exact codepoints, else it misses. The
+  misses are deduplicated on the fly in a scratch table of the call (hash, then an exact
+  compare: colliding words stay apart) and the first occurrence of each is gathered into
+  ``out_chars``, in order of first occurrence.
+- ``assemble``: each word's tokens (an entry's, or its unique miss's from the model) laid out
+  per word: ids, ends and the word offsets.
+- ``insert``: the unique misses that fit (``length <= max_len``) and whose key is absent are
+  appended to the store (entries, codepoints, ids, ends; then the slot's entry, then its key),
+  in order. A batch that brings more of them than ``room`` inserts nothing and says so (-1):
+  the caller starts a new store and inserts again with ``truncate`` (the first ``room``).
+
+Readers run without a lock while one inserter (holding the cache's lock) writes: a reader
+only trusts entries below its snapshot's count, and a slot being filled reads as empty, as a
+key without entry, or as an entry past that count: a miss in every case, never a wrong token.
+"""
+
+import numpy as np
+
+from ._numba import kernel
+
+_EMPTY = -1
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+_BASE = 0x5851F42D4C957F2D  # gputok.dedup._BASE
+_BASE_INV = np.uint64(pow(_BASE, -1, 1 << 64))
+_LENGTH_WEIGHT = np.uint64(_BASE >> 1)
+_LOW63 = np.uint64((1 << 63) - 1)
+
+
+@kernel
+def _home(key, shift, mask):
+    return np.int64((np.uint64(key) * _FIB) >> np.uint64(shift)) & mask
+
+
+@kernel
+def _same(a, a_start, b, b_start, length):
+    for i in range(length):
+        if a[a_start + i] != b[b_start + i]:
+            return False
+    return True
+
+
+@kernel
+def _key(values, start, length):
+    """:func:`gputok.dedup.span_hashes` of one span."""
+    h = np.uint64(0)
+    p = np.uint64(1)
+    for i in range(length):
+        h += np.uint64(np.int64(values[start + i])) * p
+        p *= _BASE_INV
+    h += np.uint64(length) * _LENGTH_WEIGHT
+    return np.int64(h & _LOW63)
+
+
+@kernel
+def word_keys(values, starts, lengths):
+    """:func:`gputok.dedup.span_hashes` of the spans, one loop per word."""
+    n = starts.size
+    keys = np.empty(n, np.int64)
+    for w in range(n):
+        keys[w] = _key(values, starts[w], lengths[w])
+    return keys
+
+
+@kernel
+def lookup_dedup(values, starts, lengths, keys, slot_keys, slot_entry, shift, mask, count, entries, chars,
+                 out_chars):
+    """Per word: its entry (-1: miss) and, for a miss, its unique miss (-1: hit); the first word
+    of each unique miss (``reps``), their keys, and their codepoints gathered into ``out_chars``
+    (offsets). ``keys`` empty: each word's key is its :func:`gputok.dedup.span_hashes`."""
+    n = starts.size
+    entry = np.full(n, -1, np.int64)
+    uniq = np.full(n, -1, np.int64)
+    reps = np.empty(n, np.int64)
+    rep_keys = np.empty(n, np.int64)
+    rep_offsets = np.zeros(n + 1, np.int64)
+    bits = 4
+    while (1 << bits) < 2 * n:
+        bits += 1
+    local_mask = (1 << bits) - 1
+    local_keys = np.empty(1 << bits, np.int64)
+    local_uniq = np.full(1 << bits, -1, np.int64)
+    nu = 0
+    for w in range(n):
+        s = starts[w]
+        length = lengths[w]
+        k = keys[w] if keys.size else _key(values, s, length)
+        slot = _home(k, shift, mask)
+        while True:
+            stored = slot_keys[slot]
+            if stored == _EMPTY:
+                break
+            if stored == k:  # keys in the table are distinct: this is the only candidate
+                e = slot_entry[slot]
+                if 0 <= e < count and entries[e, 1] == length and _same(values, s, chars, entries[e, 0], length):
+                    entry[w] = e
+                break
+            slot = (slot + 1) & mask
+        if entry[w] >= 0:
+            continue
+        slot = _home(k, 64 - bits, local_mask)
+        while True:
+            u = local_uniq[slot]
+            if u < 0:
+                local_keys[slot] = k
+                local_uniq[slot] = nu
+                reps[nu] = w
+                rep_keys[nu] = k
+                at = rep_offsets[nu]
+                for i in range(length):
+                    out_chars[at + i] = values[s + i]
+                rep_offsets[nu + 1] = at + length
+                uniq[w] = nu
+                nu += 1
+                break
+            r = reps[u]
+            if local_keys[slot] == k and lengths[r] == length and _same(values, s, values, starts[r], length):
+                uniq[w] = u
+                break
+            slot = (slot + 1) & local_mask
+    return entry, uniq, reps[:nu], rep_keys[:nu], rep_offsets[:nu + 1]
+
+
+@kernel
+def assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends, new_offsets, with_ends):
+    """Each word's ids and ends (from its entry or its unique miss) in word order, and offsets."""
+    n = entry.size
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    for w in range(n):
+        e = entry[w]
+        if e >= 0:
+            size = entries[e, 3]
+        else:
+            size = new_offsets[uniq[w] + 1] - new_offsets[uniq[w]]
+        offsets[w + 1] = offsets[w] + size
+    total = offsets[n]
+    ids = np.empty(total, np.int64)
+    ends = np.empty(total if with_ends else 0, np.int64)
+    for w in range(n):
+        e = entry[w]
+        at = offsets[w]
+        size = offsets[w + 1] - at
+        if e >= 0:
+            src = entries[e, 2]
+            for i in range(size):
+                ids[at + i] = stored_ids[src + i]
+            if with_ends:
+                for i in range(size):
+                    ends[at + i] = stored_ends[src + i]
+        else:
+            src = new_offsets[uniq[w]]
+            for i in range(size):
+                ids[at + i] = new_ids[src + i]
+            if with_ends:
+                for i in range(size):
+                    ends[at + i] = new_ends[src + i]
+    return ids, ends, offsets
+
+
+@kernel
+def insert(keys, chars, char_offsets, new_ids, new_ends, new_offsets, max_len, room, truncate,
+           slot_keys, slot_entry, shift, mask, count, entries, store_chars, chars_size, store_ids, store_ends,
+           ids_size):
+    """Append the unique misses (``keys``, their codepoints ``chars`` by ``char_offsets``, their
+    tokens) that fit and are absent. Returns (entries added or -1 for no room, chars size, ids
+    size, longest probe sequence + 1); the buffers have room for all of them."""
+    n = keys.size
+    wanted = 0
+    for u in range(n):
+        if char_offsets[u + 1] - char_offsets[u] > max_len:
+            continue
+        slot = _home(keys[u], shift, mask)
+        while slot_keys[slot] != _EMPTY and slot_keys[slot] != keys[u]:
+            slot = (slot + 1) & mask
+        if slot_keys[slot] == _EMPTY:
+            wanted += 1
+    if wanted > room and not truncate:
+        return -1, chars_size, ids_size, 0
+    added = 0
+    longest = 0
+    for u in range(n):
+        if added >= room:
+            break
+        length = char_offsets[u + 1] - char_offsets[u]
+        if length > max_len:
+            continue
+        k = keys[u]
+        slot = _home(k, shift, mask)
+        probe = 0
+        while slot_keys[slot] != _EMPTY and slot_keys[slot] != k:
+            slot = (slot + 1) & mask
+            probe += 1
+        if slot_keys[slot] != _EMPTY:  # stored already (another thread), or a colliding word
+            continue
+        e = count + added
+        c0 = char_offsets[u]
+        for i in range(length):
+            store_chars[chars_size + i] = chars[c0 + i]
+        t0 = new_offsets[u]
+        size = new_offsets[u + 1] - t0
+        for i in range(size):
+            store_ids[ids_size + i] = new_ids[t0 + i]
+            store_ends[ids_size + i] = new_ends[t0 + i]
+        entries[e, 0] = chars_size
+        entries[e, 1] = length
+        entries[e, 2] = ids_size
+        entries[e, 3] = size
+        chars_size += length
+        ids_size += size
+        slot_entry[slot] = e
+        slot_keys[slot] = k
+        longest = max(longest, probe)
+        added += 1
+    return added, chars_size, ids_size, longest + 1
+
+
+@kernel
+def gather_spans(values, starts, lengths, out):
+    """``values[starts[i]:][:lengths[i]]`` one after another into ``out``; returns the offsets."""
+    n = starts.size
+    offsets = np.empty(n + 1, np.int64)
+    offsets[0] = 0
+    for w in range(n):
+        at = offsets[w]
+        s = starts[w]
+        for i in range(lengths[w]):
+            out[at + i] = values[s + i]
+        offsets[w + 1] = at + lengths[w]
+    return offsets
