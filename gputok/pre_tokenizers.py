@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,21 +192,6 @@ class Split:
         if isinstance(pattern, str) and TIKTOKEN_NAMES.get(pattern, pattern) in regex_split.PATTERNS:
             return cls(pattern, byte_level=True)
         return cls(pattern, byte_level=True, behavior="Removed", invert=True)
-
-    @functools.cached_property
-    def _classes_matter(self) -> bool:
-        from . import regex_split
-
-        return self.rule is not None or regex_split.with_table_classes(self.pattern) != self.pattern
-
-    def compiled_agrees(self, texts: Iterable[str]) -> bool:
-        """Whether ``regex.compile(self.pattern)`` splits ``texts`` as this pre-tokenizer does, with the classes
-        huggingface and tiktoken read: unless the installed ``regex`` module reads the class of
-        some character of ``texts`` otherwise (:func:`gputok.regex_split.regex_module_agrees`) and
-        the pattern has a class (:func:`gputok.regex_split.with_table_classes`)."""
-        from . import regex_split
-
-        return not self._classes_matter or regex_split.regex_module_agrees("".join(texts))
 
     @property
     def tiles(self) -> bool:

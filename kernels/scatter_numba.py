@@ -22,7 +22,6 @@ from ._numba import kernel
 @kernel
 def scatter_tokens(piece_ids, piece_ends, piece_offsets, inverse, word_starts, text_offsets, source,
                    text_starts, with_spans):
-    words = word_starts.size
     texts = text_offsets.size - 1
     token_offsets = np.empty(texts + 1, np.int64)
     token_offsets[0] = 0

@@ -567,13 +567,13 @@ def _split_texts() -> list[str]:
 def test_split_behaviors_match_huggingface(pattern, behavior, invert):
     """Before: gputok read only Isolated/invert=false, and dropped the text its regex did not
     match ("ab c" with pattern "a": only "a"; huggingface keeps "b c"). Words and ids against
-    huggingface's pre_tokenize_str and encode: text by text (the small-batch Python path) and as
-    one batch of over PYTHON_BPE_BELOW_CHARS characters (the tensor path)."""
+    huggingface's pre_tokenize_str and encode: text by text, and as one batch large enough to be
+    cut into chunks on several threads (``gputok._cpu_threads``)."""
     import json
 
     tokenizers = pytest.importorskip("tokenizers")
     from gputok import Tokenizer
-    PYTHON_BPE_BELOW_CHARS = 16384  # (a small-batch Python path once ran below this many characters)
+    from gputok._cpu_threads import MIN_CHUNK_CHARS
 
     split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": behavior, "invert": invert}
     text = _split_tokenizer_json(split)
@@ -588,7 +588,7 @@ def test_split_behaviors_match_huggingface(pattern, behavior, invert):
     assert words.text_offsets.tolist() == np.cumsum([0] + [len(ws) for ws in expected_words]).tolist()
     expected_ids = [e.ids for e in reference.encode_batch(texts)]
     assert [ours.encode(t) for t in texts] == expected_ids
-    many = texts * (PYTHON_BPE_BELOW_CHARS // sum(map(len, texts)) + 1)
+    many = texts * (4 * MIN_CHUNK_CHARS // sum(map(len, texts)) + 1)
     assert ours.encode_batch(many) == expected_ids * (len(many) // len(texts))
     assert ours.to_json()["pre_tokenizer"]["pretokenizers"][0] == split  # saved as read
     assert Tokenizer.from_str(json.dumps(ours.to_json())).encode_batch(texts) == expected_ids
