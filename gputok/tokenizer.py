@@ -328,7 +328,7 @@ class Tokenizer:
         rewrite = getattr(self.pre_tokenizer, "rewrite", None)
         if rewrite is not None:  # Metaspace: spaces become "▁" and a "▁" goes first, before the split
             norm, moved = rewrite(norm)
-            source = moved if source is None else source[moved]
+            source = moved if source is None else source.index_select(0, moved)
         # no pre-tokenizer: each normalized text is one word, as in huggingface
         words = pre_tokenizers.whole_texts(norm) if self.pre_tokenizer is None else self.pre_tokenizer(norm)
         kernels = text.values.device.type == "cpu" and _dispatch.on_cpu_kernels(text.values.device)
