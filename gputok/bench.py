@@ -4,10 +4,15 @@ WordPiece (``--tokenizer bert``) runs against huggingface ``BertWordPieceTokeniz
 byte-level BPE (``--tokenizer gpt2|cl100k``) against tiktoken's ``encode_ordinary_batch``, against
 tiktoken on the batch joined into one long string, and against huggingface
 ``Tokenizer.encode_batch_fast`` (no offsets, as tiktoken) on the tokenizer.json gputok writes for
-those ranks (the same ids: ``tests/test_bpe_tokenizer_json.py``). Each engine runs in its own subprocess
+those ranks (the same ids: ``tests/test_bpe_tokenizer_json.py``); SentencePiece models
+(``--tokenizer unigram``: the Unigram model the tests train with sentencepiece, 8k pieces, nmt_nfkc,
+see :data:`UNIGRAM_MODEL`; ``--tokenizer mistral``: Mistral's SentencePiece BPE, 32k pieces, the
+``mistral-sp-model`` asset) against ``SentencePieceProcessor.encode(batch, num_threads=N)``, no
+BOS/EOS on either side. ``--tokenizer all`` runs bert, cl100k, unigram and mistral one after the
+other (the families of issue 17's acceptance). Each engine runs in its own subprocess
 (so peak RSS is its own) with the same number of threads (``torch.set_num_threads`` for gputok:
 its intra-op threads, and as many chunk threads for a large batch, see ``gputok._cpu_threads``;
-``RAYON_NUM_THREADS`` for huggingface, ``num_threads`` for tiktoken). gputok is timed end to end:
+``RAYON_NUM_THREADS`` for huggingface, ``num_threads`` for tiktoken and sentencepiece). gputok is timed end to end:
 Python strings in, padded ``input_ids``/``attention_mask`` tensors out (``gputok``) or the flat
 ids with their row offsets (``gputok-ragged``, ``padding=False``: what tiktoken's lists of ids
 hold); its word cache (``gputok.word_cache``) starts empty at each pass, so every pass is cold.
@@ -16,8 +21,15 @@ gputok's first pass in a fresh process also pays for growing its heap (~0.7 s of
 20 MB of cl100k), which a long-running dataloader pays once. Small batch sizes run on a prefix of the corpus (the
 table says how many MB) so that the whole benchmark stays within minutes.
 
+Beside the JSON it draws the throughput-versus-batch-size figure (same name, ``.png``; one panel
+per family, MB/s against batch size, both log; needs matplotlib, the ``bench`` extra).
+``--count-launches`` times nothing: it counts what one call dispatches on the CUDA code path
+(:mod:`gputok.bench_launches`).
+
     python benchmarks/encode_wordpiece.py            # or: gputok bench
     gputok bench --megabytes 5 --batch-sizes 1024 65536 --json out.json
+    gputok bench --tokenizer all --megabytes 2 --batch-sizes 1 32 1024   # + bench-results/encode_all.png
+    gputok bench --count-launches --tokenizer all    # Triton launches, torch ops, syncs per call
 """
 
 from __future__ import annotations
@@ -375,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch_sizes is not None and min(args.batch_sizes) < 1:
         parser.error(f"--batch-sizes {' '.join(map(str, args.batch_sizes))}: give sizes of 1 or more")
     if args.count_launches:
+        if args.device != "cpu":
+            parser.error("--count-launches counts the CUDA code path on CPU tensors (TRITON_INTERPRET=1); "
+                         "leave out --device")
         from .bench_launches import run_counts
 
         run_counts(list(ALL) if args.tokenizer == "all" else [args.tokenizer], args.batch_sizes or (32, 1024),
