@@ -298,21 +298,28 @@ def plot(rows: list[dict], path: str, *, device: str, threads: int, date: str) -
     import matplotlib.pyplot as plt
 
     families = list(dict.fromkeys(r["tokenizer"] for r in rows))
-    fig, axes = plt.subplots(1, len(families), figsize=(4.2 * len(families), 3.8), squeeze=False)
-    for ax, family in zip(axes[0], families):
+    columns = min(len(families), 2)
+    lines = -(-len(families) // columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(5.2 * columns, 3.9 * lines + 0.4), squeeze=False)
+    for ax in axes.flat[len(families):]:
+        ax.set_visible(False)
+    for ax, family in zip(axes.flat, families):
         engines = list(dict.fromkeys(r["engine"] for r in rows if r["tokenizer"] == family))
         for engine in engines:
             points = sorted((r["batch_size"], r["mb_per_s"]) for r in rows
                             if r["tokenizer"] == family and r["engine"] == engine)
             style = dict(linewidth=2.2) if engine.startswith("gputok") else dict(linestyle="--", linewidth=1.4)
             ax.plot(*zip(*points), marker="o", label=engine, **style)
+        sizes = sorted({r["batch_size"] for r in rows if r["tokenizer"] == family})
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xticks(sizes, [f"{b:,}" for b in sizes])
+        ax.minorticks_off()
         ax.set_title(family)
         ax.set_xlabel("batch size (lines per call)")
-        ax.grid(True, which="both", alpha=0.3)
+        ax.set_ylabel("MB/s")
+        ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=8)
-    axes[0][0].set_ylabel("MB/s")
     fig.suptitle(f"gputok encode throughput, {device}, {threads} thread(s), {date}")
     fig.tight_layout()
     tmp = Path(path).with_suffix(".tmp.png")
