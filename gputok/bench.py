@@ -376,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead of timing: per encode call on the CUDA code path (GPUTOK_BACKEND=triton, "
                              "TRITON_INTERPRET=1, CPU tensors), count Triton launches, torch ops (views apart) "
                              "and host syncs, for each family (default batch sizes 32 and 1024)")
+    parser.add_argument("--redraw", metavar="JSON", default=None,
+                        help="time nothing: draw the figure again from the JSON of an earlier run (PNG beside it)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--count-worker", help=argparse.SUPPRESS)
     parser.add_argument("--hf-json", help=argparse.SUPPRESS)
@@ -388,6 +390,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(_worker(args.worker, args.tokenizer, args.megabytes, args.batch_sizes or [1, 32, 1024, 65536],
                                  args.threads, args.device, args.passes, args.hf_json)))
+        return 0
+    if args.redraw:
+        saved = json.loads(Path(args.redraw).read_text())
+        png = str(Path(args.redraw).with_suffix(".png"))
+        rows = [dict(r, tokenizer=r.get("tokenizer", saved["tokenizer"])) for r in saved["rows"]]  # older JSON
+        if plot(rows, png, device=saved.get("device_name", saved["device"]), threads=saved["threads"],
+                date=saved.get("date", "")):
+            print(f"wrote {png}")
         return 0
     if args.passes < 1:
         parser.error(f"--passes {args.passes}: give 1 or more")

@@ -99,6 +99,9 @@ def test_sentencepiece_families_run_against_sentencepiece_and_draw_the_figure(tm
     assert saved["tokenizers"] == ["unigram"] and len(saved["rows"]) == 6
     width, height = _png_size(out.with_suffix(".png"))
     assert width > 300 and height > 300
+    out.with_suffix(".png").unlink()
+    assert bench.main(["--redraw", str(out)]) == 0
+    assert _png_size(out.with_suffix(".png")) == (width, height)
 
 
 def test_mistral_worker_counts_the_tokens_sentencepiece_does():
