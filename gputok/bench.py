@@ -201,7 +201,8 @@ def _worker(engine: str, tokenizer: str, megabytes: float | None, batch_sizes: l
                 tokens += run(lines[i : i + batch_size])
             times.append(time.perf_counter() - start)
         seconds = min(times)
-        results.append(dict(tokenizer=tokenizer, engine=engine, batch_size=batch_size, lines=len(lines), megabytes=nbytes / 1e6,
+        results.append(dict(tokenizer=tokenizer, engine=engine, batch_size=batch_size, lines=len(lines),
+                            megabytes=nbytes / 1e6,
                             seconds=seconds, pass_seconds=times, mb_per_s=nbytes / 1e6 / seconds, tokens=tokens,
                             tokens_per_s=tokens / seconds))
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -364,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=None,
                         help="lines per call (default 1 32 1024 65536; with --count-launches 32 1024)")
     parser.add_argument("--threads", type=int, default=None, help="threads for every engine (default: min(cores, 2))")
-    parser.add_argument("--device", default="cpu", help="where gputok encodes (cpu or cuda; the anchors run on the CPU)")
+    parser.add_argument("--device", default="cpu",
+                        help="where gputok encodes (cpu or cuda; the anchors run on the CPU)")
     parser.add_argument("--passes", type=int, default=1,
                         help="time each batch size this many times, every engine alike, and keep the fastest (default 1)")
     parser.add_argument("--json", default=None,
@@ -412,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         run_counts(list(ALL) if args.tokenizer == "all" else [args.tokenizer], args.batch_sizes or (32, 1024),
                    json_path=args.json or f"bench-results/launches_{args.tokenizer}.json")
         return 0
-    run_benchmark(tokenizer=args.tokenizer, megabytes=args.megabytes, batch_sizes=args.batch_sizes or (1, 32, 1024, 65536),
+    run_benchmark(tokenizer=args.tokenizer, megabytes=args.megabytes,
+                  batch_sizes=args.batch_sizes or (1, 32, 1024, 65536),
                   threads=args.threads, device=args.device, passes=args.passes,
                   json_path=args.json or f"bench-results/encode_{args.tokenizer}.json", figure=not args.no_figure)
     return 0
