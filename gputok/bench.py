@@ -222,16 +222,17 @@ def run_benchmark(*, tokenizer: str = "bert", megabytes: float | None = None, ba
 
     assets.english_corpus(20)  # fetch once, outside the timed subprocesses
     rows = []
+    date = time.strftime("%Y-%m-%d", time.gmtime())
     for family in families:
         family_rows = _run_family(family, megabytes, batch_sizes, threads, device, passes)
         _print_table(family_rows, family, threads, device)
         rows += family_rows
+        if json_path:  # after each family: a run cut short keeps what it measured
+            Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+            write_atomic({json_path: json.dumps({"tokenizer": tokenizer, "tokenizers": families, "device": device,
+                                                 "device_name": device_name(device), "threads": threads,
+                                                 "passes": passes, "date": date, "rows": rows}, indent=2)})
     if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        date = time.strftime("%Y-%m-%d", time.gmtime())
-        write_atomic({json_path: json.dumps({"tokenizer": tokenizer, "tokenizers": families, "device": device,
-                                             "device_name": device_name(device), "threads": threads,
-                                             "passes": passes, "date": date, "rows": rows}, indent=2)})
         print(f"wrote {json_path}")
         if figure:
             png = str(Path(json_path).with_suffix(".png"))
