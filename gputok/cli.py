@@ -2,7 +2,8 @@
 
     gputok encode --tokenizer tokenizer.json corpus.txt -o ids.txt     # one line of ids per line
     gputok encode --tokenizer vocab.txt a.txt b.txt -o ids.npz          # ragged ids + offsets
-    gputok bench                                                        # gputok vs huggingface
+    gputok bench --tokenizer all                                        # gputok vs huggingface, tiktoken, sentencepiece
+    gputok bench --count-launches --tokenizer all                       # launches/ops/syncs per call, CUDA path
     gputok train corpus.txt --preset bert-wordpiece --vocab-size 30000 -o tokenizer.json --vocab-txt vocab.txt
     gputok train corpus.txt --model unigram --vocab-size 8000 -o tokenizer.json --sp-model unigram.model
     gputok bench --train                                                # training vs huggingface
@@ -168,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     enc.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP]")
     enc.add_argument("--quiet", action="store_true", help="no progress bar")
     _train_parser(sub)
-    sub.add_parser("bench", help="encoding (or, with --train, training) speed against huggingface tokenizers",
+    sub.add_parser("bench", help="encoding speed against huggingface, tiktoken and sentencepiece, with a figure "
+                        "(or: --count-launches, the CUDA path's launches per call; --train, training speed)",
                    add_help=False)
     args, rest = parser.parse_known_args(argv)
     if args.command == "bench":
