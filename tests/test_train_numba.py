@@ -1,0 +1,130 @@
+"""Training kernels on the CPU (numba) against the torch / numpy reference path, exactly.
+
+The BPE / WordPiece merge loop (``gputok.kernels.train_bpe_numba``) runs by default on CPU words;
+``_dispatch.use_backend("torch")`` forces the numpy merge loop it replaces. Both must give the
+same vocabulary, the same ordered merges and the same stop reason: on real English words, on
+random Unicode words (astral, combining marks, CJK, emoji, runs of one character, lone
+surrogates), with prefixes / suffixes, ``max_token_length``, ``min_frequency``, special tokens
+spelled like merges (merges onto existing tokens), counts above 2**31, and odd shapes (no words,
+one-character words only, one very long word).
+"""
+
+import collections
+import random
+
+import pytest
+import torch
+
+from gputok import _dispatch, assets
+from gputok.ragged import Ragged
+from gputok.trainers import TrainStats, learn_bpe, learn_wordpiece
+
+
+def _ragged(word_counts: dict[str, int]) -> tuple[Ragged, torch.Tensor]:
+    words = list(word_counts)
+    values = torch.tensor([ord(c) for w in words for c in w], dtype=torch.int64)
+    ragged = Ragged.from_lengths(values, torch.tensor([len(w) for w in words], dtype=torch.int64))
+    return ragged, torch.tensor([word_counts[w] for w in words], dtype=torch.int64)
+
+
+def _both(fn, word_counts, **options):
+    """``fn`` on the numba path and on the torch path: results and stats must be equal."""
+    words, counts = _ragged(word_counts)
+    out = {}
+    for name in ("numba", "torch"):
+        stats = TrainStats()
+        with _dispatch.use_backend(name):
+            try:
+                result = fn(words, counts, progress=False, stats=stats, **options)
+            except ValueError as error:
+                result = ("error", str(error))
+        out[name] = (result, stats.merges, stats.stopped_by, stats.pairs, stats.words, stats.symbols)
+    assert out["numba"] == out["torch"]
+    return out["numba"][0]
+
+
+@pytest.fixture(scope="module")
+def english_counts():
+    lines = assets.english_corpus(1).read_text(encoding="utf-8").splitlines()[:6000]
+    return collections.Counter(w for line in lines for w in line.split())
+
+
+@pytest.mark.parametrize("options", [
+    dict(vocab_size=3000, min_frequency=2),
+    dict(vocab_size=2500, end_of_word_suffix="</w>"),
+    dict(vocab_size=2500, continuing_subword_prefix="##", max_token_length=6),
+    dict(vocab_size=100000, min_frequency=4),  # stops by min_frequency
+])
+def test_bpe_english_words(english_counts, options):
+    vocab, merges = _both(learn_bpe, english_counts, **options)
+    assert len(merges) > 500
+
+
+def test_wordpiece_english_words(english_counts):
+    vocab = _both(learn_wordpiece, english_counts, vocab_size=3000, min_frequency=2,
+                  special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    assert any(t.startswith("##") and len(t) > 3 for t in vocab)
+
+
+def test_byte_level_words_with_big_counts(english_counts):
+    from gputok.models.bpe import byte_decoder
+
+    table = {b: ch for ch, b in byte_decoder().items()}
+    mapped = collections.Counter()
+    for w, c in english_counts.items():
+        mapped["".join(table[b] for b in (" " + w).encode())] += c << 33
+    _both(learn_bpe, mapped, vocab_size=1500, min_frequency=2 << 33)
+
+
+_ALPHABET = ("aab1é中文𝄞\u0301\u0300ĠĠ\U0001F600\ud800\udfff \u3000x")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bpe_random_unicode(seed):
+    rng = random.Random(seed)
+    word_counts = {}
+    for _ in range(rng.randint(1, 60)):
+        word = "".join(rng.choice(_ALPHABET[:rng.randint(2, len(_ALPHABET))]) for _ in range(rng.randint(1, 14)))
+        word_counts[word] = rng.choice([1, 2, 3, 7, 3 << 31])
+    options = dict(vocab_size=rng.randint(10, 200), min_frequency=rng.choice([0, 2, 5]),
+                   max_token_length=rng.choice([None, 2, 3, 5]),
+                   continuing_subword_prefix=rng.choice([None, "##", "a"]),
+                   end_of_word_suffix=rng.choice([None, "</w>"]),
+                   limit_alphabet=rng.choice([None, 4]))
+    _both(learn_bpe, word_counts, **options)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_merges_onto_existing_tokens(seed):
+    # special tokens spelled like merges: a merge then reuses an existing id
+    rng = random.Random(100 + seed)
+    word_counts = {"".join(rng.choice("aabc") for _ in range(rng.randint(1, 12))): rng.randint(1, 6)
+                   for _ in range(rng.randint(1, 25))}
+    specials = ["".join(rng.choice("abc") for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(0, 5))]
+    _both(learn_bpe, word_counts, vocab_size=rng.randint(4, 60), special_tokens=specials)
+    _both(learn_wordpiece, word_counts, vocab_size=rng.randint(4, 60), special_tokens=specials + ["##a"])
+
+
+def test_runs_of_one_character():
+    word_counts = {"a" * n: n for n in range(1, 40)} | {"ab" * 9: 3, "Ġ" * 64: 2, "aab" * 7: 1}
+    vocab, merges = _both(learn_bpe, word_counts, vocab_size=60)
+    assert ("a", "a") in merges
+
+
+@pytest.mark.parametrize("word_counts", [{}, {"a": 3, "b": 1, "中": 2}, {"x": 1}])
+def test_no_pairs(word_counts):
+    vocab, merges = _both(learn_bpe, word_counts, vocab_size=10)
+    assert merges == []
+
+
+def test_one_long_word():
+    rng = random.Random(7)
+    word = "".join(rng.choice("abcdé ") for _ in range(20000))
+    vocab, merges = _both(learn_bpe, {word: 2, word[:50]: 1}, vocab_size=400)
+    assert len(merges) > 300
+
+
+def test_vocab_size_already_reached_and_too_small():
+    _both(learn_bpe, {"abc": 2}, vocab_size=3)
+    result = _both(learn_bpe, {"abc": 2}, vocab_size=2)
+    assert result[0] == "error"
