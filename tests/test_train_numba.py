@@ -128,3 +128,69 @@ def test_vocab_size_already_reached_and_too_small():
     _both(learn_bpe, {"abc": 2}, vocab_size=3)
     result = _both(learn_bpe, {"abc": 2}, vocab_size=2)
     assert result[0] == "error"
+
+
+# -- word counting ------------------------------------------------------------------------------
+
+def _counts_both(preset, feed):
+    """``feed(counter)`` on a WordCounter of ``preset`` on both paths: same words, counts, dtypes."""
+    from gputok.trainers.counting import WordCounter
+    from gputok.training import _components, _resolve
+
+    out = {}
+    for name in ("numba", "torch"):
+        with _dispatch.use_backend(name):
+            _, chosen = _resolve(None, preset, "frequency")
+            counter = WordCounter(*_components(chosen), byte_level=chosen.byte_level)
+            feed(counter)
+            table = counter.result()
+        out[name] = (table.to_dict(), counter.words_seen, table.words.values.dtype, table.words.offsets.dtype,
+                     table.counts.dtype)
+    assert out["numba"] == out["torch"]
+    return out["numba"]
+
+
+_PRESETS = ["byte-level-bpe", "char-bpe", "bert-wordpiece"]
+
+
+@pytest.mark.parametrize("preset", _PRESETS)
+def test_counting_english_chunks(preset):
+    text = assets.english_corpus(1).read_text(encoding="utf-8")
+    cut = len(text) // 3
+    found, seen, *_ = _counts_both(preset, lambda c: [c.add_lines(text[:cut]), c.add_lines(text[cut:])])
+    assert len(found) > 10000 and seen > 100000
+
+
+@pytest.mark.parametrize("preset", _PRESETS)
+@pytest.mark.parametrize("seed", range(4))
+def test_counting_random_unicode(preset, seed):
+    rng = random.Random(seed)
+    pool = list("ab AB1.,!?é\u0301\u0300中文\U0001F600\U0001F1FA\U0001F1F8\ud800\udfff\u3000\t\n  ") + [
+        chr(rng.randrange(0x110000)) for _ in range(40)]
+    texts = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 60))) for _ in range(rng.randint(1, 80))]
+    texts += ["", "a", " ", "x" * 5000, "héllo wörld " * 300]
+    _counts_both(preset, lambda c: [c.add_texts(texts[:7]), c.add_texts(texts[7:]), c.add_texts([])])
+
+
+@pytest.mark.parametrize("preset", _PRESETS)
+def test_counting_odd_shapes(preset):
+    assert _counts_both(preset, lambda c: None)[:2] == ({}, 0)
+    _counts_both(preset, lambda c: c.add_texts(["", " ", "\n"]))
+    _counts_both(preset, lambda c: c.add_texts(["a"]))
+
+
+def test_counting_table_grows_and_result_twice():
+    from gputok.trainers.counting import WordCounter
+    from gputok.pre_tokenizers import BertPreTokenizer
+
+    words = [f"w{i}" for i in range(70000)]
+    counter = WordCounter(None, BertPreTokenizer())
+    counter.add_texts([" ".join(words)])
+    first = counter.result().to_dict()
+    counter.add_texts([" ".join(words[:10])])
+    with _dispatch.use_backend("torch"):
+        reference = WordCounter(None, BertPreTokenizer())
+        reference.add_texts([" ".join(words)])
+        reference.add_texts([" ".join(words[:10])])
+    assert first == {w: 1 for w in words}
+    assert counter.result().to_dict() == reference.result().to_dict()
