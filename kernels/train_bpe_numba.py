@@ -154,9 +154,7 @@ def train_bpe_numba(sym, wid, counts, num_tokens, vocab_size, floor, max_len, to
         if ttable[i] < 0:
             ttable[i] = t
     # -- pairs: key -> slot table, per slot key / count / eligibility / runs
-    psize = 1024
-    while psize < 4 * min(n, 1 << 20):
-        psize *= 2
+    psize = 4096  # grows with the pairs: a small table stays in cache
     pmask = psize - 1
     ptable = np.full(psize, -1, dtype=np.int64)
     pindex = np.empty(psize, dtype=np.int64)
@@ -238,6 +236,8 @@ def train_bpe_numba(sym, wid, counts, num_tokens, vocab_size, floor, max_len, to
     born_pos = np.empty(2048, dtype=np.int32)
     born_slot = np.empty(2048, dtype=np.int64)
     tcount = np.zeros(scap, dtype=np.int64)
+    lmap = np.full(tcap, -1, dtype=np.int64)  # this merge's slot of (other, z), by other
+    rmap = np.full(tcap, -1, dtype=np.int64)  # and of (z, other)
     touched = np.empty(1024, dtype=np.int64)
     merges = np.empty((max(vocab_size - num_tokens, 0), 3), dtype=np.int64)
     nmerges = 0
@@ -303,39 +303,44 @@ def train_bpe_numba(sym, wid, counts, num_tokens, vocab_size, floor, max_len, to
         merges[nmerges, 1] = b
         merges[nmerges, 2] = z
         nmerges += 1
-        # -- its windows, left to right
+        # -- its windows, left to right (a run is in order; several runs are sorted)
         total = 0
+        runs = 0
         r_ = head[best]
         while r_ >= 0:
             total += rlen[r_]
+            runs += 1
             r_ = rnext[r_]
         if total > occ.size:
             occ = np.empty(2 * total, dtype=np.int32)
-        k = 0
-        r_ = head[best]
-        while r_ >= 0:
-            occ[k:k + rlen[r_]] = posbuf[rstart[r_]:rstart[r_] + rlen[r_]]
-            k += rlen[r_]
-            r_ = rnext[r_]
-        cand = np.sort(occ[:total])
+        if runs == 1:
+            cand = posbuf[rstart[head[best]]:rstart[head[best]] + total]
+        else:
+            k = 0
+            r_ = head[best]
+            while r_ >= 0:
+                occ[k:k + rlen[r_]] = posbuf[rstart[r_]:rstart[r_] + rlen[r_]]
+                k += rlen[r_]
+                r_ = rnext[r_]
+            cand = np.sort(occ[:total])
         head[best] = -1  # its windows are all merged now; new ones (a merge onto a) get new runs
         # -- rewrite the words, subtract the windows destroyed
         live = 0
         for p in cand:
-            if sym[p] != a:
+            if wslot[p] != best:
                 continue
             q = nxt[p]
-            if q < 0 or sym[q] != b:
-                continue
             w = counts[wid[p]]
             left = prv[p]
             if left >= 0 and mark[left] != nmerges:
-                pcnt[pindex[_slot_of(ptable, (np.int64(sym[left]) << 32) | a, pmask)]] -= w
+                pcnt[wslot[left]] -= w
             r = nxt[q]
             if r >= 0:
-                pcnt[pindex[_slot_of(ptable, (np.int64(b) << 32) | sym[r], pmask)]] -= w
+                pcnt[wslot[q]] -= w
             sym[p] = z
             sym[q] = -1
+            wslot[q] = -1
+            wslot[p] = -1
             nxt[p] = r
             if r >= 0:
                 prv[r] = p
@@ -343,62 +348,79 @@ def train_bpe_numba(sym, wid, counts, num_tokens, vocab_size, floor, max_len, to
             occ[live] = p
             live += 1
         pcnt[best] = 0
-        # -- the windows created
+        # -- the windows created: (x, z) and (z, y), their slots found once per merge through
+        # maps indexed by the other symbol
         if 2 * live > born_pos.size:
             born_pos = np.empty(4 * live, dtype=np.int32)
             born_slot = np.empty(4 * live, dtype=np.int64)
         nborn = 0
+        ntouched = 0
         for i in range(live):
             p = occ[i]
-            left = prv[p]
-            if left >= 0 and mark[left] != nmerges:
-                born_pos[nborn] = left
-                born_slot[nborn] = (np.int64(sym[left]) << 32) | z
-                nborn += 1
-            r = nxt[p]
-            if r >= 0:
-                born_pos[nborn] = p
-                born_slot[nborn] = (np.int64(z) << 32) | sym[r]
-                nborn += 1
-        ntouched = 0
-        for i in range(nborn):
-            key = born_slot[i]
-            at = _slot_of(ptable, key, pmask)
-            if ptable[at] == -1:
-                if 2 * (nslots + 1) > psize:
-                    psize *= 2
-                    pmask = psize - 1
-                    ptable = np.full(psize, -1, dtype=np.int64)
-                    pindex = np.empty(psize, dtype=np.int64)
-                    for s in range(nslots):
-                        a2 = _slot_of(ptable, pkey[s], pmask)
-                        ptable[a2] = pkey[s]
-                        pindex[a2] = s
+            for side in range(2):
+                if side == 0:
+                    at_pos = prv[p]
+                    if at_pos < 0 or mark[at_pos] == nmerges:
+                        continue
+                    other = sym[at_pos]
+                    s = lmap[other]
+                else:
+                    r = nxt[p]
+                    if r < 0:
+                        continue
+                    at_pos = p
+                    other = sym[r]
+                    s = rmap[other]
+                if s < 0:
+                    key = (np.int64(other) << 32) | z if side == 0 else (np.int64(z) << 32) | other
                     at = _slot_of(ptable, key, pmask)
-                if nslots == scap:
-                    scap *= 2
-                    pkey = _grow(pkey, scap)
-                    pcnt = _grow(pcnt, scap)
-                    elig = _grow(elig, scap)
-                    head = _grow(head, scap)
-                    tcount = _grow(tcount, scap)
-                    tcount[nslots:] = 0
-                ptable[at] = key
-                pindex[at] = nslots
-                pkey[nslots] = key
-                pcnt[nslots] = 0
-                elig[nslots] = True
-                head[nslots] = -1
-                nslots += 1
-            s = pindex[at]
-            pcnt[s] += counts[wid[born_pos[i]]]
-            born_slot[i] = s
-            if tcount[s] == 0:
-                if ntouched == touched.size:
-                    touched = _grow(touched, 2 * ntouched)
-                touched[ntouched] = s
-                ntouched += 1
-            tcount[s] += 1
+                    if ptable[at] == -1:
+                        if 2 * (nslots + 1) > psize:
+                            psize *= 2
+                            pmask = psize - 1
+                            ptable = np.full(psize, -1, dtype=np.int64)
+                            pindex = np.empty(psize, dtype=np.int64)
+                            for s2 in range(nslots):
+                                a2 = _slot_of(ptable, pkey[s2], pmask)
+                                ptable[a2] = pkey[s2]
+                                pindex[a2] = s2
+                            at = _slot_of(ptable, key, pmask)
+                        if nslots == scap:
+                            scap *= 2
+                            pkey = _grow(pkey, scap)
+                            pcnt = _grow(pcnt, scap)
+                            elig = _grow(elig, scap)
+                            head = _grow(head, scap)
+                            tcount = _grow(tcount, scap)
+                            tcount[nslots:] = 0
+                        ptable[at] = key
+                        pindex[at] = nslots
+                        pkey[nslots] = key
+                        pcnt[nslots] = 0
+                        elig[nslots] = True
+                        head[nslots] = -1
+                        nslots += 1
+                    s = pindex[at]
+                    if side == 0:
+                        lmap[other] = s
+                    else:
+                        rmap[other] = s
+                    if ntouched == touched.size:
+                        touched = _grow(touched, 2 * ntouched)
+                    touched[ntouched] = s
+                    ntouched += 1
+                pcnt[s] += counts[wid[at_pos]]
+                wslot[at_pos] = s
+                tcount[s] += 1
+                born_pos[nborn] = at_pos
+                born_slot[nborn] = s
+                nborn += 1
+        for i in range(ntouched):  # reset the maps
+            key = pkey[touched[i]]
+            if (key >> 32) == z:
+                rmap[key & _LOW] = -1
+            if (key & _LOW) == z:
+                lmap[key >> 32] = -1
         # one run per pair touched, then the positions into their runs
         posbuf = _grow(posbuf, used + nborn)
         if nruns + ntouched > rstart.size:
