@@ -194,3 +194,63 @@ def test_counting_table_grows_and_result_twice():
         reference.add_texts([" ".join(words[:10])])
     assert first == {w: 1 for w in words}
     assert counter.result().to_dict() == reference.result().to_dict()
+
+
+# -- Unigram: E-step and Viterbi ----------------------------------------------------------------
+
+def _unigram_trainer(words, counts, vocab_size=40):
+    from gputok.trainers.unigram import UnigramTrainStats, _Trainer
+
+    ragged = Ragged.from_lengths(torch.tensor([ord(c) for w in words for c in w], dtype=torch.int32),
+                                 torch.tensor([len(w) for w in words]))
+    trainer = _Trainer(ragged, torch.tensor(counts), torch.zeros(len(counts), dtype=torch.int64), vocab_size=vocab_size,
+                       coverage=0.98, max_len=16, num_meta=3, seed_size=10_000, shrinking=0.75, sub_iterations=2,
+                       progress=False, stats=UnigramTrainStats())
+    trainer._required_chars()
+    trainer._seeds()
+    trainer._build_lattice()
+    return trainer
+
+
+@pytest.mark.parametrize("num_words", [1, 3, 64, 130, 600])
+def test_unigram_expect_and_viterbi_kernels_equal_twins(num_words):
+    from gputok.trainers.unigram import _viterbi, unigram_expect
+
+    rng = random.Random(num_words)
+    alphabet = "▁abcdeé漢x\U0001F600\u0301"
+    words = ["▁" + "".join(rng.choice(alphabet[1:]) for _ in range(rng.choice([1, 2, 5, 17, 40])))
+             for _ in range(num_words)] + ["▁ab", "▁ab", "▁abc", "▁zq", "▁" + "a" * 300]
+    trainer = _unigram_trainer(words, [rng.choice([1, 2, 9, 3 << 31]) for _ in words])
+    scores = torch.tensor([rng.uniform(-12, -1) for _ in range(trainer.num_seeds + 1)], dtype=torch.float64)
+    scores[:-1][torch.rand(trainer.num_seeds, generator=torch.Generator().manual_seed(num_words)) < 0.2] = -float("inf")
+    scores[:-1][trainer.seed_len == 1] = -3.0  # characters always have an edge
+    scores[5 % scores.numel()] = scores[7 % scores.numel()]  # ties in the Viterbi
+    counts = trainer.counts.double()
+    bounds = trainer.batch_start.tolist()
+    for lat, w0 in zip(trainer.lattices, bounds):
+        out = {}
+        for name in ("numba", "torch"):
+            with _dispatch.use_backend(name):
+                expected, log_z = unigram_expect(lat, counts[w0:w0 + lat.num_words], scores, 16)
+                edges, owner = _viterbi(lat, scores.index_select(0, lat.edge_piece))
+            order = torch.argsort(edges)
+            out[name] = (expected, log_z, edges[order], owner[order])
+        (e1, z1, ed1, o1), (e2, z2, ed2, o2) = out["numba"], out["torch"]
+        assert e1.dtype == e2.dtype == torch.float64 and e1.shape == e2.shape and z1.shape == z2.shape
+        torch.testing.assert_close(z1, z2, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(e1, e2, rtol=1e-10, atol=1e-10)
+        assert ed1.dtype == ed2.dtype and torch.equal(ed1, ed2) and torch.equal(o1, o2)
+
+
+def test_unigram_training_same_pieces_both_paths():
+    from gputok.trainers.unigram import learn_unigram, unigram_training_words
+
+    lines = assets.english_corpus(1).read_text(encoding="utf-8").splitlines()[:3000]
+    words, counts, final = unigram_training_words(lines, return_sentence_final=True)
+    out = {}
+    for name in ("numba", "torch"):
+        with _dispatch.use_backend(name):
+            out[name] = learn_unigram(words, counts, vocab_size=1000, sentence_final_counts=final, progress=False)
+    assert [p for p, _ in out["numba"]] == [p for p, _ in out["torch"]]
+    for (_, a), (_, b) in zip(out["numba"], out["torch"]):
+        assert a == pytest.approx(b, rel=1e-9, abs=1e-9)

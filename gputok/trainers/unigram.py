@@ -450,6 +450,13 @@ def unigram_expect(lattice: _Lattice, counts: torch.Tensor, scores: torch.Tensor
         from ..kernels.unigram_expect import unigram_expect_triton
 
         return unigram_expect_triton(*args)
+    if _dispatch.on_cpu_kernels(lattice.lengths.device):
+        from ..kernels.train_unigram_numba import unigram_expect_numba
+
+        expected, log_z = unigram_expect_numba(
+            lattice.lengths.numpy(), counts.double().numpy(), lattice.step_base.numpy(), lattice.row_ptr.numpy(),
+            lattice.edge_src.numpy(), lattice.edge_word.numpy(), lattice.edge_piece.numpy(), scores.double().numpy())
+        return torch.from_numpy(expected), torch.from_numpy(log_z)
     return unigram_expect_torch(*args)
 
 
@@ -457,8 +464,15 @@ def _viterbi(lattice: _Lattice, edge_score: torch.Tensor) -> tuple[torch.Tensor,
     """Best segmentation of every word: its edges' indices (ragged by word, in no order) and the word of each.
 
     Ties go to the longest last piece, as in the reference (edges in a row are longest first and
-    the first best edge wins).
+    the first best edge wins). CPU lattices: ``gputok.kernels.train_unigram_numba`` (same result).
     """
+    if _dispatch.on_cpu_kernels(lattice.lengths.device):
+        from ..kernels.train_unigram_numba import unigram_viterbi_numba
+
+        edges, owner = unigram_viterbi_numba(
+            lattice.lengths.numpy(), lattice.step_base.numpy(), lattice.row_ptr.numpy(), lattice.edge_src.numpy(),
+            lattice.edge_word.numpy(), lattice.edge_len.numpy(), edge_score.double().numpy())
+        return torch.from_numpy(edges), torch.from_numpy(owner)
     W = lattice.num_words
     best = torch.zeros(W + lattice.rows, dtype=torch.float64)
     back = torch.empty(lattice.rows, dtype=torch.int64)
