@@ -103,3 +103,51 @@ def unigram_viterbi_numba(lengths, step_base, row_ptr, edge_src, edge_word, edge
             k += 1
             end -= edge_len[edge]
     return edges, owner
+
+
+@kernel
+def unigram_alternatives_numba(step_base, row_ptr, edge_len, edge_piece, queries, word, start, length, score,
+                               num_seeds, alt_score, chain_piece, chain_len):
+    """The pruning's alternatives (contract of ``_Trainer._alternatives``' DP, its torch path the
+    reference) for the queries of one lattice batch: query ``queries[j]`` is a piece of ``length[j]``
+    characters at character ``start[j]`` of the batch's word ``word[j]``. Its best segmentation
+    without itself (edges of the lattice inside the piece, the piece's own edge excluded; ties to
+    the longest last piece) goes to ``alt_score[q]`` and, last piece first, to ``chain_piece[q, :]``
+    (-1: the unknown character or no edge), ``chain_len[q]`` entries. The sums and the first-maximum
+    rule are the twin's, so the result is identical."""
+    m = chain_piece.shape[1]
+    best = np.empty(m + 1, dtype=np.float64)
+    back_len = np.empty(m + 1, dtype=np.int64)
+    back_piece = np.empty(m + 1, dtype=np.int64)
+    col = np.empty(m + 1, dtype=np.int64)
+    for j in range(queries.size):
+        q, w, s, size = queries[j], word[j], start[j], length[j]
+        best[0] = 0.0
+        for k in range(1, size + 1):
+            for c in range(k):
+                col[c] = -1
+            row = step_base[s + k] + w
+            for edge in range(row_ptr[row], row_ptr[row + 1]):
+                ln = np.int64(edge_len[edge])
+                if ln <= k:
+                    col[k - ln] = edge_piece[edge]
+            top = -np.inf
+            arg = 0
+            for c in range(k):
+                v = (-np.inf if col[c] < 0 else score[col[c]]) + best[c]
+                if c == 0 and size == k:
+                    v = -np.inf  # the piece itself is not its own alternative
+                if c == 0 or v > top:
+                    top = v
+                    arg = c
+            best[k] = top
+            back_len[k] = k - arg
+            back_piece[k] = -1 if col[arg] == num_seeds else col[arg]
+        alt_score[q] = best[size]
+        pos = size
+        n = 0
+        while pos > 0:
+            chain_piece[q, n] = back_piece[pos]
+            n += 1
+            pos -= back_len[pos]
+        chain_len[q] = n

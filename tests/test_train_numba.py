@@ -254,3 +254,22 @@ def test_unigram_training_same_pieces_both_paths():
     assert [p for p, _ in out["numba"]] == [p for p, _ in out["torch"]]
     for (_, a), (_, b) in zip(out["numba"], out["torch"]):
         assert a == pytest.approx(b, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("num_words", [3, 200])
+def test_unigram_alternatives_kernel_equals_twin(num_words):
+    rng = random.Random(num_words + 5)
+    words = ["▁" + "".join(rng.choice("▁abcdeé漢") for _ in range(rng.choice([1, 3, 8, 20]))) for _ in range(num_words)]
+    words += ["▁abab", "▁abab", "▁ab", "▁ba", "▁" + "ab" * 40]
+    trainer = _unigram_trainer(words, [rng.randint(1, 9) for _ in words])
+    score = torch.tensor([rng.choice([-2.0, -3.0, rng.uniform(-9, -1)]) for _ in range(trainer.num_seeds + 1)],
+                         dtype=torch.float64)  # repeated values: ties between segmentations
+    score[:-1][torch.rand(trainer.num_seeds, generator=torch.Generator().manual_seed(num_words)) < 0.1] = -float("inf")
+    pieces = torch.nonzero(trainer.seed_len >= 2).squeeze(1)
+    out = {}
+    for name in ("numba", "torch"):
+        with _dispatch.use_backend(name):
+            out[name] = trainer._alternatives(pieces, score)
+    assert pieces.numel() > 10
+    for got, want in zip(out["numba"], out["torch"]):
+        assert got.dtype == want.dtype and torch.equal(got, want)

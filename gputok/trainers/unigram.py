@@ -843,6 +843,8 @@ class _Trainer:
         back_piece = torch.full((n, M + 1), -1, dtype=torch.int32)
         at_least = torch.bincount(L0, minlength=M + 1).flip(0).cumsum(0).flip(0).tolist()
         groups = self._by_batch(word, in_word)  # once: each k reads a prefix of the same queries
+        if _dispatch.on_cpu_kernels(L0.device):
+            return self._alternatives_kernel(groups, by_length, L0, score)
         for k in range(1, int(L0[0]) + 1):
             a = at_least[k]
             # Columns 0 .. k - 1 hold the pieces of length k .. 1 ending here; they start at
@@ -869,6 +871,29 @@ class _Trainer:
         unsort = torch.empty_like(by_length)
         unsort[by_length] = torch.arange(n)
         return alt_score[unsort], torch.cat(chosen), by_length[torch.cat(owners)]
+
+    def _alternatives_kernel(self, groups: list, by_length: torch.Tensor, L0: torch.Tensor, score: torch.Tensor):
+        """:meth:`_alternatives` on the CPU: the DP per piece in ``gputok.kernels.train_unigram_numba``,
+        one call per lattice batch; the segmentations come out in the twin's order (round by round)."""
+        from ..kernels.train_unigram_numba import unigram_alternatives_numba
+
+        n = L0.numel()
+        alt = np.full(n, -math.inf)
+        chain_piece = np.full((n, self.max_len), -1, dtype=np.int64)
+        chain_len = np.zeros(n, dtype=np.int64)
+        lengths, table = L0.numpy(), score.double().numpy()
+        for lat, mine, word, start in groups:
+            if mine.numel():
+                unigram_alternatives_numba(lat.step_base.numpy(), lat.row_ptr.numpy(), lat.edge_len.numpy(),
+                                           lat.edge_piece.numpy(), mine.numpy(), word.numpy(), start.numpy(),
+                                           lengths[mine.numpy()], table, self.num_seeds, alt, chain_piece, chain_len)
+        rounds = [np.flatnonzero(chain_len > r) for r in range(int(chain_len.max()))]
+        chosen = np.concatenate([chain_piece[who, r] for r, who in enumerate(rounds)])
+        owners = np.concatenate(rounds)
+        unsort = torch.empty_like(by_length)
+        unsort[by_length] = torch.arange(n)
+        return (torch.from_numpy(alt)[unsort], torch.from_numpy(chosen).to(torch.int32),
+                by_length[torch.from_numpy(owners)])
 
     # -- the loop ------------------------------------------------------------------------------------
     def run(self) -> list[tuple[str, float]]:
