@@ -45,6 +45,12 @@ small dependent steps, and a loop kept in GPU memory paid ~2 ms of launches and 
 ~10x slower than this loop on the same H100 machine (20 MB, byte-level BPE: 58 s against 5.6 s of
 merges), so it was removed.
 
+On CPU words (``gputok._dispatch.on_cpu_kernels``) the frequency-score loop above runs instead as
+one numba kernel, ``gputok.kernels.train_bpe_numba`` (a pair hash table, per-pair position runs,
+a lazy max-heap of counts; same merges, tested against this loop in ``tests/test_train_numba.py``):
+the numpy loop stays as its reference (``_dispatch.use_backend("torch")``), for CUDA words and
+for the likelihood score. The kernel reports no progress while it runs.
+
 Memory: per symbol of the unique words five int32 arrays (symbols, links, slots, word ids) and up to
 three int32 entries of the position buffer; per pair ever seen an int64 key, count and buffer offset;
 during setup a few corpus-sized temporaries and code-point tables (1.1M entries). On the ~100 MB

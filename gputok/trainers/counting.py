@@ -22,6 +22,12 @@ the tokenizer's normalizer and pre-tokenizer, and each resulting word is counted
    the working tensors of one chunk (~100 bytes per character): it follows the number of unique
    words, not the corpus size.
 
+On the CPU (``gputok._dispatch.on_cpu_kernels``) steps 2 (from the dedup on) and 3 are one numba
+kernel instead, ``gputok.kernels.count_words_numba``: every word of a chunk goes straight into a
+running hash table of the words seen (compared character by character: no collisions), the
+byte-level mapping done on the way; ``_dispatch.use_backend("torch")`` keeps the path above, its
+reference (``tests/test_train_numba.py``).
+
 Special tokens written in the text are counted as plain text, as the reference does when training
 (it matches added tokens only when encoding).
 """

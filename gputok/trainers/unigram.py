@@ -26,6 +26,12 @@ The reference is SentencePiece's ``unigram_model_trainer.cc`` and ``trainer_inte
    by score, ``vocab_size`` in all with the special tokens and, with ``byte_fallback``, the 256
    ``<0xNN>`` pieces; ordered as the reference orders its ``.model``.
 
+On CPU lattices (``gputok._dispatch.on_cpu_kernels``) the E-step's forward-backward, the pruning's
+Viterbi and its per-piece alternatives run as numba kernels (``gputok.kernels.train_unigram_numba``),
+the same loops as the torch code here, which stays their reference (``_dispatch.use_backend("torch")``;
+``tests/test_train_numba.py``): the Viterbi and the alternatives are identical, the E-step equal to
+rounding.
+
 Layout: words are sorted by length (longest first) and cut into batches of consecutive words of
 about ``_BATCH_EDGES`` lattice edges; each batch's lattice is stored step-major, so the DP runs one
 vectorized step per character position over all its words still that long: the row of (word w,
