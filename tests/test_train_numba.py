@@ -242,8 +242,15 @@ def test_unigram_expect_and_viterbi_kernels_equal_twins(num_words):
         assert ed1.dtype == ed2.dtype and torch.equal(ed1, ed2) and torch.equal(o1, o2)
 
 
-def test_unigram_training_same_pieces_both_paths():
+@pytest.mark.parametrize("batch_edges", [None, 4096])
+def test_unigram_training_same_pieces_both_paths(monkeypatch, batch_edges):
+    # small batches: many lattices, run on threads at once on the numba path
+    from gputok.trainers import unigram
     from gputok.trainers.unigram import learn_unigram, unigram_training_words
+
+    if batch_edges:
+        monkeypatch.setattr(unigram, "_BATCH_EDGES", batch_edges)
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
 
     lines = assets.english_corpus(1).read_text(encoding="utf-8").splitlines()[:3000]
     words, counts, final = unigram_training_words(lines, return_sentence_final=True)

@@ -508,6 +508,19 @@ def _viterbi(lattice: _Lattice, edge_score: torch.Tensor) -> tuple[torch.Tensor,
     return torch.cat(chosen), torch.cat(owner)
 
 
+def _map_batches(fn, items: list) -> list:
+    """``[fn(item) for item in items]``; with the numba kernels (which release the GIL) on several
+    torch threads, the items run on that many Python threads at once (a pool per call: nothing
+    outlives it, so forked workers inherit no threads). Results keep the items' order."""
+    threads = torch.get_num_threads()
+    if threads < 2 or len(items) < 2 or not _dispatch.on_cpu_kernels(torch.device("cpu")):
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
 def _step_base(lengths: torch.Tensor) -> torch.Tensor:
     """``base[e]``: the first row of end position ``e`` (``base[e + 1] - base[e]`` words are at least ``e`` long).
 
@@ -736,8 +749,8 @@ class _Trainer:
         scores = self._piece_scores(unk)
         counts = self.counts.double()
         bounds = self.batch_start.tolist()
-        expected = sum(unigram_expect(lat, counts[w0:w1], scores, self.max_len)[0]
-                       for lat, w0, w1 in zip(self.lattices, bounds[:-1], bounds[1:]))
+        expected = sum(_map_batches(lambda item: unigram_expect(item[0], counts[item[1]:item[2]], scores, self.max_len)[0],
+                                    list(zip(self.lattices, bounds[:-1], bounds[1:]))))
         t2 = time.perf_counter()
         self.seconds["e_step"] += t2 - t
         freq = expected[self.order]
@@ -758,8 +771,8 @@ class _Trainer:
         score = self._piece_scores(unk)
         alive = torch.cat([self.alive, torch.tensor([False])])
         freq = torch.zeros(self.num_seeds, dtype=torch.float64)
-        for lat, w0 in zip(self.lattices, self.batch_start.tolist()):
-            edges, owner = _viterbi(lat, score.index_select(0, lat.edge_piece))
+        paths = _map_batches(lambda lat: _viterbi(lat, score.index_select(0, lat.edge_piece)), self.lattices)
+        for lat, w0, (edges, owner) in zip(self.lattices, self.batch_start.tolist(), paths):
             used = lat.edge_piece[edges].long()
             ok = alive[used]
             freq.index_add_(0, used[ok], self.counts[owner[ok] + w0].double())
