@@ -4,7 +4,8 @@
 
 For the first N MB of the English set: word counting (file to unique words and counts, per preset),
 the BPE / WordPiece merge loop (byte-level BPE 32000 / 2, BERT WordPiece 30000 / 3, from the counted
-words), and Unigram's E-step (one pass over all lattices) and pruning (one prune round), each on the
+words), and Unigram's pruning (one prune round, after one EM step; the E-step has no kernel on the
+path), each on the
 numba path and on the torch path (``_dispatch.use_backend``), alternating, best of ``--repeats``
 wall seconds (a warm-up call first, so compilation and cache loading are not timed). Prints
 seconds and the ratio torch / numba. CPU only; no anchors here (``benchmarks/train.py`` and
@@ -93,18 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         def reset():
             trainer.order, trainer.alive, trainer.scores, trainer.edges_per_piece = (t.clone() for t in state)
 
-        def e_step():  # one E-step over all lattices (the M-step's compaction not included)
-            from gputok.trainers.unigram import _map_batches, unigram_expect
-
-            scores = trainer._piece_scores(trainer._unk_score())
-            c = trainer.counts.double()
-            bounds = trainer.batch_start.tolist()
-            sum(_map_batches(lambda item: unigram_expect(item[0], c[item[1]:item[2]], scores, trainer.max_len)[0],
-                             list(zip(trainer.lattices, bounds[:-1], bounds[1:]))))
-
         print(f"unigram: {len(words)} words, {trainer.num_seeds} seeds, {len(trainer.lattices)} lattice batches, "
               f"{trainer._num_edges()} edges")
-        _compare("unigram E-step (all lattices)", e_step, args.repeats)
         with _dispatch.use_backend("numba"):
             trainer._em_step()  # scores as after the first EM step, before the first prune
         state = (trainer.order.clone(), trainer.alive.clone(), trainer.scores.clone(), trainer.edges_per_piece.clone())
