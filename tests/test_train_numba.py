@@ -6,7 +6,10 @@ same vocabulary, the same ordered merges and the same stop reason: on real Engli
 random Unicode words (astral, combining marks, CJK, emoji, runs of one character, lone
 surrogates), with prefixes / suffixes, ``max_token_length``, ``min_frequency``, special tokens
 spelled like merges (merges onto existing tokens), counts above 2**31, and odd shapes (no words,
-one-character words only, one very long word).
+one-character words only, one very long word). Word counting (``gputok.kernels.count_words_numba``) must give the same words,
+counts and dtypes as the torch path for each preset; Unigram's Viterbi and per-piece alternatives
+(``gputok.kernels.train_unigram_numba``) the same edges, scores and segmentations as their twins,
+its E-step port the twin's expected counts to rounding, and a whole Unigram training the same pieces.
 """
 
 import collections
