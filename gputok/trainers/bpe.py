@@ -45,6 +45,12 @@ small dependent steps, and a loop kept in GPU memory paid ~2 ms of launches and 
 ~10x slower than this loop on the same H100 machine (20 MB, byte-level BPE: 58 s against 5.6 s of
 merges), so it was removed.
 
+On CPU words (``gputok._dispatch.on_cpu_kernels``) the frequency-score loop above runs instead as
+one numba kernel, ``gputok.kernels.train_bpe_numba`` (a pair hash table, per-pair position runs,
+a lazy max-heap of counts; same merges, tested against this loop in ``tests/test_train_numba.py``):
+the numpy loop stays as its reference (``_dispatch.use_backend("torch")``), for CUDA words and
+for the likelihood score. The kernel reports no progress while it runs.
+
 Memory: per symbol of the unique words five int32 arrays (symbols, links, slots, word ids) and up to
 three int32 entries of the position buffer; per pair ever seen an int64 key, count and buffer offset;
 during setup a few corpus-sized temporaries and code-point tables (1.1M entries). On the ~100 MB
@@ -63,6 +69,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
+from .. import _dispatch
 from ..ragged import Ragged
 from .pair_ops import apply_merge, pair_count
 
@@ -247,6 +254,8 @@ class _Trainer:
         self.stats.symbols = int(keep.sum())
 
     def run(self) -> tuple[dict[str, int], list[tuple[str, str]]]:
+        if self.score == "frequency" and _dispatch.on_cpu_kernels(self.device):
+            return self._run_kernel()
         self._setup_pairs()
         self.stats.setup_seconds = time.perf_counter() - self.started
         started = time.perf_counter()
@@ -267,6 +276,35 @@ class _Trainer:
                       f"{len(merges) / (now - started):.0f}/s", end="", file=sys.stderr, flush=True)
         if self.progress and merges:
             print(file=sys.stderr)
+        self.stats.merges = len(merges)
+        self.stats.merge_seconds = time.perf_counter() - started
+        return dict(self.ids), merges
+
+    def _run_kernel(self) -> tuple[dict[str, int], list[tuple[str, str]]]:
+        """The whole merge loop in one numba kernel (``gputok.kernels.train_bpe_numba``), then the
+        merges' strings here; the kernel finds merges onto existing tokens itself, by string."""
+        from ..kernels.train_bpe_numba import train_bpe_numba
+
+        strings = [np.array([ord(c) for c in t], dtype=np.int32) for t in self.tokens]
+        tok_off = np.zeros(len(strings) + 1, dtype=np.int64)
+        np.cumsum([s.size for s in strings], out=tok_off[1:])
+        tok_chars = np.concatenate(strings) if strings else np.zeros(0, dtype=np.int32)
+        prefix = np.array([ord(c) for c in self.prefix or ""], dtype=np.int32)
+        self.tlen = np.ones(len(self.tokens) + self.vocab_size + 1, dtype=np.int64)
+        self.stats.setup_seconds = time.perf_counter() - self.started
+        started = time.perf_counter()
+        triples, status, self.stats.pairs = train_bpe_numba(
+            self.symbols.astype(np.int32), self.wid.astype(np.int32), self.word_counts, len(self.tokens),
+            self.vocab_size, self.floor, self.max_len or 0, tok_off, tok_chars, prefix)
+        merges: list[tuple[str, str]] = []
+        for a, b, z in triples.tolist():
+            left, right, mine, _ = self._merged_token(a, b)
+            if mine != z:
+                raise AssertionError(f"BPE merge kernel gave id {z} to {left + right!r}, expected {mine}")
+            merges.append((left, right))
+        self.stats.stopped_by = ("vocab_size", "min_frequency", "no pairs")[status]
+        if self.progress and merges:
+            print(f"merges {len(merges)} ({len(self.tokens)}/{self.vocab_size} tokens)", file=sys.stderr)
         self.stats.merges = len(merges)
         self.stats.merge_seconds = time.perf_counter() - started
         return dict(self.ids), merges

@@ -22,6 +22,12 @@ the tokenizer's normalizer and pre-tokenizer, and each resulting word is counted
    the working tensors of one chunk (~100 bytes per character): it follows the number of unique
    words, not the corpus size.
 
+On the CPU (``gputok._dispatch.on_cpu_kernels``) steps 2 (from the dedup on) and 3 are one numba
+kernel instead, ``gputok.kernels.count_words_numba``: every word of a chunk goes straight into a
+running hash table of the words seen (compared character by character: no collisions), the
+byte-level mapping done on the way; ``_dispatch.use_backend("torch")`` keeps the path above, its
+reference (``tests/test_train_numba.py``).
+
 Special tokens written in the text are counted as plain text, as the reference does when training
 (it matches added tokens only when encoding).
 """
@@ -34,8 +40,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from .. import _dispatch
 from .._memory import release_free_memory
 from ..dedup import gather_words, unique_words, word_hashes
 from ..ingest import codepoints, strings, utf8_bytes
@@ -166,6 +174,7 @@ class WordCounter:
         self._merged: WordCounts | None = None
         self._pending: list[WordCounts] = []
         self._seed = 0
+        self._table: _WordTable | None = None  # the numba path's running table
 
     def add_texts(self, texts: list[str]) -> None:
         """Count the words of ``texts``, each text one sequence (as an iterator's items)."""
@@ -184,6 +193,11 @@ class WordCounter:
         if self.normalizer is not None:
             text, _ = self.normalizer(text)
         words = self.pre_tokenizer(text)
+        if _dispatch.on_cpu_kernels(self.device):
+            if self._table is None:
+                self._table = _WordTable(self.byte_level)
+            self.words_seen += self._table.add(text.values.numpy(), words.starts.numpy(), words.ends.numpy())
+            return
         lengths = words.lengths()
         keep = lengths > 0
         if not bool(keep.all()):  # no word is empty; should a pre-tokenizer make one, it is not a word
@@ -221,12 +235,55 @@ class WordCounter:
     def result(self) -> WordCounts:
         """The unique words (ragged int32 codepoints: the table's own, no copy) and their int64
         counts so far."""
+        if self._table is not None and self._table.state[0]:
+            self._pending.append(self._table.result())  # a table of its own: merged with any other
+            self._table = None
         self._flush()
         if self._merged is None:
             return WordCounts(Ragged(torch.zeros(0, dtype=torch.int32, device=self.device),
                                      torch.zeros(1, dtype=torch.int64, device=self.device)),
                               torch.zeros(0, dtype=torch.int64, device=self.device))
         return WordCounts(self._merged.words, self._merged.counts)
+
+
+class _WordTable:
+    """The running word table of the numba path: ``gputok.kernels.count_words_numba``'s arrays,
+    grown here before each chunk so that the chunk fits (every word new, every character 4 bytes)."""
+
+    def __init__(self, byte_level: bool) -> None:
+        self.byte_chars = (byte_level_table(torch.device("cpu")).numpy().astype(np.int32) if byte_level
+                           else np.zeros(0, dtype=np.int32))
+        self.table = np.full(1 << 16, -1, dtype=np.int64)
+        self.whash = np.zeros(1 << 14, dtype=np.int64)
+        self.wcount = np.zeros(1 << 14, dtype=np.int64)
+        self.woff = np.zeros((1 << 14) + 1, dtype=np.int64)
+        self.chars = np.zeros(1 << 20, dtype=np.int32)
+        self.state = np.zeros(3, dtype=np.int64)  # words, characters used, words seen
+
+    def add(self, values: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int:
+        """Count the words ``values[starts[i]:ends[i]]``; returns how many were not empty."""
+        from ..kernels.count_words_numba import count_words_numba, rehash_numba
+
+        words, used, seen = (int(x) for x in self.state)
+        need = words + starts.size
+        if need > self.whash.size:
+            size = max(need, 2 * self.whash.size)
+            self.whash, self.wcount = (np.resize(a, size) for a in (self.whash, self.wcount))
+            self.woff = np.resize(self.woff, size + 1)
+        if 2 * need > self.table.size:
+            self.table = np.full(1 << (4 * need - 1).bit_length(), -1, dtype=np.int64)
+            rehash_numba(self.table, self.whash, words)
+        chars = used + values.size * (4 if self.byte_chars.size else 1)
+        if chars > self.chars.size:
+            self.chars = np.resize(self.chars, max(chars, 2 * self.chars.size))
+        count_words_numba(values, starts, ends, self.byte_chars, self.table, self.whash, self.woff, self.chars,
+                          self.wcount, self.state)
+        return int(self.state[2]) - seen
+
+    def result(self) -> WordCounts:
+        words, used = int(self.state[0]), int(self.state[1])
+        return WordCounts(Ragged(torch.from_numpy(self.chars[:used].copy()), torch.from_numpy(self.woff[:words + 1].copy())),
+                          torch.from_numpy(self.wcount[:words].copy()))
 
 
 def check_files(paths: Iterable[str | os.PathLike]) -> list[Path]:

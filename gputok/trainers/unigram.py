@@ -26,6 +26,12 @@ The reference is SentencePiece's ``unigram_model_trainer.cc`` and ``trainer_inte
    by score, ``vocab_size`` in all with the special tokens and, with ``byte_fallback``, the 256
    ``<0xNN>`` pieces; ordered as the reference orders its ``.model``.
 
+On CPU lattices (``gputok._dispatch.on_cpu_kernels``) the pruning's Viterbi and its per-piece
+alternatives run as numba kernels (``gputok.kernels.train_unigram_numba``), the same loops as the
+torch code here, which stays their reference (``_dispatch.use_backend("torch")``;
+``tests/test_train_numba.py``), with identical results. The E-step stays on its torch twin: the
+numba port of it in that file equals the twin to rounding but measured slower in training.
+
 Layout: words are sorted by length (longest first) and cut into batches of consecutive words of
 about ``_BATCH_EDGES`` lattice edges; each batch's lattice is stored step-major, so the DP runs one
 vectorized step per character position over all its words still that long: the row of (word w,
@@ -450,6 +456,8 @@ def unigram_expect(lattice: _Lattice, counts: torch.Tensor, scores: torch.Tensor
         from ..kernels.unigram_expect import unigram_expect_triton
 
         return unigram_expect_triton(*args)
+    # CPU: the torch twin. Its numba port (gputok.kernels.train_unigram_numba.unigram_expect_numba)
+    # measured slower in training (5 MB, 2 threads: E-steps 2.4-2.8 s against 2.0 s).
     return unigram_expect_torch(*args)
 
 
@@ -457,8 +465,15 @@ def _viterbi(lattice: _Lattice, edge_score: torch.Tensor) -> tuple[torch.Tensor,
     """Best segmentation of every word: its edges' indices (ragged by word, in no order) and the word of each.
 
     Ties go to the longest last piece, as in the reference (edges in a row are longest first and
-    the first best edge wins).
+    the first best edge wins). CPU lattices: ``gputok.kernels.train_unigram_numba`` (same result).
     """
+    if _dispatch.on_cpu_kernels(lattice.lengths.device):
+        from ..kernels.train_unigram_numba import unigram_viterbi_numba
+
+        edges, owner = unigram_viterbi_numba(
+            lattice.lengths.numpy(), lattice.step_base.numpy(), lattice.row_ptr.numpy(), lattice.edge_src.numpy(),
+            lattice.edge_word.numpy(), lattice.edge_len.numpy(), edge_score.double().numpy())
+        return torch.from_numpy(edges), torch.from_numpy(owner)
     W = lattice.num_words
     best = torch.zeros(W + lattice.rows, dtype=torch.float64)
     back = torch.empty(lattice.rows, dtype=torch.int64)
@@ -486,6 +501,19 @@ def _viterbi(lattice: _Lattice, edge_score: torch.Tensor) -> tuple[torch.Tensor,
     if not chosen:
         return torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64)
     return torch.cat(chosen), torch.cat(owner)
+
+
+def _map_batches(fn, items: list) -> list:
+    """``[fn(item) for item in items]``; with the numba kernels (which release the GIL) on several
+    torch threads, the items run on that many Python threads at once (a pool per call: nothing
+    outlives it, so forked workers inherit no threads). Results keep the items' order."""
+    threads = torch.get_num_threads()
+    if threads < 2 or len(items) < 2 or not _dispatch.on_cpu_kernels(torch.device("cpu")):
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def _step_base(lengths: torch.Tensor) -> torch.Tensor:
@@ -738,8 +766,10 @@ class _Trainer:
         score = self._piece_scores(unk)
         alive = torch.cat([self.alive, torch.tensor([False])])
         freq = torch.zeros(self.num_seeds, dtype=torch.float64)
-        for lat, w0 in zip(self.lattices, self.batch_start.tolist()):
-            edges, owner = _viterbi(lat, score.index_select(0, lat.edge_piece))
+        # torch ops stay on this thread: only the kernels run on the pool's
+        edge_scores = [score.index_select(0, lat.edge_piece) for lat in self.lattices]
+        paths = _map_batches(lambda item: _viterbi(*item), list(zip(self.lattices, edge_scores)))
+        for lat, w0, (edges, owner) in zip(self.lattices, self.batch_start.tolist(), paths):
             used = lat.edge_piece[edges].long()
             ok = alive[used]
             freq.index_add_(0, used[ok], self.counts[owner[ok] + w0].double())
@@ -829,6 +859,8 @@ class _Trainer:
         back_piece = torch.full((n, M + 1), -1, dtype=torch.int32)
         at_least = torch.bincount(L0, minlength=M + 1).flip(0).cumsum(0).flip(0).tolist()
         groups = self._by_batch(word, in_word)  # once: each k reads a prefix of the same queries
+        if _dispatch.on_cpu_kernels(L0.device):
+            return self._alternatives_kernel(groups, by_length, L0, score)
         for k in range(1, int(L0[0]) + 1):
             a = at_least[k]
             # Columns 0 .. k - 1 hold the pieces of length k .. 1 ending here; they start at
@@ -855,6 +887,29 @@ class _Trainer:
         unsort = torch.empty_like(by_length)
         unsort[by_length] = torch.arange(n)
         return alt_score[unsort], torch.cat(chosen), by_length[torch.cat(owners)]
+
+    def _alternatives_kernel(self, groups: list, by_length: torch.Tensor, L0: torch.Tensor, score: torch.Tensor):
+        """:meth:`_alternatives` on the CPU: the DP per piece in ``gputok.kernels.train_unigram_numba``,
+        one call per lattice batch; the segmentations come out in the twin's order (round by round)."""
+        from ..kernels.train_unigram_numba import unigram_alternatives_numba
+
+        n = L0.numel()
+        alt = np.full(n, -math.inf)
+        chain_piece = np.full((n, self.max_len), -1, dtype=np.int64)
+        chain_len = np.zeros(n, dtype=np.int64)
+        lengths, table = L0.numpy(), score.double().numpy()
+        for lat, mine, word, start in groups:
+            if mine.numel():
+                unigram_alternatives_numba(lat.step_base.numpy(), lat.row_ptr.numpy(), lat.edge_len.numpy(),
+                                           lat.edge_piece.numpy(), mine.numpy(), word.numpy(), start.numpy(),
+                                           lengths[mine.numpy()], table, self.num_seeds, alt, chain_piece, chain_len)
+        rounds = [np.flatnonzero(chain_len > r) for r in range(int(chain_len.max()))]
+        chosen = np.concatenate([chain_piece[who, r] for r, who in enumerate(rounds)])
+        owners = np.concatenate(rounds)
+        unsort = torch.empty_like(by_length)
+        unsort[by_length] = torch.arange(n)
+        return (torch.from_numpy(alt)[unsort], torch.from_numpy(chosen).to(torch.int32),
+                by_length[torch.from_numpy(owners)])
 
     # -- the loop ------------------------------------------------------------------------------------
     def run(self) -> list[tuple[str, float]]:
