@@ -22,6 +22,7 @@ import functools
 import itertools
 import json
 import os
+import pickle
 import re
 import tempfile
 from collections.abc import Sequence, Set
@@ -108,6 +109,13 @@ class Tokenizer:
             if t.id >= len(self._id_to_token):
                 self._id_to_token += [""] * (t.id + 1 - len(self._id_to_token))
             self._id_to_token[t.id] = t.content
+
+    def __reduce__(self):
+        """Pickled by the plain pickler whatever pickler asks: torch's multiprocessing pickler (a
+        DataLoader sending its collate function to spawned workers) moves each CPU tensor it meets
+        into shared memory in place, which would leave the numpy views of the tables that the CPU
+        kernels keep (models, normalizers) pointing at freed memory in this process."""
+        return _unpickled, (type(self), pickle.dumps(self.__dict__, protocol=pickle.HIGHEST_PROTOCOL))
 
     # ---- loading and saving -------------------------------------------------------------
     @classmethod
@@ -760,6 +768,12 @@ class Tokenizer:
         first_values, first_offsets = csr(first)
         later_values, later_offsets = (first_values, first_offsets) if later is first else csr(later)
         return first_values, first_offsets, later_values, later_offsets, skip, missing, errors
+
+
+def _unpickled(cls: type[Tokenizer], state: bytes) -> Tokenizer:
+    tokenizer = cls.__new__(cls)
+    tokenizer.__dict__.update(pickle.loads(state))
+    return tokenizer
 
 
 def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.PathLike) -> dict[str, int]:

@@ -193,10 +193,17 @@ def _batches(loader):
     return [{k: v.clone() for k, v in batch.items()} for batch in loader]
 
 
+@pytest.mark.parametrize("family", ["cl100k", "bert", "unigram"])
 @pytest.mark.parametrize("context", ["fork", "spawn"])
-def test_dataloader_workers(texts, context):
-    tok = Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k")
-    tok(texts)  # the parent has run the kernels and filled its cache before the workers start
+def test_dataloader_workers(texts, context, family):
+    """Workers give the parent's batches, and the parent's own batches after the workers start are
+    unchanged: sending the tokenizer to spawned workers once moved its tensors into shared memory
+    in place, and the parent's kernels then read freed memory through their cached numpy views
+    (cl100k's "x" * 700 came out as 24 x 344 instead of 24 x 45202)."""
+    tok = {"cl100k": lambda: Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k"),
+           "bert": lambda: Tokenizer.from_file(assets.fetch("bert-tokenizer-json")),
+           "unigram": lambda: Tokenizer.from_sentencepiece(assets.fetch("sp-test-model"))}[family]()
+    before = tok(texts)  # the parent has run the kernels and filled its cache before the workers start
     collate = Collate(tok, max_length=24)
     loader = DataLoader(texts, batch_size=16, num_workers=2, multiprocessing_context=context, collate_fn=collate)
     got = _batches(loader)
@@ -204,6 +211,7 @@ def test_dataloader_workers(texts, context):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         _assert_same(g, e)
+    _assert_same(tok(texts), before)
 
 
 def test_decode_matches_torch_free_reference(tok, texts):
