@@ -16,22 +16,7 @@ token, 8 per word).
 import numpy as np
 
 from ._numba import kernel
-
-
-@kernel
-def _child(node, code, child_offsets, child_codes, child_nodes):
-    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
-    lo = child_offsets[node]
-    hi = child_offsets[node + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if child_codes[mid] < code:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < child_offsets[node + 1] and child_codes[lo] == code:
-        return child_nodes[lo]
-    return -1
+from .unigram_trie_numba import trie_step
 
 
 @kernel
@@ -97,10 +82,7 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
                 if end >= n:
                     break
                 code = codes[end]
-                if code < narrow:
-                    node = narrow_table[narrow_row[node] * narrow + code]
-                else:
-                    node = _child(node, code, child_offsets, child_codes, child_nodes)
+                node = trie_step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes)
             if not single:
                 missing |= unk_id < 0
                 cand = base + unk_score

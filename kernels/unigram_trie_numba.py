@@ -1,0 +1,36 @@
+"""One step of the Unigram piece trie walk, shared by the Unigram kernels
+(``unigram_sentence``, ``unigram_words_numba``, ``unigram_nbest_numba``, ``unigram_sample_numba``).
+
+The trie is :class:`gputok.models.unigram.PieceTrie`'s (see
+``unigram_sentence.unigram_sentence_viterbi``): a non-root node's child along an alphabet code
+below ``narrow`` is read from the dense table ``narrow_table[narrow_row[node] * narrow + code]``,
+any other from the node's sorted child list (``child_offsets``, ``child_codes``,
+``child_nodes``) by binary search. Both return -1 where there is no such child.
+"""
+
+from ._numba import kernel
+
+
+@kernel
+def trie_child(node, code, child_offsets, child_codes, child_nodes):
+    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
+    lo = child_offsets[node]
+    hi = child_offsets[node + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if child_codes[mid] < code:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < child_offsets[node + 1] and child_codes[lo] == code:
+        return child_nodes[lo]
+    return -1
+
+
+@kernel
+def trie_step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes):
+    """Child of non-root ``node`` along ``code``: the narrow table for codes below ``narrow``,
+    else the binary search; -1 if there is none."""
+    if code < narrow:
+        return narrow_table[narrow_row[node] * narrow + code]
+    return trie_child(node, code, child_offsets, child_codes, child_nodes)
