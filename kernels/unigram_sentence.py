@@ -24,7 +24,7 @@ Memory: 12 bytes per character of the longest row (best score, start, piece), pl
 
 import numpy as np
 from ._numba import kernel
-from .unigram_trie_numba import trie_step
+from .unigram_trie_numba import trie_step, write_best_path
 
 
 @kernel
@@ -109,16 +109,7 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
         n = offsets[r + 1] - lo
         _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
                       child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
-        count = 0
-        at = n
-        while at > 0:
-            count += 1
-            at = start[at]
-        at = n
-        for k in range(written + count - 1, written - 1, -1):
-            ids[k] = piece[at]
-            ends[k] = at
-            at = start[at]
+        count = write_best_path(start, piece, n, ids, ends, written)
         counts[r] = count
         written += count
     return ids[:written].copy(), ends[:written].copy(), counts

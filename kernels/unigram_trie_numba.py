@@ -1,11 +1,16 @@
-"""One step of the Unigram piece trie walk, shared by the Unigram kernels
-(``unigram_sentence``, ``unigram_words_numba``, ``unigram_nbest_numba``, ``unigram_sample_numba``).
+"""What the Unigram kernels share (``unigram_sentence``, ``unigram_words_numba``,
+``unigram_nbest_numba``, ``unigram_sample_numba``): one step of the piece trie walk, and the
+read-back of a Viterbi's best path.
 
 The trie is :class:`gputok.models.unigram.PieceTrie`'s (see
 ``unigram_sentence.unigram_sentence_viterbi``): a non-root node's child along an alphabet code
 below ``narrow`` is read from the dense table ``narrow_table[narrow_row[node] * narrow + code]``,
 any other from the node's sorted child list (``child_offsets``, ``child_codes``,
 ``child_nodes``) by binary search. Both return -1 where there is no such child.
+
+Numba's cache (``cache=True``) checks only the file of the function it compiled: after editing
+this module, touch the four kernel files above (or clear the cache) so their cached code is
+compiled again.
 """
 
 from ._numba import kernel
@@ -34,3 +39,21 @@ def trie_step(node, code, narrow_row, narrow_table, narrow, child_offsets, child
     if code < narrow:
         return narrow_table[narrow_row[node] * narrow + code]
     return trie_child(node, code, child_offsets, child_codes, child_nodes)
+
+
+@kernel
+def write_best_path(start, piece, n, ids, ends, written):
+    """Write the best path into node ``n`` (``start[e]``: where the best piece into node ``e``
+    starts, ``piece[e]`` its id) as tokens ``written ..`` of ``ids`` and ``ends`` (each token's
+    end node), in order; returns the number of tokens."""
+    count = 0
+    at = n
+    while at > 0:
+        count += 1
+        at = start[at]
+    at = n
+    for t in range(written + count - 1, written - 1, -1):
+        ids[t] = piece[at]
+        ends[t] = at
+        at = start[at]
+    return count

@@ -16,7 +16,7 @@ token, 8 per word).
 import numpy as np
 
 from ._numba import kernel
-from .unigram_trie_numba import trie_step
+from .unigram_trie_numba import trie_step, write_best_path
 
 
 @kernel
@@ -101,16 +101,6 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
         for e in range(1, n + 1):
             gap = min(gap, best[e] - second[e])
         margin[w] = gap
-        count = 0
-        at = n
-        while at > 0:
-            count += 1
-            at = start[at]
-        at = n
-        for t in range(written + count - 1, written - 1, -1):
-            ids[t] = piece[at]
-            ends[t] = at
-            at = start[at]
-        written += count
+        written += write_best_path(start, piece, n, ids, ends, written)
         offsets[w + 1] = written
     return ids[:written], ends[:written], offsets, margin, missing
