@@ -13,7 +13,7 @@ paths of the row's end node are then read back. Memory: 32 bytes per node and pa
 import numpy as np
 
 from ._numba import kernel
-from .unigram_trie_numba import trie_step
+from .unigram_trie_numba import trie_child
 
 
 @kernel
@@ -99,8 +99,10 @@ def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow
                     if end >= n:
                         break
                     code = code_of[values[lo + end]]
-                    node = trie_step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                                     child_nodes)
+                    if code < narrow:
+                        node = narrow_table[narrow_row[node] * narrow + code]
+                    else:
+                        node = trie_child(node, code, child_offsets, child_codes, child_nodes)
                 if not single:
                     missing |= unk_id < 0
                     _offer(best, back_start, back_piece, back_rank, s, s + 1, unk_id, unk_score, k, merged,

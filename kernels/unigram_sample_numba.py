@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ._numba import kernel
-from .unigram_trie_numba import trie_step
+from .unigram_trie_numba import trie_child
 
 
 @kernel
@@ -114,7 +114,10 @@ def unigram_sample_numba(values, starts, lengths, code_of, root_child, narrow_ro
                     node = -1
                     continue
                 code = code_of[values[lo + end]]
-                node = trie_step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes)
+                if code < narrow:
+                    node = narrow_table[narrow_row[node] * narrow + code]
+                else:
+                    node = trie_child(node, code, child_offsets, child_codes, child_nodes)
         # The candidates into each node, by a counting sort of their ends.
         in_offsets[:n + 2] = 0
         for k in range(count):

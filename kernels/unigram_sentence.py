@@ -24,7 +24,7 @@ Memory: 12 bytes per character of the longest row (best score, start, piece), pl
 
 import numpy as np
 from ._numba import kernel
-from .unigram_trie_numba import trie_step, write_best_path
+from .unigram_trie_numba import trie_child, write_best_path
 
 
 @kernel
@@ -64,7 +64,10 @@ def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, 
             if end >= n:
                 break
             code = codes[end]
-            node = trie_step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes)
+            if code < narrow:
+                node = narrow_table[narrow_row[node] * narrow + code]
+            else:
+                node = trie_child(node, code, child_offsets, child_codes, child_nodes)
         if not single:
             cand = unk32 + base
             if start[s + 1] < 0 or cand > best[s + 1]:

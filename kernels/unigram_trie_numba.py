@@ -1,22 +1,28 @@
 """What the Unigram kernels share (``unigram_sentence``, ``unigram_words_numba``,
-``unigram_nbest_numba``, ``unigram_sample_numba``): one step of the piece trie walk, and the
-read-back of a Viterbi's best path.
+``unigram_nbest_numba``, ``unigram_sample_numba``): the piece trie walk's child lookup by binary
+search, and the read-back of a Viterbi's best path.
 
 The trie is :class:`gputok.models.unigram.PieceTrie`'s (see
 ``unigram_sentence.unigram_sentence_viterbi``): a non-root node's child along an alphabet code
 below ``narrow`` is read from the dense table ``narrow_table[narrow_row[node] * narrow + code]``,
 any other from the node's sorted child list (``child_offsets``, ``child_codes``,
-``child_nodes``) by binary search. Both return -1 where there is no such child.
+``child_nodes``) by binary search (:func:`trie_child`). Both give -1 where there is no such child.
 
 Numba's cache (``cache=True``) checks only the file of the function it compiled: after editing
 this module, touch the four kernel files above (or clear the cache) so their cached code is
 compiled again.
 """
 
-from ._numba import kernel
+import numba
+
+# Not ``_numba.kernel``: these are inlined into each caller by numba (its IR, at typing). Calls
+# into another module are not inlined by LLVM and were measured slower (the sentence kernel +70%
+# with the whole trie step as such a call); the step's common case (the narrow table) stays
+# written out in each kernel's walk, since as an inlined helper it still cost +30% there.
+inlined = numba.njit(nogil=True, cache=True, inline="always")
 
 
-@kernel
+@inlined
 def trie_child(node, code, child_offsets, child_codes, child_nodes):
     """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
     lo = child_offsets[node]
@@ -32,16 +38,7 @@ def trie_child(node, code, child_offsets, child_codes, child_nodes):
     return -1
 
 
-@kernel
-def trie_step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes):
-    """Child of non-root ``node`` along ``code``: the narrow table for codes below ``narrow``,
-    else the binary search; -1 if there is none."""
-    if code < narrow:
-        return narrow_table[narrow_row[node] * narrow + code]
-    return trie_child(node, code, child_offsets, child_codes, child_nodes)
-
-
-@kernel
+@inlined
 def write_best_path(start, piece, n, ids, ends, written):
     """Write the best path into node ``n`` (``start[e]``: where the best piece into node ``e``
     starts, ``piece[e]`` its id) as tokens ``written ..`` of ``ids`` and ``ends`` (each token's

@@ -16,7 +16,7 @@ token, 8 per word).
 import numpy as np
 
 from ._numba import kernel
-from .unigram_trie_numba import trie_step, write_best_path
+from .unigram_trie_numba import trie_child, write_best_path
 
 
 @kernel
@@ -82,7 +82,10 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
                 if end >= n:
                     break
                 code = codes[end]
-                node = trie_step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes)
+                if code < narrow:
+                    node = narrow_table[narrow_row[node] * narrow + code]
+                else:
+                    node = trie_child(node, code, child_offsets, child_codes, child_nodes)
             if not single:
                 missing |= unk_id < 0
                 cand = base + unk_score
