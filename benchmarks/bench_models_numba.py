@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -20,6 +19,8 @@ import torch
 from gputok import Tokenizer, _dispatch, assets, pre_tokenizers
 from gputok.dedup import gather_words, unique_words
 from gputok.ingest import codepoints
+
+from _timing import best_of, first_lines
 
 
 def char_bpe_with_fallback() -> Tokenizer:
@@ -63,29 +64,13 @@ def unique_word_batch(tok: Tokenizer, texts: list[str]):
         return gather_words(norm.values, words.starts[rep], words.lengths()[rep])
 
 
-def best_of(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", default="1,32,1024")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
-    lines = []
-    with open(assets.english_corpus(20), encoding="utf-8") as f:
-        for line in f:  # the corpus's first non-blank lines
-            if line.strip():
-                lines.append(line.rstrip("\n"))
-            if len(lines) == max(batches):
-                break
+    lines = first_lines(max(batches))
     print(f"CPU, torch threads {torch.get_num_threads()}, best of {args.repeats}; ms per encode_words call")
     print(f"{'family':<18} {'lines':>6} {'words':>6} {'chars':>7} {'numba ms':>9} {'torch ms':>9} {'speed-up':>9}")
     for name, tok in families().items():

@@ -15,19 +15,11 @@ seconds and the ratio torch / numba. CPU only; no anchors here (``benchmarks/tra
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import torch
 
-
-def _best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from _timing import best_of
 
 
 def _compare(name: str, fn, repeats: int) -> None:
@@ -40,7 +32,7 @@ def _compare(name: str, fn, repeats: int) -> None:
     for _ in range(repeats):
         for backend in ("numba", "torch"):
             with _dispatch.use_backend(backend):
-                seconds[backend] = min(seconds.get(backend, float("inf")), _best(fn, 1))
+                seconds[backend] = min(seconds.get(backend, float("inf")), best_of(fn, 1, warmup=False))
     print(f"{name:<40} numba {seconds['numba']:>8.3f} s   torch {seconds['torch']:>8.3f} s   "
           f"torch/numba {seconds['torch'] / seconds['numba']:>6.2f}x", flush=True)
 

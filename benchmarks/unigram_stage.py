@@ -9,7 +9,6 @@ Usage: ``python benchmarks/unigram_stage.py [--repeats 5] [--batches 1 32 1024] 
 
 import argparse
 import os
-import time
 
 import sentencepiece as spm
 import torch
@@ -19,15 +18,7 @@ from gputok import assets
 from gputok._dispatch import use_backend
 from gputok.ingest import as_texts, codepoints
 
-
-def best(fn, repeats):
-    fn()  # warm-up: compile / load kernels, fill caches
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+from _timing import best_of, first_lines
 
 
 def main() -> None:
@@ -41,8 +32,7 @@ def main() -> None:
     path = str(assets.fetch("sp-test-model"))
     tok = gputok.Tokenizer.from_sentencepiece(path)
     sp = spm.SentencePieceProcessor(model_file=path)
-    with open(assets.english_corpus(20), encoding="utf-8") as f:
-        lines = [line for line in (f.readline().rstrip("\n") for _ in range(max(args.batches) * 2 + 100)) if line]
+    lines = first_lines(max(args.batches))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}; wall times in ms, best of {args.repeats}")
     print(f"{'batch':>6} {'chars':>8} | {'model numba':>11} {'torch cache':>11} {'ratio':>6} {'torch none':>10} | "
@@ -53,14 +43,14 @@ def main() -> None:
             norm, _ = tok.normalizer(codepoints(as_texts(texts)))
             words = tok.pre_tokenizer(norm)
         model = tok.model
-        numba_model = best(lambda: model.encode_in_context(norm.values, words, cache=tok.word_cache), args.repeats)
+        numba_model = best_of(lambda: model.encode_in_context(norm.values, words, cache=tok.word_cache), args.repeats)
         with use_backend("torch"):
-            torch_model = best(lambda: model.encode_in_context(norm.values, words, cache=tok.word_cache),
+            torch_model = best_of(lambda: model.encode_in_context(norm.values, words, cache=tok.word_cache),
                                args.repeats)
-            torch_cold = best(lambda: model.encode_in_context(norm.values, words, cache=None), args.repeats)
-            torch_call = best(lambda: tok(texts), args.repeats)
-        numba_call = best(lambda: tok(texts), args.repeats)
-        sp_time = best(lambda: sp.encode(texts, num_threads=args.threads or -1), args.repeats)
+            torch_cold = best_of(lambda: model.encode_in_context(norm.values, words, cache=None), args.repeats)
+            torch_call = best_of(lambda: tok(texts), args.repeats)
+        numba_call = best_of(lambda: tok(texts), args.repeats)
+        sp_time = best_of(lambda: sp.encode(texts, num_threads=args.threads or -1), args.repeats)
         print(f"{batch:>6} {norm.values.numel():>8} | {numba_model * 1e3:>11.3f} {torch_model * 1e3:>11.3f} "
               f"{torch_model / numba_model:>5.1f}x {torch_cold * 1e3:>10.3f} | "
               f"{numba_call * 1e3:>10.3f} {torch_call * 1e3:>10.3f} "

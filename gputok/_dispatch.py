@@ -61,3 +61,13 @@ def use_backend(name: str) -> Iterator[None]:
         yield
     finally:
         _forced.pop()
+
+
+def state_without_kernel_tables(model) -> dict:
+    """``__getstate__`` of a model whose CPU kernels' tables (the cached ``_numba_tables``: numpy
+    views of the model's own tensors) stay behind when it is pickled (DataLoader workers): they
+    would pickle those tensors twice; they are made again on first use. Use as
+    ``__getstate__ = _dispatch.state_without_kernel_tables``."""
+    state = dict(model.__dict__)
+    state.pop("_numba_tables", None)
+    return state

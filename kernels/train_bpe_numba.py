@@ -50,6 +50,20 @@ def _slot_of(table, key, mask):
 
 
 @kernel
+def _rehashed(pkey, nslots, psize):
+    """A pair key table of ``psize`` slots (a power of two) and each slot's pair index, holding
+    the first ``nslots`` keys of ``pkey``: the table grown."""
+    pmask = psize - 1
+    ptable = np.full(psize, -1, dtype=np.int64)
+    pindex = np.empty(psize, dtype=np.int64)
+    for s in range(nslots):
+        at = _slot_of(ptable, pkey[s], pmask)
+        ptable[at] = pkey[s]
+        pindex[at] = s
+    return ptable, pindex
+
+
+@kernel
 def _grow(array, need):
     if need <= array.size:
         return array
@@ -175,12 +189,7 @@ def train_bpe_numba(sym, wid, counts, num_tokens, vocab_size, floor, max_len, to
             if 2 * (nslots + 1) > psize:  # grow the key table
                 psize *= 2
                 pmask = psize - 1
-                ptable = np.full(psize, -1, dtype=np.int64)
-                pindex = np.empty(psize, dtype=np.int64)
-                for s in range(nslots):
-                    a2 = _slot_of(ptable, pkey[s], pmask)
-                    ptable[a2] = pkey[s]
-                    pindex[a2] = s
+                ptable, pindex = _rehashed(pkey, nslots, psize)
                 at = _slot_of(ptable, key, pmask)
             if nslots == scap:
                 scap *= 2
@@ -378,12 +387,7 @@ def train_bpe_numba(sym, wid, counts, num_tokens, vocab_size, floor, max_len, to
                         if 2 * (nslots + 1) > psize:
                             psize *= 2
                             pmask = psize - 1
-                            ptable = np.full(psize, -1, dtype=np.int64)
-                            pindex = np.empty(psize, dtype=np.int64)
-                            for s2 in range(nslots):
-                                a2 = _slot_of(ptable, pkey[s2], pmask)
-                                ptable[a2] = pkey[s2]
-                                pindex[a2] = s2
+                            ptable, pindex = _rehashed(pkey, nslots, psize)
                             at = _slot_of(ptable, key, pmask)
                         if nslots == scap:
                             scap *= 2

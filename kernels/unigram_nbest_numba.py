@@ -13,22 +13,7 @@ paths of the row's end node are then read back. Memory: 32 bytes per node and pa
 import numpy as np
 
 from ._numba import kernel
-
-
-@kernel
-def _child(node, code, child_offsets, child_codes, child_nodes):
-    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
-    lo = child_offsets[node]
-    hi = child_offsets[node + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if child_codes[mid] < code:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < child_offsets[node + 1] and child_codes[lo] == code:
-        return child_nodes[lo]
-    return -1
+from .unigram_trie_numba import trie_child
 
 
 @kernel
@@ -117,7 +102,7 @@ def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow
                     if code < narrow:
                         node = narrow_table[narrow_row[node] * narrow + code]
                     else:
-                        node = _child(node, code, child_offsets, child_codes, child_nodes)
+                        node = trie_child(node, code, child_offsets, child_codes, child_nodes)
                 if not single:
                     missing |= unk_id < 0
                     _offer(best, back_start, back_piece, back_rank, s, s + 1, unk_id, unk_score, k, merged,

@@ -20,22 +20,7 @@ import math
 import numpy as np
 
 from ._numba import kernel
-
-
-@kernel
-def _child(node, code, child_offsets, child_codes, child_nodes):
-    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
-    lo = child_offsets[node]
-    hi = child_offsets[node + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if child_codes[mid] < code:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < child_offsets[node + 1] and child_codes[lo] == code:
-        return child_nodes[lo]
-    return -1
+from .unigram_trie_numba import trie_child
 
 
 @kernel
@@ -132,7 +117,7 @@ def unigram_sample_numba(values, starts, lengths, code_of, root_child, narrow_ro
                 if code < narrow:
                     node = narrow_table[narrow_row[node] * narrow + code]
                 else:
-                    node = _child(node, code, child_offsets, child_codes, child_nodes)
+                    node = trie_child(node, code, child_offsets, child_codes, child_nodes)
         # The candidates into each node, by a counting sort of their ends.
         in_offsets[:n + 2] = 0
         for k in range(count):

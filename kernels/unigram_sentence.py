@@ -24,22 +24,7 @@ Memory: 12 bytes per character of the longest row (best score, start, piece), pl
 
 import numpy as np
 from ._numba import kernel
-
-
-@kernel
-def _child(node, code, child_offsets, child_codes, child_nodes):
-    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
-    lo = child_offsets[node]
-    hi = child_offsets[node + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if child_codes[mid] < code:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < child_offsets[node + 1] and child_codes[lo] == code:
-        return child_nodes[lo]
-    return -1
+from .unigram_trie_numba import trie_child, write_best_path
 
 
 @kernel
@@ -82,7 +67,7 @@ def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, 
             if code < narrow:
                 node = narrow_table[narrow_row[node] * narrow + code]
             else:
-                node = _child(node, code, child_offsets, child_codes, child_nodes)
+                node = trie_child(node, code, child_offsets, child_codes, child_nodes)
         if not single:
             cand = unk32 + base
             if start[s + 1] < 0 or cand > best[s + 1]:
@@ -127,16 +112,7 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
         n = offsets[r + 1] - lo
         _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
                       child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
-        count = 0
-        at = n
-        while at > 0:
-            count += 1
-            at = start[at]
-        at = n
-        for k in range(written + count - 1, written - 1, -1):
-            ids[k] = piece[at]
-            ends[k] = at
-            at = start[at]
+        count = write_best_path(start, piece, n, ids, ends, written)
         counts[r] = count
         written += count
     return ids[:written].copy(), ends[:written].copy(), counts

@@ -16,22 +16,7 @@ token, 8 per word).
 import numpy as np
 
 from ._numba import kernel
-
-
-@kernel
-def _child(node, code, child_offsets, child_codes, child_nodes):
-    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
-    lo = child_offsets[node]
-    hi = child_offsets[node + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if child_codes[mid] < code:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < child_offsets[node + 1] and child_codes[lo] == code:
-        return child_nodes[lo]
-    return -1
+from .unigram_trie_numba import trie_child, write_best_path
 
 
 @kernel
@@ -100,7 +85,7 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
                 if code < narrow:
                     node = narrow_table[narrow_row[node] * narrow + code]
                 else:
-                    node = _child(node, code, child_offsets, child_codes, child_nodes)
+                    node = trie_child(node, code, child_offsets, child_codes, child_nodes)
             if not single:
                 missing |= unk_id < 0
                 cand = base + unk_score
@@ -119,16 +104,6 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
         for e in range(1, n + 1):
             gap = min(gap, best[e] - second[e])
         margin[w] = gap
-        count = 0
-        at = n
-        while at > 0:
-            count += 1
-            at = start[at]
-        at = n
-        for t in range(written + count - 1, written - 1, -1):
-            ids[t] = piece[at]
-            ends[t] = at
-            at = start[at]
-        written += count
+        written += write_best_path(start, piece, n, ids, ends, written)
         offsets[w + 1] = written
     return ids[:written], ends[:written], offsets, margin, missing

@@ -30,13 +30,21 @@ REPLACEMENT = 0xFFFD
 
 
 @kernel
+def _word_buffers(size, texts):
+    """Room for ``size`` words' int64 starts and ends, and the ``texts + 1`` int64 offsets of each
+    text's words (the first 0): filled by the kernels below, then cut to the words written."""
+    starts = np.empty(size, np.int64)
+    ends = np.empty(size, np.int64)
+    text_offsets = np.empty(texts + 1, np.int64)
+    text_offsets[0] = 0
+    return starts, ends, text_offsets
+
+
+@kernel
 def split_by_class(values, offsets, classes):
     n = values.size
     texts = offsets.size - 1
-    starts = np.empty(n, np.int64)
-    ends = np.empty(n, np.int64)
-    text_offsets = np.empty(texts + 1, np.int64)
-    text_offsets[0] = 0
+    starts, ends, text_offsets = _word_buffers(n, texts)
     w = 0
     for t in range(texts):
         inside = False  # a WORD run is open at starts[w]
@@ -69,10 +77,7 @@ def split_by_class(values, offsets, classes):
 def split_at_marks(values, offsets, mark, split):
     n = values.size
     texts = offsets.size - 1
-    starts = np.empty(n, np.int64)
-    ends = np.empty(n, np.int64)
-    text_offsets = np.empty(texts + 1, np.int64)
-    text_offsets[0] = 0
+    starts, ends, text_offsets = _word_buffers(n, texts)
     w = 0
     for t in range(texts):
         a = offsets[t]
@@ -94,10 +99,7 @@ def split_at_marks(values, offsets, mark, split):
 @kernel
 def whole_texts(offsets):
     texts = offsets.size - 1
-    starts = np.empty(texts, np.int64)
-    ends = np.empty(texts, np.int64)
-    text_offsets = np.empty(texts + 1, np.int64)
-    text_offsets[0] = 0
+    starts, ends, text_offsets = _word_buffers(texts, texts)
     w = 0
     for t in range(texts):
         if offsets[t + 1] > offsets[t]:
@@ -151,10 +153,7 @@ def prepend_unless_first(values, offsets, space, replacement, char, prepend):
 def words_from_starts(offsets, starts_word):
     texts = offsets.size - 1
     n = starts_word.size
-    starts = np.empty(n, np.int64)
-    ends = np.empty(n, np.int64)
-    text_offsets = np.empty(texts + 1, np.int64)
-    text_offsets[0] = 0
+    starts, ends, text_offsets = _word_buffers(n, texts)
     w = 0
     for t in range(texts):
         inside = False

@@ -556,12 +556,7 @@ class BPE:
         out_offsets = torch.from_numpy(out_offsets)
         return Ragged(torch.from_numpy(symbols[:total]), out_offsets), Ragged(torch.from_numpy(ends), out_offsets)
 
-    def __getstate__(self) -> dict:
-        """Pickled (DataLoader workers) without the kernels' tables: views of the model's own
-        tensors, which would be pickled twice; they are made again on first use."""
-        state = dict(self.__dict__)
-        state.pop("_numba_tables", None)
-        return state
+    __getstate__ = _dispatch.state_without_kernel_tables  # pickled without the kernels' tables
 
     @functools.cached_property
     def _numba_tables(self) -> dict[str, dict[str, Any]]:
