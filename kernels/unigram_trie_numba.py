@@ -8,9 +8,8 @@ below ``narrow`` is read from the dense table ``narrow_table[narrow_row[node] * 
 any other from the node's sorted child list (``child_offsets``, ``child_codes``,
 ``child_nodes``) by binary search (:func:`trie_child`). Both give -1 where there is no such child.
 
-Numba's cache (``cache=True``) checks only the file of the function it compiled: after editing
-this module, touch the four kernel files above (or clear the cache) so their cached code is
-compiled again.
+(Numba's cache checks only the file of the function it compiled; ``kernels/_numba.py`` names the
+cache folder by a hash of every kernel file, so editing this one recompiles its callers.)
 """
 
 import numba
