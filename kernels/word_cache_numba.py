@@ -223,18 +223,3 @@ def insert(keys, chars, char_offsets, new_ids, new_ends, new_offsets, max_len, r
         longest = max(longest, probe)
         added += 1
     return added, chars_size, ids_size, longest + 1
-
-
-@kernel
-def gather_spans(values, starts, lengths, out):
-    """``values[starts[i]:][:lengths[i]]`` one after another into ``out``; returns the offsets."""
-    n = starts.size
-    offsets = np.empty(n + 1, np.int64)
-    offsets[0] = 0
-    for w in range(n):
-        at = offsets[w]
-        s = starts[w]
-        for i in range(lengths[w]):
-            out[at + i] = values[s + i]
-        offsets[w + 1] = at + lengths[w]
-    return offsets
