@@ -18,13 +18,15 @@ import torch
 
 BACKENDS = ("triton", "numba", "torch")
 _forced: list[str] = []
+_environ = os.environ
+_CPU = torch.device("cpu")
 
 
 def backend(device: torch.device) -> str:
-    choice = _forced[-1] if _forced else os.environ.get("GPUTOK_BACKEND", "")
-    if choice and choice not in BACKENDS:
-        raise ValueError(f"GPUTOK_BACKEND={choice!r} is not one of {BACKENDS}")
+    choice = _forced[-1] if _forced else _environ.get("GPUTOK_BACKEND")
     if choice:
+        if choice not in BACKENDS:
+            raise ValueError(f"GPUTOK_BACKEND={choice!r} is not one of {BACKENDS}")
         return choice
     kind = device.type if isinstance(device, torch.device) else torch.device(device).type  # ~1 us saved a call
     return "triton" if kind == "cuda" else "numba"
@@ -32,6 +34,9 @@ def backend(device: torch.device) -> str:
 
 def on_cpu_kernels(device: torch.device) -> bool:
     """Whether ``device``'s tensors go to the numba kernels (CPU tensors, unless forced otherwise)."""
+    # called by every stage of every encode call: the common case in a few attribute reads
+    if not _forced and "GPUTOK_BACKEND" not in _environ and getattr(device, "type", None) == "cpu":
+        return True
     return backend(device) == "numba"
 
 
@@ -42,8 +47,10 @@ def checked_device(device: torch.device | str | None) -> torch.device:
     >>> checked_device("cpu")
     device(type='cpu')
     """
+    if device is None or device == "cpu":
+        return _CPU
     try:
-        device = torch.device("cpu" if device is None else device)
+        device = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device={device!r} is not a torch device; pass 'cpu' or 'cuda'") from error
     if device.type == "cuda" and not torch.cuda.is_available():

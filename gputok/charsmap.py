@@ -33,6 +33,9 @@ import torch
 from . import _dispatch, unicode
 from .hashing import HashMap, mix64
 from .ragged import Ragged, expand_rows, nonzero, offsets_from_lengths, positions_in_rows, row_ids, span_indices
+from .kernels.charsmap_numba import charsmap_rewrite_numba
+from .kernels.charsmap_numba import key_hashes_numba
+from .kernels.sentencepiece_whitespace import whitespace_rules_numba
 
 SPACE, ESCAPED_SPACE = ord(" "), 0x2581  # '▁'
 _VERSION = 1  # of the cached rule arrays
@@ -194,8 +197,6 @@ class Charsmap:
         """Rewritten codepoints (one row per text) and, for each, the input index its unit starts at."""
         device = text.device
         if _dispatch.on_cpu_kernels(device):
-            from .kernels.charsmap_numba import charsmap_rewrite_numba
-
             arrays = self.__dict__.get("_numpy_rules") or self._numpy_rules_build()
             out, offsets, unit = charsmap_rewrite_numba(text.values.numpy(), text.offsets.numpy(), *arrays)
             return Ragged(torch.from_numpy(out), torch.from_numpy(offsets)), torch.from_numpy(unit)
@@ -254,8 +255,6 @@ class Charsmap:
 
     def _numpy_rules_build(self) -> tuple:
         """The rules as the numba kernel's arrays (``kernels/charsmap_numba.py``), made once."""
-        from .kernels.charsmap_numba import key_hashes_numba
-
         keys = self.long_keys
         key_values, key_offsets = keys.values.int().numpy(), keys.offsets.numpy()
         hashes = key_hashes_numba(key_values, key_offsets)
@@ -335,8 +334,6 @@ def whitespace_rules(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix: bool,
         return whitespace_rules_torch(out, unit, add_dummy_prefix=add_dummy_prefix,
                                       remove_extra_whitespaces=remove_extra_whitespaces,
                                       escape_whitespaces=escape_whitespaces)
-    from .kernels.sentencepiece_whitespace import whitespace_rules_numba
-
     values, offsets, source = whitespace_rules_numba(out.values.int().numpy(), out.offsets.numpy(), unit.long().numpy(),
                                                      add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces)
     return Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), torch.from_numpy(source)

@@ -23,6 +23,7 @@ import torch
 from .hashing import mix64
 from .pre_tokenizers import Words
 from .ragged import Ragged, positions_in_rows, row_ids, span_indices
+from .kernels.word_cache_numba import lookup_dedup
 
 
 @dataclass(frozen=True)
@@ -212,8 +213,6 @@ def unique_gathered(values: torch.Tensor, starts: torch.Tensor, lengths: torch.T
     >>> rows.tolist(), inverse.tolist()
     ([[97, 98], [99]], [0, 1, 0])
     """
-    from .kernels.word_cache_numba import lookup_dedup
-
     v = values.numpy()
     out = np.empty(v.size, v.dtype)
     slot_keys, slot_entry, entries, chars = _NO_TABLE

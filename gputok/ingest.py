@@ -24,6 +24,8 @@ import torch
 
 from . import _dispatch
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
+from .kernels.ingest_numba import codepoints_numba
+from .kernels.ingest_numba import utf8_numba
 
 TextInput = str | bytes
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -70,8 +72,6 @@ def codepoints(texts: Sequence[str], device: torch.device | str = "cpu") -> Ragg
     [[104, 233], [], [8364], [65533]]
     """
     if _dispatch.on_cpu_kernels(device):  # the codec's code units; surrogates replaced in the kernel
-        from .kernels.ingest_numba import codepoints_numba
-
         units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
         values, offsets = codepoints_numba(units, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
         return Ragged(torch.from_numpy(values), torch.from_numpy(offsets))
@@ -110,8 +110,6 @@ def utf8_bytes(words: Ragged) -> tuple[Ragged, torch.Tensor]:
     ([[104], [195, 169, 226, 130, 172]], [0, 1, 1, 2, 2, 2])
     """
     if _dispatch.on_cpu_kernels(words.device):
-        from .kernels.ingest_numba import utf8_numba
-
         values, offsets, source = utf8_numba(words.values.numpy(), words.offsets.numpy())
         return Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), torch.from_numpy(source)
     if not bool((words.values >= 0x80).any()):  # ASCII: each codepoint is its own byte

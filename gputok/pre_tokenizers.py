@@ -26,6 +26,7 @@ import torch
 from . import _components, _dispatch, unicode
 from .ingest import codepoints, strings, without_surrogates
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
+from .kernels import word_split_numba
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,6 @@ def words_from_starts(text: Ragged, starts_word: torch.Tensor) -> Words:
     ([0, 2, 3], [2, 3, 4], [0, 2, 3])
     """
     if _dispatch.on_cpu_kernels(text.device):
-        from .kernels import word_split_numba
-
         return _words(*word_split_numba.words_from_starts(text.offsets.numpy(), starts_word.numpy()))
     return words_from_starts_torch(text, starts_word)
 
@@ -79,8 +78,6 @@ WORD, SPACE, PUNCTUATION = 0, 1, 2
 def whole_texts(text: Ragged) -> Words:
     """Each non-empty text is one word (no pre-tokenizer, or ByteLevel without its regex)."""
     if _dispatch.on_cpu_kernels(text.device):
-        from .kernels import word_split_numba
-
         return _words(*word_split_numba.whole_texts(text.offsets.numpy()))
     return whole_texts_torch(text)
 
@@ -110,8 +107,6 @@ def split_by_class(text: Ragged, classes: torch.Tensor) -> Words:
     ([0, 2, 4, 5], [1, 4, 5, 6], [0, 2, 4])
     """
     if _dispatch.on_cpu_kernels(text.device):
-        from .kernels import word_split_numba
-
         return _words(*word_split_numba.split_by_class(text.values.numpy(), text.offsets.numpy(), classes.numpy()))
     return split_by_class_torch(text, classes)
 
@@ -384,8 +379,6 @@ class Metaspace:
     def rewrite(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         """Spaces as the replacement, and the prepended one; returns the text and each character's source."""
         if _dispatch.on_cpu_kernels(text.device):
-            from .kernels import word_split_numba
-
             values, offsets, src = word_split_numba.prepend_unless_first(
                 text.values.numpy(), text.offsets.numpy(), 32, ord(self.replacement), ord(self.replacement),
                 self.prepend_scheme != "never")
@@ -400,8 +393,6 @@ class Metaspace:
 
     def __call__(self, text: Ragged) -> Words:
         if _dispatch.on_cpu_kernels(text.device):
-            from .kernels import word_split_numba
-
             return _words(*word_split_numba.split_at_marks(text.values.numpy(), text.offsets.numpy(),
                                                            ord(self.replacement), self.split))
         n = text.values.numel()
@@ -426,8 +417,6 @@ class Metaspace:
 def _prepend_unless_first(text: Ragged, *, char: str) -> tuple[Ragged, torch.Tensor]:
     """``char`` before each non-empty text that does not start with it; returns each character's source."""
     if _dispatch.on_cpu_kernels(text.device):
-        from .kernels import word_split_numba
-
         values, offsets, src = word_split_numba.prepend_unless_first(
             text.values.numpy(), text.offsets.numpy(), -1, -1, ord(char), True)
         return Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), torch.from_numpy(src)

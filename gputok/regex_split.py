@@ -128,6 +128,7 @@ import torch
 from . import _dispatch, unicode
 from .pre_tokenizers import Words
 from .ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, search_sorted, select
+from .kernels.regex_split_numba import regex_split_numba
 
 _R50K = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
 _CL100K = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
@@ -900,8 +901,6 @@ def split(text: Ragged, rule: str) -> Words:
     if rule not in _RULE:
         raise ValueError(f"unknown split rule {rule!r}; known: {sorted(_RULE)} (or use split_with_regex)")
     if _dispatch.on_cpu_kernels(text.values.device):
-        from .kernels.regex_split_numba import regex_split_numba
-
         kinds, letters, code = _numba_tables(rule)
         starts, ends, text_offsets = regex_split_numba(text.values.numpy(), text.offsets.numpy(), kinds, letters, code)
         return Words(torch.from_numpy(starts), torch.from_numpy(ends), torch.from_numpy(text_offsets))

@@ -25,7 +25,7 @@ import os
 import pickle
 import re
 import tempfile
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,10 @@ from .processors import (TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing
                          pad, raise_truncation_error, truncate)
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 from .word_cache import WordCache
+from .kernels import postprocess_numba
+from .kernels.decode_numba import decode_rows
+from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
+from .kernels import wordpiece_texts_numba
 
 MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram)}
 # A call on a GPU costs ~5-20 ms of kernel launches (about a thousand small ops) whatever its
@@ -115,7 +119,8 @@ class Tokenizer:
         DataLoader sending its collate function to spawned workers) moves each CPU tensor it meets
         into shared memory in place, which would leave the numpy views of the tables that the CPU
         kernels keep (models, normalizers) pointing at freed memory in this process."""
-        return _unpickled, (type(self), pickle.dumps(self.__dict__, protocol=pickle.HIGHEST_PROTOCOL))
+        state = {k: v for k, v in self.__dict__.items() if k != "_whole_kernel"}  # remade on first use
+        return _unpickled, (type(self), pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
 
     # ---- loading and saving -------------------------------------------------------------
     @classmethod
@@ -328,6 +333,9 @@ class Tokenizer:
 
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
         """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
+        whole = self._whole_pipeline_kernel
+        if whole is not None and _dispatch.on_cpu_kernels(device):
+            return whole(texts, with_spans)
         text = codepoints(texts, device)
         if self.normalizer is not None:
             norm, source = self.normalizer(text)
@@ -361,8 +369,6 @@ class Tokenizer:
             inverse = unique.inverse
 
         if kernels:
-            from .kernels.scatter_numba import scatter_tokens
-
             empty = _EMPTY_INDEX
             ids, token_offsets, spans = scatter_tokens(
                 piece_ids.values.numpy(), piece_ends.values.numpy() if with_spans else empty,
@@ -399,6 +405,18 @@ class Tokenizer:
             spans = torch.stack([start - text_start, end - text_start], 1)
         return Encoded(Ragged(ids, token_offsets), spans)
 
+    @property
+    def _whole_pipeline_kernel(self) -> Callable[[Sequence[str], bool], Encoded] | None:
+        """The stages of :meth:`_encode_plain` as one CPU kernel call, where one exists for this
+        pipeline (a table normalizer or none, BertPreTokenizer, WordPiece:
+        ``gputok.kernels.wordpiece_texts_numba``); None otherwise. Made on first use and dropped
+        when a stage is replaced."""
+        stages = (self.normalizer, self.pre_tokenizer, self.model)
+        made = self.__dict__.get("_whole_kernel")
+        if made is None or any(a is not b for a, b in zip(made[0], stages)):
+            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages))
+        return made[1]
+
     def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:
         """A regex matching the added tokens in ``contents`` (None: all), longest first."""
         if contents not in self._patterns:
@@ -430,8 +448,6 @@ class Tokenizer:
                     position = m.end()
         plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
         if torch.device(device).type == "cpu" and _dispatch.on_cpu_kernels(torch.device(device)):
-            from .kernels.scatter_numba import splice_added_tokens
-
             items = [np.asarray(v, dtype=np.int64) for v in (item_piece, item_id, item_text, item_start, item_end)]
             ids, token_offsets, spans = splice_added_tokens(
                 *items, plain.ids.values.numpy(), plain.ids.offsets.numpy(),
@@ -595,8 +611,6 @@ class Tokenizer:
         (``truncate_rows``), then every output array (``padded`` or ``ragged``): the kernels of
         ``gputok.kernels.postprocess_numba``, whose torch reference is :func:`truncate`,
         :func:`assemble` and :func:`pad`."""
-        from .kernels import postprocess_numba as K
-
         a_offsets = first.ids.offsets.numpy()
         b = second if second is not None else first
         b_offsets = b.ids.offsets.numpy()
@@ -604,8 +618,8 @@ class Tokenizer:
         if truncation is not None:
             check_truncation(budget, truncation, second is not None, overflow)
             strategy = TRUNCATION_STRATEGIES.index(truncation)
-        sample, a_start, a_len, b_start, b_len, error = K.truncate_rows(
-            np.diff(a_offsets), np.diff(b_offsets) if second is not None else _EMPTY_INDEX, budget or 0, strategy,
+        sample, a_start, a_len, b_start, b_len, error = postprocess_numba.truncate_rows(
+            a_offsets[1:] - a_offsets[:-1], b_offsets[1:] - b_offsets[:-1] if second is not None else _EMPTY_INDEX, budget or 0, strategy,
             stride, overflow)
         if error:
             raise_truncation_error(error, truncation, stride)
@@ -614,11 +628,11 @@ class Tokenizer:
                 first.ids.values.numpy(), a_offsets, b.ids.values.numpy(), b_offsets,
                 first.spans.numpy() if with_offsets else _NO_SPANS, b.spans.numpy() if with_offsets else _NO_SPANS)
         if padding == "do_not_pad":
-            ids, row_offsets, types, offsets = K.ragged(*args, with_types, with_offsets)
+            ids, row_offsets, types, offsets = postprocess_numba.ragged(*args, with_types, with_offsets)
             out = {"input_ids": torch.from_numpy(ids), "row_offsets": torch.from_numpy(row_offsets)}
         else:
             min_width = max_length if padding == "max_length" else 0
-            ids, mask, types, offsets = K.padded(*args, min_width, pad_to_multiple_of or 0, left, self._pad_id,
+            ids, mask, types, offsets = postprocess_numba.padded(*args, min_width, pad_to_multiple_of or 0, left, self._pad_id,
                                                  with_types, with_offsets)
             out = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
         if with_types:
@@ -642,6 +656,8 @@ class Tokenizer:
 
     def _check_special(self, texts: list[str], allowed_special, disallowed_special) -> frozenset[str] | None:
         """The allowed added tokens (None: all); raises if a text holds a disallowed one."""
+        if allowed_special == "all" and isinstance(disallowed_special, tuple) and not disallowed_special:
+            return None  # the defaults: nothing to check (every call pays for this method)
         known = {t.content for t in self.added_tokens}
         sets = {}
         for name, value in (("allowed_special", allowed_special), ("disallowed_special", disallowed_special)):
@@ -710,8 +726,6 @@ class Tokenizer:
     def _decode_kernel(self, batch: Sequence[Sequence[int]] | torch.Tensor, skip_special_tokens: bool) -> list[str] | None:
         """:meth:`decode_batch` by ``gputok.kernels.decode_numba`` (one call for all rows); None
         when an id is not a token (the Python path then raises its error)."""
-        from .kernels.decode_numba import decode_rows
-
         if isinstance(batch, torch.Tensor):
             rows = batch.reshape(-1, batch.shape[-1]) if batch.dim() else batch.reshape(1, 1)
             flat = rows.to("cpu", torch.int64).contiguous().numpy().reshape(-1)
@@ -768,6 +782,30 @@ class Tokenizer:
         first_values, first_offsets = csr(first)
         later_values, later_offsets = (first_values, first_offsets) if later is first else csr(later)
         return first_values, first_offsets, later_values, later_offsets, skip, missing, errors
+
+
+def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[Sequence[str], bool], Encoded] | None:
+    """``Tokenizer._whole_pipeline_kernel`` for these stages, or None."""
+    table_normalizer = normalizer is None or type(normalizer).__call__ is normalizers.Normalizer.__call__
+    if not (table_normalizer and type(pre_tokenizer) is pre_tokenizers.BertPreTokenizer and type(model) is WordPiece):
+        return None
+    if normalizer is None:
+        table = (np.zeros(0, np.int32), np.zeros(0, np.int64))
+    else:
+        table = (normalizer.table.values.numpy(), normalizer.table.offsets.numpy())
+    classes = pre_tokenizers._bert_classes(torch.device("cpu")).numpy()
+    trie = model._numba_tables
+    tables = (*table, classes, trie["slot_keys"], trie["slot_values"], trie["hash_mask"],
+              64 - trie["hash_mask"].bit_length(), trie["max_probes"], trie["token_of_node"], trie["ascii_row"],
+              trie["ascii_children"], model.max_input_chars_per_word, model.unk_id, model.partial_unk)
+
+    def encode(texts: Sequence[str], with_spans: bool) -> Encoded:
+        units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        ids, offsets, spans = wordpiece_texts_numba.encode_texts(units, lengths, *tables, with_spans)
+        return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
+                       torch.from_numpy(spans) if with_spans else None)
+    return encode
 
 
 def _unpickled(cls: type[Tokenizer], state: bytes) -> Tokenizer:

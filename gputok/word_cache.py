@@ -52,6 +52,7 @@ from . import _dispatch
 from .dedup import gather_words, span_hashes, spans_equal, unique_spans
 from .hashing import HashMap, insert, lookup
 from .ragged import Ragged, nonzero, offsets_from_lengths, segment_sum, span_indices
+from .kernels import word_cache_numba
 
 _NO_KEYS = np.zeros(0, dtype=np.int64)
 Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[Ragged, Ragged]]
@@ -241,8 +242,6 @@ class WordCache:
                         keys: torch.Tensor | None, encode: Encoder, with_ends: bool,
                         gathered: bool) -> tuple[Ragged, Ragged | None]:
         """:meth:`encode` on the CPU: three kernels of ``gputok.kernels.word_cache_numba`` and the model."""
-        from .kernels import word_cache_numba as K
-
         device = values.device
         with self._lock:
             self._take(owner)
@@ -252,7 +251,7 @@ class WordCache:
             count, chars, ids, ends = store.count, store.chars.array, store.ids.array, store.ends.array
         v = values.numpy()
         out_chars = np.empty(v.size, v.dtype)
-        entry, uniq, reps, rep_keys, rep_offsets = K.lookup_dedup(
+        entry, uniq, reps, rep_keys, rep_offsets = word_cache_numba.lookup_dedup(
             v, starts.numpy(), lengths.numpy(), _NO_KEYS if keys is None else keys.numpy(), store.slot_keys_array,
             store.slot_entry_array, store.shift, store.mask, count, store.entries_array, chars, out_chars)
         if reps.size:
@@ -266,16 +265,16 @@ class WordCache:
             new_end_values = new_ends.values.long().numpy()
         else:
             new_values = new_end_values = new_offsets = np.zeros(1, np.int64)
-        out_ids, out_ends, offsets = K.assemble(entry, uniq, store.entries_array, ids, ends,
+        out_ids, out_ends, offsets = word_cache_numba.assemble(entry, uniq, store.entries_array, ids, ends,
                                                 new_values, new_end_values, new_offsets, with_ends)
         if reps.size:
-            self._insert_kernels(owner, device, K, rep_keys, out_chars, rep_offsets, new_values, new_end_values,
+            self._insert_kernels(owner, device, rep_keys, out_chars, rep_offsets, new_values, new_end_values,
                                  new_offsets)
         offsets = torch.from_numpy(offsets)
         return (Ragged(torch.from_numpy(out_ids), offsets),
                 Ragged(torch.from_numpy(out_ends), offsets) if with_ends else None)
 
-    def _insert_kernels(self, owner, device, K, keys, chars, char_offsets, ids, ends, offsets) -> None:
+    def _insert_kernels(self, owner, device, keys, chars, char_offsets, ids, ends, offsets) -> None:
         with self._lock:
             store = self._stores.get(device)
             if store is None or self._owner() is not owner:  # another model took the cache meanwhile
@@ -284,7 +283,7 @@ class WordCache:
                 store.chars.reserve(int(char_offsets[-1]))
                 store.ids.reserve(ids.size)
                 store.ends.reserve(ids.size)
-                added, chars_size, ids_size, probes = K.insert(
+                added, chars_size, ids_size, probes = word_cache_numba.insert(
                     keys, chars, char_offsets, ids, ends, offsets, self.max_word_length, self.capacity - store.count,
                     truncate, store.slot_keys_array, store.slot_entry_array, store.shift, store.mask, store.count,
                     store.entries_array, store.chars.array, store.chars.size, store.ids.array, store.ends.array,

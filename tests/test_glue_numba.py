@@ -110,6 +110,37 @@ def test_parity_lines_and_random_unicode_match_torch(tok, texts, parity_lines):
     _assert_same(*_both(tok, batch[:300], batch[300:600], return_offsets=True))
 
 
+@pytest.mark.parametrize("normalizer", ["bert", "bert-cased", "lowercase", "none"])
+def test_whole_wordpiece_kernel_matches_torch(texts, parity_lines, normalizer):
+    """BERT-style pipelines run as one kernel call (``kernels/wordpiece_texts_numba.py``) on the CPU:
+    the same outputs as the stages on the torch path, for each table normalizer and none."""
+    from gputok import normalizers
+
+    tok = Tokenizer.from_file(assets.fetch("bert-tokenizer-json"))
+    tok.normalizer = {"bert": tok.normalizer, "bert-cased": normalizers.BertNormalizer(lowercase=False),
+                      "lowercase": normalizers.Lowercase(), "none": None}[normalizer]
+    assert tok._whole_pipeline_kernel is not None
+    batch = [line for line in parity_lines[::89]][:1500] + texts
+    for kwargs in ({}, {"return_offsets": True}, {"padding": False, "return_offsets": True}):
+        _assert_same(*_both(tok, batch, **kwargs), kwargs)
+    _assert_same(*_both(tok, batch[:300], batch[300:600], return_offsets=True))
+    for one in batch[::50]:  # batch 1, where the one kernel call matters most
+        _assert_same(*_both(tok, [one], return_offsets=True), one)
+
+
+def test_whole_pipeline_kernel_follows_the_stages(bert_tok):
+    """Only pipelines the one kernel implements take it; replacing a stage drops it."""
+    from gputok import pre_tokenizers
+
+    tok = Tokenizer.from_file(assets.fetch("bert-tokenizer-json"))
+    assert tok._whole_pipeline_kernel is not None
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    assert tok._whole_pipeline_kernel is None
+    assert tok.encode("Hello world") == [101, 7592, 2088, 102]
+    tok.pre_tokenizer = bert_tok.pre_tokenizer
+    assert tok._whole_pipeline_kernel is not None
+
+
 @pytest.mark.parametrize("batch", [[], [""], ["", "", ""], ["a"], ["", "a b", ""]])
 def test_empty_batch_and_empty_texts(tok, batch):
     for kwargs in ({}, {"padding": False}, {"return_offsets": True}, {"padding": "max_length", "max_length": 5},

@@ -50,6 +50,11 @@ from ..dedup import span_hashes
 from ..hashing import HashMap, lookup
 from ..ingest import utf8_bytes
 from ..ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, row_ids, segment_sum, span_indices
+from ..kernels.bpe_heap import bpe_merge_numba
+from ..kernels.bpe_heap import merge_rows
+from ..kernels.bpe_heap import rank_levels
+from ..kernels.bpe_symbols_numba import bpe_symbols_numba
+from ..kernels.bpe_symbols_numba import build_whole_table
 
 NO_RANK = torch.iinfo(torch.int64).max
 _NO_ENDS = np.zeros(0, np.int64)  # bpe_heap.merge_rows: no token ends wanted
@@ -187,8 +192,6 @@ def bpe_merge_one_at_a_time(tokens: torch.Tensor, offsets: torch.Tensor, *, slot
     on a GPU are copied over and back (the words that need it are few: long ones and ties).
     ``slot_keys``/``slot_values``: the pair map's CPU arrays; ``level_start``: ``bpe_heap.rank_levels``
     of its values, if the caller keeps them (else a pass over the map per call)."""
-    from ..kernels.bpe_heap import bpe_merge_numba
-
     merged, merged_offsets = bpe_merge_numba(tokens.cpu(), offsets.cpu(), slot_keys=slot_keys,
                                              slot_values=slot_values, hash_mask=hash_mask,
                                              max_probes=max_probes, vocab_size=vocab_size, level_start=level_start)
@@ -460,8 +463,6 @@ class BPE:
             whole = self._id_of_bytes.get(word)
             if whole is not None:
                 return [whole]
-        from ..kernels.bpe_heap import merge_rows
-
         symbols = self._numba_tables["symbols"]["byte_to_id"][np.frombuffer(word, np.uint8)]
         offsets = merge_rows(symbols, np.array([0, symbols.size], np.int64), _NO_ENDS, **self._numba_tables["merges"])
         return symbols[:offsets[1]].tolist()
@@ -537,9 +538,6 @@ class BPE:
         (``gputok.kernels.bpe_symbols_numba``), every word's merges in another
         (``gputok.kernels.bpe_heap``, which also gives each token's last symbol), and one gather
         from symbols to characters."""
-        from ..kernels.bpe_heap import merge_rows
-        from ..kernels.bpe_symbols_numba import bpe_symbols_numba
-
         codes = words.values.numpy()
         if codes.dtype != np.int32:  # one compiled signature (codepoints fit int32)
             codes = codes.astype(np.int32)
@@ -562,9 +560,6 @@ class BPE:
     def _numba_tables(self) -> dict[str, dict[str, Any]]:
         """The model's tables and options as numpy arrays and scalars, for the CPU kernels, made on
         first use: options changed after a model has encoded on the CPU are not seen there."""
-        from ..kernels.bpe_heap import rank_levels
-        from ..kernels.bpe_symbols_numba import build_whole_table
-
         none = np.zeros(0, np.int64)
         token_keys, token_offsets = self._token_keys.values.numpy(), self._token_keys.offsets.numpy()
         chars = self._char_ids if not self.byte_level else HashMap(torch.zeros(0, dtype=torch.int64),

@@ -74,6 +74,10 @@ from ..pre_tokenizers import Metaspace, Words
 from ..ragged import Ragged, nonzero, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
 from ..word_cache import WordCache
 from ..unicode import MAX_CODEPOINT
+from ..kernels.unigram_finish_numba import unigram_finish_numba
+from ..kernels.unigram_sample_numba import unigram_sample_numba
+from ..kernels.unigram_sentence import unigram_sentence_viterbi
+from ..kernels.unigram_words_numba import unigram_words_numba
 
 UNK_PENALTY = 10.0
 # SentencePiece piece types (sentencepiece_model.proto)
@@ -574,8 +578,6 @@ class Unigram:
         (``gputok.kernels.unigram_sentence``): token ids, token ends (characters) and tokens per
         row. Runs on the CPU (a sequential pass per row, linear in its length); the results go
         back to the rows' device."""
-        from ..kernels.unigram_sentence import unigram_sentence_viterbi  # numba loads on first use
-
         ids, ends, counts = unigram_sentence_viterbi(
             rows.values.cpu().int().numpy(), rows.offsets.cpu().numpy(), *self.trie.walk_arrays,
             self.score32, self.unk_score, -1 if self.unk_id is None else self.unk_id, SCORE_RESET_THRESHOLD)
@@ -602,18 +604,12 @@ class Unigram:
         numba kernels: each word's float64 Viterbi (or, with ``sampling`` = ``(alpha, generator)``,
         a sample: ``kernels/unigram_sample_numba.py``, one uniform per character drawn from the
         generator), then the unk fusion or byte fallback."""
-        from ..kernels.unigram_finish_numba import unigram_finish_numba
-
         values, starts = values.int().numpy(), starts.numpy()
         unk_id = -1 if self.unk_id is None else self.unk_id
         if sampling is None:
-            from ..kernels.unigram_words_numba import unigram_words_numba
-
             ids, ends, offsets, _, missing = unigram_words_numba(
                 values, starts, lengths.numpy(), *self.trie.walk_arrays, self._score64_np, self.unk_score, unk_id)
         else:
-            from ..kernels.unigram_sample_numba import unigram_sample_numba
-
             alpha, generator = sampling
             uniforms = torch.rand(int(lengths.sum()), generator=generator, dtype=torch.float64)
             ids, ends, offsets, missing = unigram_sample_numba(
@@ -631,7 +627,6 @@ class Unigram:
         """:meth:`encode_in_context` in SentencePiece mode on CPU tensors: every text segmented whole
         by SentencePiece's float32 Viterbi (each word a sentence where the words are whole
         sentences), its tokens cut at its words, unks fused or as bytes; one row per word."""
-        from ..kernels.unigram_finish_numba import unigram_finish_numba
         from ..kernels.unigram_sentence import unigram_sentences_encode
 
         values, starts = values.int().numpy(), words.starts.numpy()

@@ -27,6 +27,7 @@ from .. import _dispatch
 from ..dedup import padded_chars
 from ..ragged import Ragged, positions_in_rows
 from ..trie import Trie, trie_step
+from ..kernels.wordpiece_match_numba import wordpiece_encode_numba
 
 UNMATCHED = -2  # piece id the matcher emits for an unmatched character in partial-unk mode
 
@@ -165,8 +166,6 @@ class WordPiece:
 
     def _encode_numba(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """:meth:`encode_words` of CPU words: one call of the numba kernel, the same pieces."""
-        from ..kernels.wordpiece_match_numba import wordpiece_encode_numba
-
         codes = words.values.numpy()
         if codes.dtype != np.int32:  # one compiled signature (codepoints fit int32)
             codes = codes.astype(np.int32)

@@ -1,0 +1,63 @@
+"""A whole WordPiece encode on the CPU in one kernel call: texts in, token ids (and spans) out.
+
+Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_plain`` returns for a
+BERT-style pipeline (a table normalizer such as BertNormalizer or Lowercase, or none; the
+BertPreTokenizer split; WordPiece): int64 token ids, their int64 offsets per text and, with
+``with_spans``, int64 [tokens, 2] character spans. The reference is that method run stage by stage
+(``tests/test_models_numba.py`` compares the two on real text and random Unicode).
+
+How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
+call instead of a call and its Python glue per stage (at batch 1 the glue was most of the time):
+``ingest_numba.codepoints_numba`` -> ``normalize_numba.rewrite_table_numba`` ->
+``word_split_numba.split_by_class`` -> the words gathered back to back ->
+``wordpiece_match_numba._encode`` -> ``scatter_numba.scatter_tokens``. There is no word cache:
+a WordPiece longest match walks each word's characters once through the trie's dense ASCII table,
+about what a cache probe costs (hash, compare, copy). Re-entrant; the caller runs chunks of a large
+batch on its threads.
+"""
+
+import numpy as np
+
+from ._numba import kernel
+from .ingest_numba import codepoints_numba
+from .normalize_numba import rewrite_table_numba
+from .scatter_numba import scatter_tokens
+from .word_split_numba import split_by_class
+from .wordpiece_match_numba import _encode
+
+_NO_INDEX = np.zeros(0, np.int64)
+
+
+@kernel
+def encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values, hash_mask,
+                 hash_shift, max_probes, token_of_node, ascii_row, ascii_children, max_chars, unk_id, partial_unk,
+                 with_spans):
+    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; an empty
+    ``table_offsets`` means no normalizer."""
+    values, offsets = codepoints_numba(units, lengths)
+    if table_offsets.size:
+        text, text_offsets, source = rewrite_table_numba(values, offsets, table_values, table_offsets)
+    else:
+        text, text_offsets, source = values, offsets, np.zeros(0, np.int64)
+    starts, ends, word_offsets = split_by_class(text, text_offsets, classes)
+    words = starts.size
+    char_offsets = np.empty(words + 1, np.int64)
+    char_offsets[0] = 0
+    for w in range(words):
+        char_offsets[w + 1] = char_offsets[w] + ends[w] - starts[w]
+    chars = np.empty(char_offsets[words], np.int32)
+    for w in range(words):
+        at = char_offsets[w]
+        for p in range(starts[w], ends[w]):
+            chars[at] = text[p]
+            at += 1
+    bound = chars.size + words  # a piece per character, or one unk per word
+    piece_ids = np.empty(bound, np.int32)
+    piece_ends = np.empty(bound, np.int32)
+    piece_offsets = np.zeros(words + 1, np.int64)
+    _encode(chars, char_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes, token_of_node,
+            ascii_row, ascii_children, max_chars, unk_id, partial_unk, piece_ids, piece_ends, piece_offsets[1:])
+    for w in range(words):
+        piece_offsets[w + 1] += piece_offsets[w]
+    return scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INDEX, starts, word_offsets, source,
+                          offsets, with_spans)
