@@ -607,34 +607,32 @@ class Tokenizer:
                               truncation: str | None, budget: int | None, stride: int, overflow: bool, padding: str,
                               max_length: int | None, pad_to_multiple_of: int | None, left: bool,
                               with_types: bool, with_offsets: bool) -> dict[str, torch.Tensor]:
-        """:meth:`__call__`'s outputs from the encoded texts on the CPU: the rows after truncation
-        (``truncate_rows``), then every output array (``padded`` or ``ragged``): the kernels of
-        ``gputok.kernels.postprocess_numba``, whose torch reference is :func:`truncate`,
+        """:meth:`__call__`'s outputs from the encoded texts on the CPU in one kernel call of
+        ``gputok.kernels.postprocess_numba``: the rows after truncation (``truncate_rows``), then
+        every output array (``padded`` or ``ragged``); the torch reference is :func:`truncate`,
         :func:`assemble` and :func:`pad`."""
-        a_offsets = first.ids.offsets.numpy()
-        b = second if second is not None else first
-        b_offsets = b.ids.offsets.numpy()
         strategy = -1
         if truncation is not None:
             check_truncation(budget, truncation, second is not None, overflow)
             strategy = TRUNCATION_STRATEGIES.index(truncation)
-        sample, a_start, a_len, b_start, b_len, error = postprocess_numba.truncate_rows(
-            a_offsets[1:] - a_offsets[:-1], b_offsets[1:] - b_offsets[:-1] if second is not None else _EMPTY_INDEX, budget or 0, strategy,
-            stride, overflow)
-        if error:
-            raise_truncation_error(error, truncation, stride)
-        item_seq, item_id, item_type = _template_arrays(tuple(template))
-        args = (item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
-                first.ids.values.numpy(), a_offsets, b.ids.values.numpy(), b_offsets,
-                first.spans.numpy() if with_offsets else _NO_SPANS, b.spans.numpy() if with_offsets else _NO_SPANS)
+        b_ids, b_offsets, b_spans = _EMPTY_INDEX, _EMPTY_INDEX, _NO_SPANS  # single sequences: the kernel reads A
+        if second is not None:
+            b_ids, b_offsets = second.ids.values.numpy(), second.ids.offsets.numpy()
+            b_spans = second.spans.numpy() if with_offsets else _NO_SPANS
+        args = (first.ids.offsets.numpy(), b_offsets, budget or 0, strategy, stride, overflow,
+                *_template_arrays(tuple(template)), first.ids.values.numpy(), b_ids,
+                first.spans.numpy() if with_offsets else _NO_SPANS, b_spans)
         if padding == "do_not_pad":
-            ids, row_offsets, types, offsets = postprocess_numba.ragged(*args, with_types, with_offsets)
+            ids, row_offsets, types, offsets, sample, error = postprocess_numba.ragged_rows(*args, with_types,
+                                                                                           with_offsets)
             out = {"input_ids": torch.from_numpy(ids), "row_offsets": torch.from_numpy(row_offsets)}
         else:
             min_width = max_length if padding == "max_length" else 0
-            ids, mask, types, offsets = postprocess_numba.padded(*args, min_width, pad_to_multiple_of or 0, left, self._pad_id,
-                                                 with_types, with_offsets)
+            ids, mask, types, offsets, sample, error = postprocess_numba.padded_rows(
+                *args, min_width, pad_to_multiple_of or 0, left, self._pad_id, with_types, with_offsets)
             out = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+        if error:
+            raise_truncation_error(error, truncation, stride)
         if with_types:
             out["token_type_ids"] = torch.from_numpy(types)
         if with_offsets:
