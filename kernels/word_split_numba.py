@@ -8,6 +8,9 @@ are int64 ``(starts, ends, text_offsets)`` indexing ``values``, in text order):
   separate words and are dropped; ``classes`` maps a codepoint to its class (uint8).
 - :func:`split_at_marks`: ``Metaspace.__call__``'s torch path: a word starts at the first
   character of each text and, with ``split``, at each ``mark``; it runs to the next start.
+- :func:`split_before_runs`: ``MergeSafeSplit.__call__``'s torch path
+  (``gputok.models.bpe_sentencepiece``): a word starts at the first character of each text and at
+  each run of ``mark``; it runs to the next start.
 - :func:`whole_texts`: ``whole_texts_torch``: each non-empty text is one word.
 - :func:`words_from_starts`: ``words_from_starts_torch``: a word starts at each marked character
   (``starts_word``, bool) and runs to the next mark or to the end of its text.
@@ -90,6 +93,28 @@ def split_at_marks(values, offsets, mark, split):
                         ends[w] = p
                         w += 1
                         starts[w] = p
+            ends[w] = b
+            w += 1
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets
+
+
+@kernel
+def split_before_runs(values, offsets, mark):
+    n = values.size
+    texts = offsets.size - 1
+    starts, ends, text_offsets = _word_buffers(n, texts)
+    w = 0
+    for t in range(texts):
+        a = offsets[t]
+        b = offsets[t + 1]
+        if b > a:
+            starts[w] = a
+            for p in range(a + 1, b):
+                if values[p] == mark and values[p - 1] != mark:
+                    ends[w] = p
+                    w += 1
+                    starts[w] = p
             ends[w] = b
             w += 1
         text_offsets[t + 1] = w

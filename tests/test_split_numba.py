@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from gputok import _dispatch, regex_split
 from gputok.ingest import codepoints, without_surrogates
+from gputok.models.bpe_sentencepiece import MergeSafeSplit
 from gputok.pre_tokenizers import (BertPreTokenizer, ByteLevel, Metaspace, Split, WhitespaceSplit, Words,
                                    whole_texts, words_from_starts)
 from gputok.ragged import Ragged
@@ -35,6 +36,7 @@ def pre_tokenizers() -> dict[str, object]:
             out[f"metaspace-{scheme}-{split}"] = Metaspace(prepend_scheme=scheme, split=split)
     for rule in RULES + ["r50k_base", "p50k_base", "cl100k_base", "o200k_base"]:
         out[f"split-{rule}"] = Split(rule)
+    out["merge-safe-▁"], out["merge-safe-none"] = MergeSafeSplit("▁"), MergeSafeSplit(None)  # SentencePiece BPE
     return out
 
 
@@ -105,7 +107,7 @@ def assert_regex(texts: list[str], rules=RULES) -> None:
 # ---- real text ------------------------------------------------------------------------------
 
 CORPUS_TWINS = ["bert", "whitespace", "bytelevel-noregex", "bytelevel-prefix", "metaspace-always-True",
-                "metaspace-first-False", "metaspace-never-True"]  # the regex rules: tests/test_regex_split.py
+                "metaspace-first-False", "metaspace-never-True", "merge-safe-▁", "merge-safe-none"]  # the regex rules: tests/test_regex_split.py
 
 
 def test_parity_corpus_twins(parity_lines):
@@ -242,6 +244,15 @@ def test_helpers_are_twins():
         expected = whole_texts(text)
     assert_same_words(whole_texts(text), expected, "whole_texts")
     assert whole_texts(text).starts.tolist() == [0, 4, 7]
+
+
+def test_merge_safe_split_at_runs_of_the_marker():
+    rng = np.random.default_rng(5)
+    texts = ["".join(rng.choice(list("▁▁ab c")) for _ in range(rng.integers(0, 30))) for _ in range(300)]
+    texts += ["▁a▁▁b", "▁▁", "a▁", "▁", "", "ab"]
+    assert_twins(texts, ["merge-safe-▁", "merge-safe-none"])
+    words = PRE_TOKENIZERS["merge-safe-▁"](codepoints(["▁a▁▁b", "a▁"]))
+    assert (words.starts.tolist(), words.ends.tolist(), words.text_offsets.tolist()) == ([0, 2, 5, 6], [2, 5, 6, 7], [0, 2, 4])
 
 
 def test_a_kernel_result_is_checked_against_known_words():

@@ -25,7 +25,9 @@ from typing import Any
 
 import torch
 
-from ..pre_tokenizers import Words, words_from_starts
+from .. import _dispatch
+from ..kernels import word_split_numba
+from ..pre_tokenizers import Words, _words, whole_texts, words_from_starts
 from ..ragged import Ragged
 from ..sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, SentencePieceModel
 from .bpe import BPE
@@ -121,6 +123,11 @@ class MergeSafeSplit:
         self.char = char
 
     def __call__(self, text: Ragged) -> Words:
+        if _dispatch.on_cpu_kernels(text.device):
+            if self.char is None:
+                return whole_texts(text)
+            return _words(*word_split_numba.split_before_runs(text.values.numpy(), text.offsets.numpy(),
+                                                              ord(self.char)))
         n = text.values.numel()
         device = text.device
         starts_word = torch.zeros(n, dtype=torch.bool, device=device)
