@@ -327,9 +327,16 @@ class Tokenizer:
         if parts is None:
             return self._encode_plain(texts, device, with_spans)
         done = _cpu_threads.map_chunks(lambda part: self._encode_plain(part, device, with_spans), parts)
-        ids = Ragged(torch.cat([d.ids.values for d in done]),
-                     offsets_from_lengths(torch.cat([d.ids.lengths() for d in done])))
-        return Encoded(ids, torch.cat([d.spans for d in done]) if with_spans else None)
+        # joined with numpy: torch's cat would wake its OpenMP threads, which then spin on the cores
+        # the next call's chunk threads need
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        at = 0
+        for d in done:
+            part = d.ids.offsets.numpy()
+            offsets[at + 1:at + len(part)] = part[1:] + offsets[at]
+            at += len(part) - 1
+        ids = Ragged(torch.from_numpy(np.concatenate([d.ids.values.numpy() for d in done])), torch.from_numpy(offsets))
+        return Encoded(ids, torch.from_numpy(np.concatenate([d.spans.numpy() for d in done])) if with_spans else None)
 
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
         """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
