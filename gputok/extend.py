@@ -98,8 +98,8 @@ def _check_options(add: int, method: str, select: str, min_frequency: int) -> No
 
 def count_domain_words(tok: Tokenizer, corpus, *, phrases: Sequence[str] = ()):
     """Unique words (ragged int32 codepoints, as ``tok``'s pre-tokenizer cuts its normalized text;
-    byte-level BPE: GPT-2 byte characters) and int64 counts of ``corpus`` (files or texts), and
-    the number of words seen."""
+    the text itself, as ``tok.model.encode_words`` takes it) and int64 counts of ``corpus`` (files
+    or texts), and the number of words seen."""
     from . import training
     from .trainers import counting
 
@@ -108,8 +108,7 @@ def count_domain_words(tok: Tokenizer, corpus, *, phrases: Sequence[str] = ()):
         from .phrases import PhrasePreTokenizer
 
         pre_tokenizer = PhrasePreTokenizer(pre_tokenizer, phrases, normalizer=tok.normalizer)
-    byte_level = isinstance(tok.model, BPE) and tok.model.byte_level
-    counter = counting.WordCounter(tok.normalizer, pre_tokenizer, byte_level=byte_level)
+    counter = counting.WordCounter(tok.normalizer, pre_tokenizer)
     training._read(corpus, on_file_chunk=counter.add_lines, on_texts=counter.add_texts, progress=False,
                    desc="counting")
     table = counter.result()
