@@ -100,7 +100,7 @@ def extend_embeddings(old_tokenizer: Tokenizer, new_tokenizer: Tokenizer, weight
     >>> weight = torch.arange(2.0 * old.vocab_size).reshape(-1, 2)
     >>> out = extend_embeddings(old, new, weight)
     >>> new.id_to_token(12), out.weight[12].tolist(), out.parameters_added
-    ('unaffable', [17.0, 18.0], 2)
+    ('unaffable', [16.0, 17.0], 2)
     """
     if method not in METHODS:
         raise ValueError(f"method={method!r}; choose one of {list(METHODS)}")

@@ -102,7 +102,7 @@ def fertility(tokenizers: Sequence[Tokenizer | str | os.PathLike], files: Sequen
     >>> report = fertility([tok], [path], names=["example"])
     >>> stats = report["files"][str(path)]["stats"]["example"]
     >>> stats["tokens_per_line"], stats["tokens_per_word"], stats["split_words"]
-    (3.0, 1.75, 0.5)
+    (3.5, 1.75, 0.5)
     """
     toks = [_load(t) for t in tokenizers]
     names = list(names) if names is not None else [str(t) if not isinstance(t, Tokenizer) else f"tokenizer {i}"
@@ -183,7 +183,7 @@ def plot(report: dict[str, Any], path: str | os.PathLike) -> None:
         ax.legend(fontsize=9)
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
 
 

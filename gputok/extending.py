@@ -33,8 +33,8 @@ Selection (which K pieces):
   word found once). For a BPE base both selections are the continued training, whose merges are
   chosen by pair count, the tokens each merge saves.
 
-Words are counted with the base's own normalizer and pre-tokenizer (``phrases`` keeps each
-dictionary phrase one word, see :mod:`gputok.phrases`). Memory: the unique domain words, their
+Words are counted with the base's own normalizer and pre-tokenizer. ``phrases`` (WordPiece
+bases): each dictionary phrase also becomes one token, after the K pieces (:mod:`gputok.phrases`). Memory: the unique domain words, their
 vocabulary matches (two int32 per match), the domain WordPiece trainer's.
 """
 
@@ -96,19 +96,14 @@ def _check_options(add: int, method: str, select: str, min_frequency: int) -> No
             raise ValueError(f"{name}={value!r}; pass an integer >= {low}")
 
 
-def count_domain_words(tok: Tokenizer, corpus, *, phrases: Sequence[str] = ()):
+def count_domain_words(tok: Tokenizer, corpus):
     """Unique words (ragged int32 codepoints, as ``tok``'s pre-tokenizer cuts its normalized text;
     the text itself, as ``tok.model.encode_words`` takes it) and int64 counts of ``corpus`` (files
     or texts), and the number of words seen."""
     from . import training
     from .trainers import counting
 
-    pre_tokenizer = tok.pre_tokenizer
-    if phrases:
-        from .phrases import PhrasePreTokenizer
-
-        pre_tokenizer = PhrasePreTokenizer(pre_tokenizer, phrases, normalizer=tok.normalizer)
-    counter = counting.WordCounter(tok.normalizer, pre_tokenizer)
+    counter = counting.WordCounter(tok.normalizer, tok.pre_tokenizer)
     training._read(corpus, on_file_chunk=counter.add_lines, on_texts=counter.add_texts, progress=False,
                    desc="counting")
     table = counter.result()
@@ -246,13 +241,14 @@ def extend_with_report(base: Tokenizer | str | os.PathLike, corpus: str | os.Pat
     base = _load(base)
     started = time.perf_counter()
     if isinstance(base.model, BPE):
-        from .extend_bpe import extend_bpe
+        from .extending_bpe import extend_bpe
 
-        return extend_bpe(base, corpus, add=add, method=method, select=select, min_frequency=min_frequency,
-                          phrases=phrases)
+        if phrases:
+            raise ValueError("phrases= is for WordPiece bases; this base is BPE")
+        return extend_bpe(base, corpus, add=add, method=method, select=select, min_frequency=min_frequency)
     if not isinstance(base.model, WordPiece):
         raise ValueError(f"extend works on WordPiece and BPE bases; this base is {type(base.model).__name__}")
-    table, seen = count_domain_words(base, corpus, phrases=phrases)
+    table, seen = count_domain_words(base, corpus)
     words, counts = table.words, table.counts
     counted = time.perf_counter()
     candidates, frequency = _wordpiece_candidates(base, words, counts, vocab_size=domain_vocab_size,
@@ -266,6 +262,10 @@ def extend_with_report(base: Tokenizer | str | os.PathLike, corpus: str | os.Pat
         chosen, saved, base_tokens = _savings_order(base, words, counts, candidates, add)
     pieces = [candidates[i] for i in chosen.tolist()]
     tok = _extended_wordpiece(base, pieces, method)
+    if phrases:
+        from .phrases import with_phrases
+
+        tok = with_phrases(tok, phrases)
     extended_tokens = _wordpiece_tokens(_extended_wordpiece(base, pieces, "vocab").model, words, counts)
     first = base.vocab_size
     report = ExtendReport(
@@ -292,9 +292,11 @@ def extend(base: Tokenizer | str | os.PathLike, corpus: str | os.PathLike | Iter
     >>> import gputok
     >>> base = gputok.Tokenizer.from_vocab(gputok.tokenizer.gputok_example_vocab())
     >>> texts = ["hello mitochondria", "mitochondria world", "mitochondrial hello"] * 5
-    >>> tok = gputok.extend(base, iter(texts), add=3, min_frequency=2)
+    >>> tok = gputok.extend(base, iter(texts), add=2, min_frequency=2)
     >>> [tok.id_to_token(i) for i in range(base.vocab_size, tok.vocab_size)]
-    ['m', '##i', '##t']
+    ['mitochondria', 'mitochondrial']
+    >>> tok.encode("Hello mitochondria", add_special_tokens=False), base.encode("Hello mitochondria", add_special_tokens=False)
+    ([5, 12], [5, 3])
     """
     return extend_with_report(base, corpus, add=add, method=method, select=select, min_frequency=min_frequency,
                               domain_vocab_size=domain_vocab_size, phrases=phrases)[0]

@@ -1,4 +1,4 @@
-"""Extending a BPE vocabulary: continued training from the base's state (see :mod:`gputok.extend`).
+"""Extending a BPE vocabulary: continued training from the base's state (see :mod:`gputok.extending`).
 
 Each unique domain word (the base's normalizer and pre-tokenizer) starts as the base's own pieces
 of it (``BPE.encode_words``: every base merge already applied), and the BPE merge loop of
@@ -66,12 +66,12 @@ def _continued_merges(base: Tokenizer, words, counts, *, add: int, min_frequency
     return names, merges, new_tokens
 
 
-def extend_bpe(base: Tokenizer, corpus, *, add: int, method: str, select: str, min_frequency: int, phrases=()):
+def extend_bpe(base: Tokenizer, corpus, *, add: int, method: str, select: str, min_frequency: int):
     """:func:`gputok.extend_with_report` for a BPE base."""
-    from .extend import ExtendReport, count_domain_words
+    from .extending import ExtendReport, count_domain_words
 
     started = time.perf_counter()
-    table, seen = count_domain_words(base, corpus, phrases=phrases)
+    table, seen = count_domain_words(base, corpus)
     words, counts = table.words, table.counts
     counted = time.perf_counter()
     _, merges, new_tokens = _continued_merges(base, words, counts, add=add, min_frequency=min_frequency)
