@@ -261,12 +261,14 @@ def extend_with_report(base: Tokenizer | str | os.PathLike, corpus: str | os.Pat
     else:
         chosen, saved, base_tokens = _savings_order(base, words, counts, candidates, add)
     pieces = [candidates[i] for i in chosen.tolist()]
-    tok = _extended_wordpiece(base, pieces, method)
+    tok = as_vocab = _extended_wordpiece(base, pieces, method)
+    if method != "vocab":
+        as_vocab = _extended_wordpiece(base, pieces, "vocab")
+    extended_tokens = _wordpiece_tokens(as_vocab.model, words, counts)
     if phrases:
         from .phrases import with_phrases
 
         tok = with_phrases(tok, phrases)
-    extended_tokens = _wordpiece_tokens(_extended_wordpiece(base, pieces, "vocab").model, words, counts)
     first = base.vocab_size
     report = ExtendReport(
         method=method, select=select, base_size=first, new_size=tok.vocab_size, added=len(pieces),
