@@ -168,16 +168,21 @@ def plot(report: dict[str, Any], path: str | os.PathLike) -> None:
 
     files = list(report["lengths"])
     fig, axes = plt.subplots(1, len(files), figsize=(6.5 * len(files), 4.6), squeeze=False)
+    styles = ("-", "--", ":", "-.")
     for ax, file in zip(axes[0], files):
         by_name = report["lengths"][file]
         everything = np.concatenate(list(by_name.values()))
         top = max(1, int(np.percentile(everything, 99.5)) if everything.size else 1)
-        bins = np.linspace(0, top + 1, min(60, top + 2))
-        for name, lengths in by_name.items():
+        width = max(1, -(-top // 60))  # whole tokens per bin, about 60 bins
+        bins = np.arange(1, top + width + 1, width) - 0.5
+        for k, (name, lengths) in enumerate(by_name.items()):
+            shown = np.minimum(lengths[lengths > 0], top)  # empty lines left out of the figure
             mean = lengths.mean() if lengths.size else 0.0
-            ax.hist(np.minimum(lengths, top), bins=bins, histtype="step", linewidth=1.6,
+            ax.hist(shown, bins=bins, histtype="step", linewidth=1.6, linestyle=styles[k % len(styles)],
                     label=f"{name} (mean {mean:.1f})")
-        ax.set_title(f"{Path(file).name}: {len(next(iter(by_name.values()))):,} lines", fontsize=11)
+        empty = int((next(iter(by_name.values())) == 0).sum())
+        ax.set_title(f"{Path(file).name}: {len(next(iter(by_name.values()))):,} lines ({empty:,} empty, not drawn)",
+                     fontsize=11)
         ax.set_xlabel("tokens per line (no special tokens; the last bin holds the top 0.5%)")
         ax.set_ylabel("lines")
         ax.legend(fontsize=9)
