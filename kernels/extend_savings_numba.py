@@ -28,6 +28,9 @@ from .bpe_heap import probe
 MAX_CODEPOINT = np.int64(0x110000)
 
 
+# The trie step below is written out as in wordpiece_match_numba._encode, not shared: a shared
+# inline="always" helper made that kernel 1.5-2x slower (56k unique English words: 38-46 ms ->
+# 68-74 ms, interleaved runs on the shared 2-core machine, 2026-11-26).
 @kernel
 def _walk(codes, base, n, start, slot_keys, slot_values, mask, shift, max_probes, token_of_node, ascii_row,
           ascii_children, out_end, out_piece, written):
