@@ -89,6 +89,9 @@ def run_fertility(args: argparse.Namespace) -> int:
             print(f"\n{Path(file).name}: words whose token count changed most, {report['tokenizers'][0]} -> {name}")
             for w in words[:10]:
                 print(f"  {w['word']!r} x{w['count']}: {' '.join(w['before'])}  ->  {' '.join(w['after'])}")
+            for sample in entry["samples"][name][:2]:
+                print(f"  sample, {sample['tokens_before']} -> {sample['tokens_after']} tokens: {sample['line'][:100]!r}\n"
+                      f"    {' '.join(sample['before'])[:160]}\n    {' '.join(sample['after'])[:160]}")
     files: dict = {}
     if args.json:
         files[Path(args.json)] = json.dumps(without_lengths(report), ensure_ascii=False, indent=1)
