@@ -28,7 +28,8 @@ Selection (which K pieces):
 - ``"savings"``: the same candidate pieces, chosen greedily by the tokens each saves on the
   corpus under the base's own model (WordPiece greedy longest match with the pieces chosen so
   far), recounted as pieces join: lazy greedy, a candidate's gain is recounted only when it
-  comes to the top after a chosen piece shared a word with it (the numba kernels of
+  comes to the top after a chosen piece shared a word with it; fewer than K when no candidate
+  saves a token any more (the numba kernels of
   ``gputok.kernels.extend_savings_numba``, over every vocabulary match of every unique domain
   word found once). For a BPE base both selections are the continued training, whose merges are
   chosen by pair count, the tokens each merge saves.
@@ -196,10 +197,9 @@ def _savings_order(base: Tokenizer, words, counts: torch.Tensor, candidates: lis
         if taken[top] or open_gain[top] <= 0:
             break
         if dirty[top]:
-            # recount the stale candidates near the top together (one kernel call)
-            near = everyone[open_gain >= open_gain[np.argpartition(-open_gain, min(batch, open_gain.size - 1))[
-                min(batch, open_gain.size - 1)]]]
-            stale = near[dirty[near]]
+            # recount the stale candidates among the top ``batch`` together (one kernel call)
+            cut = open_gain.size - min(batch, open_gain.size)
+            stale = np.flatnonzero((open_gain >= np.partition(open_gain, cut)[cut]) & dirty & ~taken)
             gain[stale] = gains(stale)
             dirty[stale] = False
             continue
