@@ -7,6 +7,8 @@
     gputok train corpus.txt --preset bert-wordpiece --vocab-size 30000 -o tokenizer.json --vocab-txt vocab.txt
     gputok train corpus.txt --model unigram --vocab-size 8000 -o tokenizer.json --sp-model unigram.model
     gputok bench --train                                                # training vs huggingface
+    gputok extend --base tokenizer.json --corpus domain.txt --add 5000 -o extended.json
+    gputok fertility --tokenizer tokenizer.json --tokenizer extended.json heldout.txt --png fertility.png
 """
 
 from __future__ import annotations
@@ -169,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     enc.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP]")
     enc.add_argument("--quiet", action="store_true", help="no progress bar")
     _train_parser(sub)
+    from . import cli_domain
+
+    cli_domain.add_parsers(sub)  # extend, fertility
     sub.add_parser("bench", help="encoding speed against huggingface, tiktoken and sentencepiece, with a figure "
                         "(or: --count-launches, the CUDA path's launches per call; --train, training speed)",
                    add_help=False)
@@ -181,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "train":
         return _train(args)
+    if args.command in ("extend", "fertility"):
+        return cli_domain.run_extend(args) if args.command == "extend" else cli_domain.run_fertility(args)
     return _encode(args)
 
 

@@ -17,6 +17,7 @@ By stage: ``ingest_numba``; ``normalize_numba``, ``charsmap_numba``, ``sentencep
 ``bpe_symbols_numba`` + ``bpe_heap``, ``unigram_sentence``, ``unigram_words_numba``,
 ``unigram_finish_numba``, ``unigram_sample_numba``, ``unigram_nbest_numba`` (sharing
 ``unigram_trie_numba``); ``scatter_numba``; ``postprocess_numba``; ``decode_numba``; training:
-``count_words_numba``, ``train_bpe_numba``, ``train_unigram_numba``. Only the CPU side of most of
+``count_words_numba``, ``train_bpe_numba``, ``train_unigram_numba``; vocabulary extension:
+``extend_savings_numba``. Only the CPU side of most of
 these exists yet: CUDA runs the Triton ops here plus the torch twins.
 """
