@@ -105,13 +105,13 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
         norm, starts, lengths = rewrite_table_triton(values, offsets, *_normalizer_tables(tok.normalizer, device))
     else:
         norm, starts, lengths = values, offsets[:-1], offsets[1:] - offsets[:-1]
-    word_starts, word_ends, word_counts = split_by_class_triton(norm, starts, lengths,
-                                                                _classes(tok.pre_tokenizer, device))
+    word_starts, word_ends, word_base, word_counts = split_by_class_triton(norm, starts, lengths,
+                                                                           _classes(tok.pre_tokenizer, device))
     model = tok.model
     piece_ids, _, piece_counts = wordpiece_encode_triton(
         norm, word_starts, word_ends, max_chars=model.max_input_chars_per_word, unk_id=model.unk_id,
         partial_unk=model.partial_unk, **model.trie.tensors(device))
-    tokens = row_tokens_triton(starts, word_counts, piece_counts)
+    tokens = row_tokens_triton(word_base, word_counts, piece_counts)
     keep = tokens if budget is None else tokens.clamp(max=budget)
     item_seq, item_id, item_type = _on_device(tok, (device, tuple(template)), lambda: tuple(
         torch.from_numpy(a).to(device) for a in _template_arrays(tuple(template))))
@@ -123,9 +123,9 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
         torch.cumsum(row_lengths, 0, out=row_offsets[1:])
         total = int(row_offsets[-1])  # the call's one host sync: the size of the output
         ids = torch.empty(total, dtype=torch.int64, device=device)
-        types = torch.empty(total, dtype=torch.int64, device=device) if with_types else None
-        write_rows_triton(item_seq, item_id, item_type, starts, word_counts, word_starts, piece_counts, piece_ids,
-                          keep, row_offsets, row_lengths, ids, None, types, width=0, pad_id=0)
+        types = torch.zeros_like(ids) if with_types else None
+        write_rows_triton(item_seq, item_id, item_type, word_base, word_counts, word_starts, piece_counts, piece_ids,
+                          keep, row_offsets, ids, None, types)
         out = {"input_ids": ids, "row_offsets": row_offsets}
     else:
         width = int(row_lengths.max()) if rows else 0  # the call's one host sync: the output's width
@@ -133,14 +133,14 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
             width = max(width, max_length)
         if pad_to_multiple_of:
             width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
-        ids = torch.empty((rows, width), dtype=torch.int64, device=device)
-        mask = torch.empty_like(ids)
-        types = torch.empty_like(ids) if with_types else None
+        ids = torch.full((rows, width), tok._pad_id, dtype=torch.int64, device=device)
+        mask = torch.zeros_like(ids)
+        types = torch.zeros_like(ids) if with_types else None
         row_base = torch.arange(rows, dtype=torch.int64, device=device) * width
         if left:
             row_base += width - row_lengths
-        write_rows_triton(item_seq, item_id, item_type, starts, word_counts, word_starts, piece_counts, piece_ids,
-                          keep, row_base, row_lengths, ids, mask, types, width=width, pad_id=tok._pad_id)
+        write_rows_triton(item_seq, item_id, item_type, word_base, word_counts, word_starts, piece_counts, piece_ids,
+                          keep, row_base, ids, mask, types)
         out = {"input_ids": ids, "attention_mask": mask}
     if with_types:
         out["token_type_ids"] = types

@@ -13,7 +13,7 @@ pieces in order.
 Two kernels: :func:`row_tokens_triton` counts each text's tokens (the caller sizes the output from
 them: the one host sync of a call), :func:`write_rows_triton` writes every row, row ``r`` from
 ``row_base[r]`` in flat int64 outputs (padded: ``r * width`` plus the left padding; ragged: the row
-offsets), and with ``width > 0`` fills the other cells of the row with ``pad_id``, mask 0, type 0.
+offsets) that the caller has filled with the padding (``pad_id``, mask 0, type 0).
 """
 
 import torch
@@ -44,24 +44,16 @@ def row_tokens_triton(slot_starts: torch.Tensor, slot_counts: torch.Tensor, piec
     return tokens
 
 
-@triton.jit(do_not_specialize=["texts", "items", "width", "pad_id", "with_mask", "with_types"])
+@triton.jit(do_not_specialize=["texts", "items", "with_mask", "with_types"])
 def _write_rows_kernel(item_seq_ptr, item_id_ptr, item_type_ptr, slot_starts_ptr, slot_counts_ptr, piece_starts_ptr,
-                       piece_counts_ptr, piece_ids_ptr, keep_ptr, row_base_ptr, row_lengths_ptr, ids_ptr, mask_ptr,
-                       types_ptr, texts, items, width, pad_id, with_mask, with_types, BLOCK: tl.constexpr):
+                       piece_counts_ptr, piece_ids_ptr, keep_ptr, row_base_ptr, ids_ptr, mask_ptr, types_ptr, texts,
+                       items, with_mask, with_types, BLOCK: tl.constexpr):
     text = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = text < texts
     # lanes' flags (a scalar compare would be a Python bool under the interpreter)
     has_mask = (tl.zeros([BLOCK], dtype=tl.int32) + with_mask) != 0
     has_types = (tl.zeros([BLOCK], dtype=tl.int32) + with_types) != 0
     base = tl.load(row_base_ptr + text, mask=inside, other=0)
-    size = tl.load(row_lengths_ptr + text, mask=inside, other=0)
-    row_first = text * width
-    for j in range(0, width):  # the pad cells of a padded row: before and after its tokens
-        cell = row_first + j
-        pad = inside & ((cell < base) | (cell >= base + size))
-        tl.store(ids_ptr + cell, tl.full([BLOCK], pad_id, dtype=tl.int64), mask=pad)
-        tl.store(mask_ptr + cell, tl.zeros([BLOCK], dtype=tl.int64), mask=pad & has_mask)
-        tl.store(types_ptr + cell, tl.zeros([BLOCK], dtype=tl.int64), mask=pad & has_types)
     first_slot = tl.load(slot_starts_ptr + text, mask=inside, other=0)
     slots = tl.load(slot_counts_ptr + text, mask=inside, other=0)
     keep = tl.load(keep_ptr + text, mask=inside, other=0)
@@ -98,11 +90,11 @@ def _write_rows_kernel(item_seq_ptr, item_id_ptr, item_type_ptr, slot_starts_ptr
 
 def write_rows_triton(item_seq: torch.Tensor, item_id: torch.Tensor, item_type: torch.Tensor, slot_starts: torch.Tensor,
                       slot_counts: torch.Tensor, piece_starts: torch.Tensor, piece_counts: torch.Tensor,
-                      piece_ids: torch.Tensor, keep: torch.Tensor, row_base: torch.Tensor, row_lengths: torch.Tensor,
-                      ids: torch.Tensor, mask: torch.Tensor | None, types: torch.Tensor | None, *, width: int,
-                      pad_id: int) -> None:
-    """Fill ``ids`` (and ``mask``, ``types`` unless None; flat int64, [texts * width] when padded) with
-    each text's row: the template's specials and the first ``keep[t]`` tokens of text ``t``."""
+                      piece_ids: torch.Tensor, keep: torch.Tensor, row_base: torch.Tensor, ids: torch.Tensor,
+                      mask: torch.Tensor | None, types: torch.Tensor | None) -> None:
+    """Write into ``ids`` (and ``mask``, ``types`` unless None; flat int64) each text's row from
+    ``row_base[t]``: the template's specials and the first ``keep[t]`` tokens of text ``t``. The
+    other cells (padding) are left as they are: the caller fills them first."""
     texts = slot_starts.numel()
     if texts == 0:
         return
@@ -110,5 +102,5 @@ def write_rows_triton(item_seq: torch.Tensor, item_id: torch.Tensor, item_type: 
     block = 64
     _write_rows_kernel[(triton.cdiv(texts, block),)](
         item_seq, item_id, item_type, slot_starts, slot_counts, piece_starts, piece_counts, piece_ids, keep, row_base,
-        row_lengths, ids, ids if mask is None else mask, ids if types is None else types, texts, item_seq.numel(),
-        width, pad_id, int(mask is not None), int(types is not None), BLOCK=block)
+        ids, ids if mask is None else mask, ids if types is None else types, texts, item_seq.numel(),
+        int(mask is not None), int(types is not None), BLOCK=block)

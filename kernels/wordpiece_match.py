@@ -129,8 +129,10 @@ def _wordpiece_encode_kernel(chars_ptr, word_starts_ptr, word_ends_ptr, slot_key
         dense_row = tl.load(ascii_row_ptr + node, mask=alive & is_ascii, other=-1).to(tl.int64)
         dense = alive & is_ascii & (dense_row >= 0)
         child = tl.load(ascii_children_ptr + dense_row * 128 + codepoint, mask=dense, other=-1).to(tl.int64)
-        child = probe(node * MAX_CODEPOINT + codepoint, alive & ~is_ascii, child, slot_keys_ptr, slot_values_ptr,
-                      hash_mask, hash_shift, max_probes)
+        hashed = alive & ~is_ascii
+        if tl.max(hashed.to(tl.int32), 0) > 0:  # most steps of most text walk ASCII edges only
+            child = probe(node * MAX_CODEPOINT + codepoint, hashed, child, slot_keys_ptr, slot_values_ptr,
+                          hash_mask, hash_shift, max_probes)
         moved = alive & (child >= 0)
         node = tl.where(moved, child, node)
         cur = tl.where(moved, cur + 1, cur)

@@ -72,16 +72,18 @@ def test_split_equals_twin(texts, splitter):
     values, offsets, (out, starts, lengths) = _normalized(texts)
     classes = cuda_pipeline._classes(splitter(), torch.device("cpu"))
     want_starts, want_ends, want_offsets = split_by_class(values, offsets, classes.numpy())
-    word_starts, word_ends, counts = split_by_class_triton(out, starts, lengths, classes)
+    word_starts, word_ends, word_base, counts = split_by_class_triton(out, starts, lengths, classes)
     for t in range(len(texts)):
         a, b = want_offsets[t], want_offsets[t + 1]
         assert int(counts[t]) == b - a
-        slots = slice(int(starts[t]), int(starts[t]) + b - a)
+        packed = slice(int(word_base[t]), int(word_base[t]) + b - a)
         # The same words: the same characters (the two lay the normalized text out apart).
-        got_words = [out[s:e].tolist() for s, e in zip(word_starts[slots].tolist(), word_ends[slots].tolist())]
+        got_words = [out[s:e].tolist() for s, e in zip(word_starts[packed].tolist(), word_ends[packed].tolist())]
         assert got_words == [values[s:e].tolist() for s, e in zip(want_starts[a:b], want_ends[a:b])]
-    assert int(counts.sum()) == want_offsets[-1]
-    assert (word_starts == word_ends).sum() == out.numel() - want_offsets[-1]  # every other slot: an empty word
+    total = want_offsets[-1]
+    ranges = sorted((b, b + n) for b, n in zip(word_base.tolist(), counts.tolist()))  # they tile the packed words
+    assert all(r[1] == q[0] for r, q in zip(ranges, ranges[1:])) and ranges[0][0] == 0 and ranges[-1][1] == total
+    assert not word_starts[total:].any() and not word_ends[total:].any()  # every other place: an empty word
 
 
 @pytest.fixture(scope="module")
@@ -180,17 +182,18 @@ def test_rows_equal_twin(padding, options):
         torch.cumsum(row_lengths, 0, out=row_offsets[1:])
         ids, types = torch.full((int(row_offsets[-1]),), -5), torch.full((int(row_offsets[-1]),), -5)
         write_rows_triton(*template_tensors, slot_starts, slot_counts, piece_starts, piece_counts, pieces, keep,
-                          row_offsets, row_lengths, ids, None, types, width=0, pad_id=0)
+                          row_offsets, ids, None, types)
         assert row_offsets.tolist() == want_offsets.tolist()
         assert ids.tolist() == want_ids.tolist() and types.tolist() == want_types.tolist()
         return
     left, multiple, min_width = options.get("left", False), options.get("multiple", 0), options.get("min_width", 0)
     want_ids, want_mask, want_types, _ = postprocess_numba.padded(*args, min_width, multiple, left, 0, True, False)
     width = want_ids.shape[1]
-    ids, mask, types = (torch.full((rows, width), -5) for _ in range(3))
+    ids, mask, types = torch.full((rows, width), 0), torch.zeros(rows, width, dtype=torch.int64), \
+        torch.zeros(rows, width, dtype=torch.int64)  # the padding, as the caller fills it
     row_base = torch.arange(rows) * width + ((width - row_lengths) if left else 0)
     write_rows_triton(*template_tensors, slot_starts, slot_counts, piece_starts, piece_counts, pieces, keep, row_base,
-                      row_lengths, ids, mask, types, width=width, pad_id=0)
+                      ids, mask, types)
     assert ids.tolist() == want_ids.tolist()
     assert mask.tolist() == want_mask.tolist() and types.tolist() == want_types.tolist()
 
