@@ -19,6 +19,31 @@ from .hash_lookup import probe
 MAX_CODEPOINT = tl.constexpr(0x110000)  # a kernel reads only constexpr globals
 
 
+@triton.jit
+def _walk_step(word_ptr, alive, node, cur, best_end, best_id, slot_keys_ptr, slot_values_ptr, token_of_node_ptr,
+               ascii_row_ptr, ascii_children_ptr, hash_mask, hash_shift, max_probes):
+    """One step of each ``alive`` lane's walk down the trie along ``word_ptr[cur]``: the new
+    (node, cur, best_end, best_id) and whether the lane moved (an edge existed)."""
+    codepoint = tl.load(word_ptr + cur, mask=alive, other=0).to(tl.int64)
+    # ASCII edges come from the dense table, the others from the hash map.
+    is_ascii = codepoint < 128
+    dense_row = tl.load(ascii_row_ptr + node, mask=alive & is_ascii, other=-1).to(tl.int64)
+    dense = alive & is_ascii & (dense_row >= 0)
+    child = tl.load(ascii_children_ptr + dense_row * 128 + codepoint, mask=dense, other=-1).to(tl.int64)
+    hashed = alive & ~is_ascii
+    if tl.max(hashed.to(tl.int32), 0) > 0:  # most steps of most text walk ASCII edges only
+        child = probe(node * MAX_CODEPOINT + codepoint, hashed, child, slot_keys_ptr, slot_values_ptr,
+                      hash_mask, hash_shift, max_probes)
+    moved = alive & (child >= 0)
+    node = tl.where(moved, child, node)
+    cur = tl.where(moved, cur + 1, cur)
+    token = tl.load(token_of_node_ptr + node, mask=moved, other=-1).to(tl.int64)
+    ends_token = moved & (token >= 0)
+    best_end = tl.where(ends_token, cur, best_end)
+    best_id = tl.where(ends_token, token, best_id)
+    return node, cur, best_end, best_id, moved
+
+
 # Sizes that change from call to call are not specialized on: one compile serves every call.
 @triton.jit(do_not_specialize=["num_words", "width"])
 def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_ptr, token_of_node_ptr,
@@ -37,21 +62,9 @@ def _wordpiece_match_kernel(chars_ptr, lengths_ptr, slot_keys_ptr, slot_values_p
     count = tl.zeros([BLOCK], dtype=tl.int64)
     alive = in_range & (length > 0)
     while tl.max(alive.to(tl.int32), 0) > 0:
-        codepoint = tl.load(chars_ptr + row + cur, mask=alive, other=0).to(tl.int64)
-        # ASCII edges come from the dense table, the others from the hash map.
-        is_ascii = codepoint < 128
-        dense_row = tl.load(ascii_row_ptr + node, mask=alive & is_ascii, other=-1).to(tl.int64)
-        dense = alive & is_ascii & (dense_row >= 0)
-        child = tl.load(ascii_children_ptr + dense_row * 128 + codepoint, mask=dense, other=-1).to(tl.int64)
-        child = probe(node * MAX_CODEPOINT + codepoint, alive & ~is_ascii, child, slot_keys_ptr, slot_values_ptr,
-                      hash_mask, hash_shift, max_probes)
-        moved = alive & (child >= 0)
-        node = tl.where(moved, child, node)
-        cur = tl.where(moved, cur + 1, cur)
-        token = tl.load(token_of_node_ptr + node, mask=moved, other=-1).to(tl.int64)
-        ends_token = moved & (token >= 0)
-        best_end = tl.where(ends_token, cur, best_end)
-        best_id = tl.where(ends_token, token, best_id)
+        node, cur, best_end, best_id, moved = _walk_step(
+            chars_ptr + row, alive, node, cur, best_end, best_id, slot_keys_ptr, slot_values_ptr, token_of_node_ptr,
+            ascii_row_ptr, ascii_children_ptr, hash_mask, hash_shift, max_probes)
         # The walk of a lane stops when it cannot move or reaches the end of its word.
         stop = alive & (~moved | (cur >= length))
         failed = stop & (best_end < 0)
@@ -124,22 +137,9 @@ def _wordpiece_encode_kernel(chars_ptr, word_starts_ptr, word_ends_ptr, slot_key
     unmatched_before = tl.zeros([BLOCK], dtype=tl.int1)  # the last piece is a run of unmatched characters
     alive = inside & (length > 0) & ~too_long
     while tl.max(alive.to(tl.int32), 0) > 0:
-        codepoint = tl.load(chars_ptr + base + cur, mask=alive, other=0).to(tl.int64)
-        is_ascii = codepoint < 128
-        dense_row = tl.load(ascii_row_ptr + node, mask=alive & is_ascii, other=-1).to(tl.int64)
-        dense = alive & is_ascii & (dense_row >= 0)
-        child = tl.load(ascii_children_ptr + dense_row * 128 + codepoint, mask=dense, other=-1).to(tl.int64)
-        hashed = alive & ~is_ascii
-        if tl.max(hashed.to(tl.int32), 0) > 0:  # most steps of most text walk ASCII edges only
-            child = probe(node * MAX_CODEPOINT + codepoint, hashed, child, slot_keys_ptr, slot_values_ptr,
-                          hash_mask, hash_shift, max_probes)
-        moved = alive & (child >= 0)
-        node = tl.where(moved, child, node)
-        cur = tl.where(moved, cur + 1, cur)
-        token = tl.load(token_of_node_ptr + node, mask=moved, other=-1).to(tl.int64)
-        ends_token = moved & (token >= 0)
-        best_end = tl.where(ends_token, cur, best_end)
-        best_id = tl.where(ends_token, token, best_id)
+        node, cur, best_end, best_id, moved = _walk_step(
+            chars_ptr + base, alive, node, cur, best_end, best_id, slot_keys_ptr, slot_values_ptr, token_of_node_ptr,
+            ascii_row_ptr, ascii_children_ptr, hash_mask, hash_shift, max_probes)
         stop = alive & (~moved | (cur >= length))
         matched = stop & (best_end >= 0)
         tl.store(piece_ids_ptr + base + count, best_id.to(tl.int32), mask=matched)
