@@ -20,10 +20,12 @@ algorithm that the CPU runs):
    the call (the output's width, or the ragged output's size), then
    ``postprocess.write_rows_triton`` (specials, truncation, padding, mask, type ids).
 
-No stage compacts its output: each writes every text (word) into a region sized by an upper bound
-(a text has at most one word per character and a word at most one piece per character) and the
-next stage reads the regions. Memory: about (4 + 16 + 8 + 8) bytes per normalized character upper
-bound (``expand`` times the input characters; 3 for BERT).
+No stage sizes its output on the host: each writes every text (word) into a region sized by an
+upper bound (a text has at most one word per character and a word at most one piece per
+character) and the next stage reads the regions; the split packs the words with one atomic add
+per text. Memory: ~52 bytes per place of the normalized buffer (``expand`` places per input
+character, 3 for BERT: ~160 bytes per input character; 1 GB for 6.5M characters): codepoints 4,
+word slots and packed words 32, piece ids and ends 8, piece counts 8.
 
 Tables (the normalizer's rows, the character classes, the vocabulary trie, the template) are put on
 the device once per component and device and kept.

@@ -6,8 +6,11 @@ tensors take, run here on CPU tensors under ``TRITON_INTERPRET=1``. Batches of 3
 lines and of 1,024 short ones (each line's first few words: the interpreter is slow, and the
 number of launches of a call does not grow with its text), after one warm-up call, as the bench.
 Families still on the stage-by-stage path are marked xfail(strict=True) with their counts, so the
-mark fails the suite once they come under the budget.
+mark fails the suite once they come under the budget (their batch of 1,024 only under
+``GPUTOK_FULL=1``: minutes of interpreted torch ops).
 """
+
+import os
 
 import pytest
 import torch
@@ -35,18 +38,23 @@ def _counts(family: str, batch, warm_up) -> dict:
         torch.set_num_threads(threads)
 
 
-def _pending(family: str, measured: str):
-    return pytest.param(family, marks=pytest.mark.xfail(
-        strict=True, reason=f"{family} still runs stage by stage on the Triton path: {measured} per call "
-                            "(launches/syncs at batch 32, 1,024; 2026-11-26)"))
+def _pending(family: str, size: int, measured: str):
+    """A family still on the stage-by-stage Triton path: expected over budget (``measured``:
+    launches / syncs per call, 2026-11-26). Batch 1,024 of the slow interpreted path only under
+    ``GPUTOK_FULL=1``."""
+    marks = [pytest.mark.xfail(strict=True, reason=f"{family} still runs stage by stage on the Triton path: "
+                                                    f"{measured} launches/syncs per call at batch {size}")]
+    if size > 32 and not os.environ.get("GPUTOK_FULL"):
+        marks.append(pytest.mark.skip(reason="the stage-by-stage path at batch 1,024 under the interpreter: "
+                                             "minutes (GPUTOK_FULL=1 runs it)"))
+    return pytest.param(family, size, marks=marks)
 
 
-@pytest.mark.parametrize("size", [32, 1024])
-@pytest.mark.parametrize("family", [
-    "bert",
-    _pending("cl100k", "TODO"),
-    _pending("unigram", "TODO"),
-    _pending("mistral", "TODO"),
+@pytest.mark.parametrize(("family", "size"), [
+    ("bert", 32), ("bert", 1024),
+    _pending("cl100k", 32, "890 / 47"), _pending("cl100k", 1024, "845 / 48"),
+    _pending("unigram", 32, "1025 / 64"), _pending("unigram", 1024, "1116 / 75"),
+    _pending("mistral", 32, "575 / 57"), _pending("mistral", 1024, "586 / 55"),
 ])
 def test_encode_call_within_budget(family, size, batches):
     counts = _counts(family, *batches[size])
