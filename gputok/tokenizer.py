@@ -544,6 +544,12 @@ class Tokenizer:
         device = _dispatch.checked_device(device)
         allowed = self._check_special(texts + (pairs or []), allowed_special, disallowed_special)
         device, out_device = self._work_device(device, texts, pairs), device
+        if _dispatch.backend(device) == "triton":  # the whole call as a few Triton kernels, where they cover it
+            out = self._encode_cuda_pipeline(texts, pairs, allowed, add_special_tokens, truncation, max_length,
+                                             return_overflowing_tokens, return_offsets, padding, pad_to_multiple_of,
+                                             padding_side == "left", return_token_type_ids, device)
+            if out is not None:
+                return {name: tensor.to(out_device) for name, tensor in out.items()}
 
         first = self.encode_ragged(texts, device=device, with_spans=return_offsets, allowed=allowed)
         second = (self.encode_ragged(pairs, device=device, with_spans=return_offsets, allowed=allowed)
@@ -609,6 +615,26 @@ class Tokenizer:
         if out_device != device:
             out = {name: tensor.to(out_device) for name, tensor in out.items()}
         return out
+
+    def _encode_cuda_pipeline(self, texts: list[str], pairs: list[str] | None, allowed: frozenset[str] | None,
+                              add_special_tokens: bool, truncation: str | None, max_length: int | None, overflow: bool,
+                              with_offsets: bool, padding: str, pad_to_multiple_of: int | None, left: bool,
+                              with_types: bool, device: torch.device) -> dict[str, torch.Tensor] | None:
+        """:meth:`__call__`'s outputs from :mod:`gputok.cuda_pipeline` (a few Triton kernels, one host
+        sync), or None where it does not cover the tokenizer, the options or added tokens in the text."""
+        from . import cuda_pipeline
+
+        if not cuda_pipeline.supports(self, pairs=pairs, return_offsets=with_offsets, overflow=overflow,
+                                      truncation=truncation):
+            return None
+        pattern = self._pattern(allowed) if allowed != frozenset() else None
+        if pattern is not None and pattern.search("".join(texts)):
+            return None
+        template = self.post_processor.single if add_special_tokens and self.post_processor is not None else []
+        budget = None if truncation is None else max_length - sum(item.sequence is None for item in template)
+        return cuda_pipeline.encode(self, texts, device, template=template or [_A], truncation=truncation,
+                                    budget=budget, padding=padding, max_length=max_length,
+                                    pad_to_multiple_of=pad_to_multiple_of, left=left, with_types=with_types)
 
     def _post_process_kernels(self, template: list[TemplateItem], first: Encoded, second: Encoded | None, *,
                               truncation: str | None, budget: int | None, stride: int, overflow: bool, padding: str,

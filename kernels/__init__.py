@@ -18,6 +18,10 @@ By stage: ``ingest_numba``; ``normalize_numba``, ``charsmap_numba``, ``sentencep
 ``unigram_finish_numba``, ``unigram_sample_numba``, ``unigram_nbest_numba`` (sharing
 ``unigram_trie_numba``); ``scatter_numba``; ``postprocess_numba``; ``decode_numba``; training:
 ``count_words_numba``, ``train_bpe_numba``, ``train_unigram_numba``; vocabulary extension:
-``extend_savings_numba``. Only the CPU side of most of
-these exists yet: CUDA runs the Triton ops here plus the torch twins.
+``extend_savings_numba``; a whole BERT-style encode call in one CPU kernel: ``wordpiece_texts_numba``.
+Only the CPU side of most of these exists yet: CUDA runs the Triton ops here plus the torch twins,
+except where ``gputok.cuda_pipeline`` runs a whole call as Triton kernels (BERT): ``normalize``,
+``word_split``, ``wordpiece_match`` (``wordpiece_encode_triton``) and ``postprocess``, the twins of
+``normalize_numba``, ``word_split_numba``, ``wordpiece_match_numba`` and ``postprocess_numba``
+(``tests/test_kernels_pipeline.py`` compares them).
 """

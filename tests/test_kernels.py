@@ -193,7 +193,8 @@ def test_end_to_end_triton_backend_equals_torch(bert, hf_bert, parity_lines, mon
     with _dispatch.use_backend("triton"):
         triton_ids = bert.encode_batch(lines)
         triton_out = bert(lines[:80], return_offsets=True, padding=False)
-    assert len(calls) == 2, "use_backend('triton') did not reach the kernel"
+    # encode_batch runs gputok.cuda_pipeline (WordPiece per word); offsets still take the padded kernel
+    assert len(calls) == 1, "use_backend('triton') did not reach the kernel"
     assert triton_ids == torch_ids
     assert triton_out.keys() == torch_out.keys()
     for key in torch_out:

@@ -90,7 +90,10 @@ def _workloads():
                 gputok.Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k"),
                 gputok.Tokenizer.from_sentencepiece(assets.fetch("sp-test-model"))):
         tok(texts * 2, padding=False)
-    gputok.Tokenizer.from_vocab(assets.fetch("bert-vocab"), partial_unk=True)(["unaffable ☃x"])
+        tok(texts, return_offsets=True)  # BERT: the stage-by-stage path (the padded WordPiece kernel)
+    partial = gputok.Tokenizer.from_vocab(assets.fetch("bert-vocab"), partial_unk=True)
+    partial(["unaffable ☃x"])
+    partial(["unaffable ☃x"], return_offsets=True)
     unigram_viterbi(*random_lattice([3, 0, 5], seed=1, ties=False))
     keys = torch.arange(0, 300, 3)
     table = HashMap(keys, keys * 10)

@@ -1,0 +1,149 @@
+"""One encode call on the CUDA code path as a handful of Triton kernels: no torch op per stage, one host sync.
+
+``Tokenizer.__call__`` hands a batch here when the Triton backend runs it (CUDA tensors, or CPU
+tensors under ``GPUTOK_BACKEND=triton`` with ``TRITON_INTERPRET=1``) and :func:`supports` says every
+stage of the tokenizer has a Triton kernel; otherwise the call takes the stage-by-stage path.
+Covered now: WordPiece tokenizers with a table normalizer (BertNormalizer, Lowercase, or none) and
+BertPreTokenizer / WhitespaceSplit (BERT), single texts, no offsets, truncation without overflow,
+every padding option.
+
+The stages and their kernels (``gputok.kernels``; each has a numba twin of the same per-row
+algorithm that the CPU runs):
+
+1. ingest: the batch joined and encoded by CPython's UTF-32 codec (lone surrogates as U+FFFD), one
+   copy to the device with its row offsets;
+2. normalize: ``normalize.rewrite_table_triton``, one text per lane;
+3. split: ``word_split.split_by_class_triton``, one text per lane;
+4. model: ``wordpiece_match.wordpiece_encode_triton``, one word per lane (every word occurrence:
+   on a GPU a lane per word costs less than finding the repeated ones);
+5. post-process: ``postprocess.row_tokens_triton`` (tokens per text), then the one host sync of
+   the call (the output's width, or the ragged output's size), then
+   ``postprocess.write_rows_triton`` (specials, truncation, padding, mask, type ids).
+
+No stage sizes its output on the host: each writes every text (word) into a region sized by an
+upper bound (a text has at most one word per character and a word at most one piece per
+character) and the next stage reads the regions; the split packs the words with one atomic add
+per text. Memory: ~52 bytes per place of the normalized buffer (``expand`` places per input
+character, 3 for BERT: ~160 bytes per input character; 1 GB for 6.5M characters): codepoints 4,
+word slots and packed words 32, piece ids and ends 8, piece counts 8.
+
+Tables (the normalizer's rows, the character classes, the vocabulary trie, the template) are put on
+the device once per component and device and kept.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from . import normalizers, pre_tokenizers
+from .ingest import _join
+from .models.wordpiece import WordPiece
+from .processors import check_truncation
+
+_tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # component -> {device: tables}
+
+
+def _on_device(component, device: torch.device, make):
+    """``make()``'s tables for ``component``, made once per device and kept with the component."""
+    per_device = _tables.setdefault(component, {})
+    if device not in per_device:
+        per_device[device] = make()
+    return per_device[device]
+
+
+def supports(tok, *, pairs: Sequence[str] | None, return_offsets: bool, overflow: bool, truncation: str | None) -> bool:
+    """Whether every stage of ``tok`` and every option of the call has its Triton kernel here."""
+    table_normalizer = tok.normalizer is None or (isinstance(tok.normalizer, normalizers.Normalizer)
+                                                  and type(tok.normalizer).__call__ is normalizers.Normalizer.__call__)
+    splitter = type(tok.pre_tokenizer) in (pre_tokenizers.BertPreTokenizer, pre_tokenizers.WhitespaceSplit)
+    return (type(tok.model) is WordPiece and table_normalizer and splitter and pairs is None and not return_offsets
+            and not overflow and truncation in (None, "longest_first", "only_first"))
+
+
+def _classes(pre_tokenizer, device: torch.device) -> torch.Tensor:
+    if type(pre_tokenizer) is pre_tokenizers.BertPreTokenizer:
+        return pre_tokenizers._bert_classes(device)
+    return pre_tokenizers._whitespace_classes(device)
+
+
+def _normalizer_tables(normalizer, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, int]:
+    from .kernels.normalize import longest_row
+
+    def make():
+        table = normalizer.table
+        return (table.values.to(device=device, dtype=torch.int32), table.offsets.to(device),
+                longest_row(table.offsets))
+
+    return _on_device(normalizer, device, make)
+
+
+def _ingest(texts: Sequence[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """int32 codepoints of the batch and int64 row offsets, on ``device`` (host work, then two copies)."""
+    units = np.frombuffer(_join(texts).encode("utf-32-le"), dtype=np.int32)
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)), out=offsets[1:])
+    return (torch.from_numpy(units.copy()).to(device, non_blocking=True),
+            torch.from_numpy(offsets).to(device, non_blocking=True))
+
+
+def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequence, truncation: str | None,
+           budget: int | None, padding: str, max_length: int | None, pad_to_multiple_of: int | None, left: bool,
+           with_types: bool) -> dict[str, torch.Tensor]:
+    """``tok(texts, ...)``'s outputs (single texts, no added token written in them) on ``device``."""
+    from .kernels.normalize import rewrite_table_triton
+    from .kernels.postprocess import row_tokens_triton, write_rows_triton
+    from .kernels.word_split import split_by_class_triton
+    from .kernels.wordpiece_match import wordpiece_encode_triton
+    from .tokenizer import _template_arrays
+
+    if truncation is not None:
+        check_truncation(budget, truncation, False, False)
+    values, offsets = _ingest(texts, device)
+    if tok.normalizer is not None:
+        norm, starts, lengths = rewrite_table_triton(values, offsets, *_normalizer_tables(tok.normalizer, device))
+    else:
+        norm, starts, lengths = values, offsets[:-1], offsets[1:] - offsets[:-1]
+    word_starts, word_ends, word_base, word_counts = split_by_class_triton(norm, starts, lengths,
+                                                                           _classes(tok.pre_tokenizer, device))
+    model = tok.model
+    piece_ids, _, piece_counts = wordpiece_encode_triton(
+        norm, word_starts, word_ends, max_chars=model.max_input_chars_per_word, unk_id=model.unk_id,
+        partial_unk=model.partial_unk, **model.trie.tensors(device))
+    tokens = row_tokens_triton(word_base, word_counts, piece_counts)
+    keep = tokens if budget is None else tokens.clamp(max=budget)
+    item_seq, item_id, item_type = _on_device(tok, (device, tuple(template)), lambda: tuple(
+        torch.from_numpy(a).to(device) for a in _template_arrays(tuple(template))))
+    specials = sum(item.sequence is None for item in template)
+    row_lengths = keep + specials
+    rows = len(texts)
+    if padding == "do_not_pad":
+        row_offsets = torch.zeros(rows + 1, dtype=torch.int64, device=device)
+        torch.cumsum(row_lengths, 0, out=row_offsets[1:])
+        total = int(row_offsets[-1])  # the call's one host sync: the size of the output
+        ids = torch.empty(total, dtype=torch.int64, device=device)
+        types = torch.zeros_like(ids) if with_types else None
+        write_rows_triton(item_seq, item_id, item_type, word_base, word_counts, word_starts, piece_counts, piece_ids,
+                          keep, row_offsets, ids, None, types)
+        out = {"input_ids": ids, "row_offsets": row_offsets}
+    else:
+        width = int(row_lengths.max()) if rows else 0  # the call's one host sync: the output's width
+        if padding == "max_length":
+            width = max(width, max_length)
+        if pad_to_multiple_of:
+            width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+        ids = torch.full((rows, width), tok._pad_id, dtype=torch.int64, device=device)
+        mask = torch.zeros_like(ids)
+        types = torch.zeros_like(ids) if with_types else None
+        row_base = torch.arange(rows, dtype=torch.int64, device=device) * width
+        if left:
+            row_base += width - row_lengths
+        write_rows_triton(item_seq, item_id, item_type, word_base, word_counts, word_starts, piece_counts, piece_ids,
+                          keep, row_base, ids, mask, types)
+        out = {"input_ids": ids, "attention_mask": mask}
+    if with_types:
+        out["token_type_ids"] = types
+    return out

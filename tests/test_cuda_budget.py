@@ -1,0 +1,63 @@
+"""Issue 17's CUDA budget: at most 40 launches and 3 host syncs per encode call, for each family.
+
+Counted as ``gputok bench --count-launches`` counts (:mod:`gputok.bench_launches`: Triton launches
+plus non-view torch ops, and the ops that make the host wait), on the Triton code path that CUDA
+tensors take, run here on CPU tensors under ``TRITON_INTERPRET=1``. Batches of 32 real English
+lines and of 1,024 short ones (each line's first few words: the interpreter is slow, and the
+number of launches of a call does not grow with its text), after one warm-up call, as the bench.
+Families still on the stage-by-stage path are marked xfail(strict=True) with their counts, so the
+mark fails the suite once they come under the budget (their batch of 1,024 only under
+``GPUTOK_FULL=1``: minutes of interpreted torch ops).
+"""
+
+import os
+
+import pytest
+import torch
+
+from gputok.bench import _load_lines, make_tokenizer, special_tokens
+from gputok.bench_launches import count_call
+
+LAUNCHES, SYNCS = 40, 3
+
+
+@pytest.fixture(scope="module")
+def batches():
+    lines = [line for line in _load_lines(None, 400_000)[0] if line.strip()]
+    short = [" ".join(line.split()[:2]) for line in lines]
+    return {32: (lines[:32], lines[32:64]), 1024: (short[:1024], short[1024:2048])}
+
+
+def _counts(family: str, batch, warm_up) -> dict:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one chunk of texts: the dispatch mode counts this thread's ops
+    try:
+        return count_call(make_tokenizer(family), batch, warm_up=warm_up, padding=True,
+                          add_special_tokens=special_tokens(family))
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _pending(family: str, size: int, measured: str):
+    """A family still on the stage-by-stage Triton path: expected over budget (``measured``:
+    launches / syncs per call, 2026-11-26). Batch 1,024 of the slow interpreted path only under
+    ``GPUTOK_FULL=1``."""
+    marks = [pytest.mark.xfail(strict=True, reason=f"{family} still runs stage by stage on the Triton path: "
+                                                    f"{measured} launches/syncs per call at batch {size}")]
+    if size > 32 and not os.environ.get("GPUTOK_FULL"):
+        marks.append(pytest.mark.skip(reason="the stage-by-stage path at batch 1,024 under the interpreter: "
+                                             "minutes (GPUTOK_FULL=1 runs it)"))
+    return pytest.param(family, size, marks=marks)
+
+
+@pytest.mark.parametrize(("family", "size"), [
+    ("bert", 32), ("bert", 1024),
+    _pending("cl100k", 32, "890 / 47"), _pending("cl100k", 1024, "845 / 48"),
+    _pending("unigram", 32, "1025 / 64"), _pending("unigram", 1024, "1116 / 75"),
+    _pending("mistral", 32, "575 / 57"), _pending("mistral", 1024, "586 / 55"),
+])
+def test_encode_call_within_budget(family, size, batches):
+    counts = _counts(family, *batches[size])
+    assert counts["triton_launches"] >= 1  # the Triton path ran
+    assert counts["launches"] <= LAUNCHES, counts["ops_by_name"]
+    assert counts["host_syncs"] <= SYNCS, counts["syncs_by_op"]
