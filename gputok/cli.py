@@ -7,6 +7,7 @@
     gputok train corpus.txt --preset bert-wordpiece --vocab-size 30000 -o tokenizer.json --vocab-txt vocab.txt
     gputok train corpus.txt --model unigram --vocab-size 8000 -o tokenizer.json --sp-model unigram.model
     gputok bench --train                                                # training vs huggingface
+    gputok encode-corpus data.jsonl.gz --text-field text --tokenizer tokenizer.json --out shards/ --append-eos
 """
 
 from __future__ import annotations
@@ -156,6 +157,72 @@ def _train_parser(sub) -> None:
                          "nmt_nfkc-normalized first)")
 
 
+def _encode_corpus(args: argparse.Namespace) -> int:
+    """``gputok encode-corpus``; under torchrun (WORLD_SIZE > 1) the ranks split the shards."""
+    import os
+
+    import torch
+
+    from .corpus import BadRecordError
+    from .encode_corpus import encode_corpus
+
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized()
+    if distributed:
+        torch.distributed.init_process_group("nccl" if str(args.device).startswith("cuda") else "gloo")
+        if str(args.device) == "cuda":
+            args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    try:
+        tok = load_tokenizer(args.tokenizer)
+        manifest = encode_corpus(
+            args.inputs, tok, args.out, formats=args.format, dtype=args.dtype, text_field=args.text_field,
+            mode=args.mode, input_format=args.input_format, append_eos=args.append_eos,
+            prepend_bos=args.prepend_bos, eos_token=args.eos_token, bos_token=args.bos_token,
+            add_special_tokens=args.add_special_tokens, shard_documents=args.shard_documents,
+            on_bad_record=args.on_bad_record, resume=args.resume, device=args.device, progress=not args.quiet)
+    except (BadRecordError, ValueError, OSError, ImportError) as e:
+        raise SystemExit(f"gputok encode-corpus: {e}") from e
+    finally:
+        if distributed:
+            torch.distributed.destroy_process_group()
+    bad = manifest["bad_records"]
+    bad_text = ", ".join(f"{n} {why} {what}" for what in ("replaced", "skipped") for why, n in bad[what].items())
+    if not args.quiet and int(os.environ.get("RANK", "0")) == 0:
+        print(f"gputok encode-corpus: {manifest['documents']} documents, {manifest['tokens']} tokens in "
+              f"{len(manifest['shards'])} shard(s) ({', '.join(manifest['dtypes'].values())}); "
+              f"{manifest['empty_documents']} empty; bad records: {bad_text or 'none'}; wrote {args.out}",
+              file=sys.stderr)
+    return 0
+
+
+def _encode_corpus_parser(sub) -> None:
+    ec = sub.add_parser("encode-corpus", help="text, JSON Lines, Parquet or Arrow files to Megatron / flat token shards")
+    ec.add_argument("inputs", nargs="+", help="files: text (a document per line, or --mode blocks), .jsonl, "
+                                              ".parquet, .arrow; .gz / .zst compressed too")
+    ec.add_argument("--tokenizer", required=True, help="a huggingface tokenizer.json or a BERT vocab.txt")
+    ec.add_argument("--out", required=True, help="the folder to write (shards and manifest.json)")
+    ec.add_argument("--format", nargs="+", default=["megatron"], choices=["megatron", "flat"],
+                    help="megatron: NAME.bin + NAME.idx (megatron-core IndexedDataset); flat: NAME.tokens + "
+                         "NAME.docs.npy (nanoGPT-style memmap)")
+    ec.add_argument("--dtype", default="auto", choices=["auto", "uint16", "uint32", "int32"],
+                    help="id dtype (auto: uint16 when the vocabulary fits, as Megatron chooses)")
+    ec.add_argument("--text-field", default="text", help="JSON field / Arrow column holding the text")
+    ec.add_argument("--mode", default="lines", choices=["lines", "blocks"],
+                    help="text files: a document per line, or per block of lines separated by blank lines")
+    ec.add_argument("--input-format", default=None, choices=["text", "jsonl", "parquet", "arrow"],
+                    help="instead of the file suffix")
+    ec.add_argument("--append-eos", action="store_true", help="end every document with the EOS token")
+    ec.add_argument("--prepend-bos", action="store_true", help="begin every document with the BOS token")
+    ec.add_argument("--eos-token", default=None, help="default: the first of <|endoftext|>, </s>, ... in the vocabulary")
+    ec.add_argument("--bos-token", default=None, help="default: the first of <s>, <|begin_of_text|>, ...")
+    ec.add_argument("--add-special-tokens", action="store_true", help="run the tokenizer's template ([CLS] A [SEP])")
+    ec.add_argument("--shard-documents", type=int, default=1_000_000, help="input records per shard (1000000)")
+    ec.add_argument("--on-bad-record", default="replace", choices=["replace", "skip", "fail"],
+                    help="invalid UTF-8 / a missing JSON field: replace (U+FFFD / empty), skip, or fail; counted")
+    ec.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    ec.add_argument("--device", default="cpu", help="cpu or cuda")
+    ec.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gputok", description="GPU-batched tensor tokenizer")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -169,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     enc.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP]")
     enc.add_argument("--quiet", action="store_true", help="no progress bar")
     _train_parser(sub)
+    _encode_corpus_parser(sub)
     sub.add_parser("bench", help="encoding speed against huggingface, tiktoken and sentencepiece, with a figure "
                         "(or: --count-launches, the CUDA path's launches per call; --train, training speed)",
                    add_help=False)
@@ -181,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command == "train":
         return _train(args)
+    if args.command == "encode-corpus":
+        return _encode_corpus(args)
     return _encode(args)
 
 
