@@ -169,7 +169,7 @@ def _prepare(folder: Path, progress_dir: Path, config: dict, resume: bool, rank:
             raise ValueError(f"{folder} holds shards made with other options or another tokenizer; "
                              "choose another folder")
         return manifest
-    if progress_dir.exists():
+    if (progress_dir / "config.json").exists():
         if not resume:
             raise ValueError(f"{folder} holds an interrupted encode_corpus run; pass resume=True (--resume) "
                              "to continue it, or choose another folder")
