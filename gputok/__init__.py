@@ -8,8 +8,9 @@
 """
 
 from . import data
+from .encode_corpus import encode_corpus
 from .tokenizer import AddedToken, Tokenizer
 from .training import train, train_from_counts
 
-__all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts"]
+__all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts", "encode_corpus"]
 __version__ = "0.1.0"
