@@ -102,6 +102,7 @@ def _train(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise SystemExit(f"gputok train: {e}") from e
     outputs = [p for p in options.values() if p]
+    rank = _init_distributed(args.device)  # under torchrun the ranks split the word counting
     try:
         tok, summary = train_with_summary(
             args.inputs, model=args.model, preset=args.preset, vocab_size=args.vocab_size,
@@ -115,11 +116,18 @@ def _train(args: argparse.Namespace) -> int:
                                    vocab_json=args.vocab_json, merges_txt=args.merges_txt)
         if args.sp_model:
             files[Path(args.sp_model)] = lambda tmp: save_sentencepiece_model(tok, tmp)
-        write_atomic(files)  # all of them or none
+        if not rank:  # one process, or rank 0 of torchrun's
+            write_atomic(files)  # all of them or none
     except (ValueError, TypeError, OSError) as e:
         raise SystemExit(f"gputok train: {e}") from e
+    finally:
+        if rank is not None:
+            import torch
+
+            torch.distributed.destroy_process_group()
     summary.seconds["writing"] = time.perf_counter() - start
-    print(f"gputok train: {summary}; wrote {', '.join(map(str, outputs))}", file=sys.stderr)
+    if not rank:
+        print(f"gputok train: {summary}; wrote {', '.join(map(str, outputs))}", file=sys.stderr)
     return 0
 
 
@@ -157,6 +165,20 @@ def _train_parser(sub) -> None:
                          "nmt_nfkc-normalized first)")
 
 
+def _init_distributed(device: str) -> int | None:
+    """Under torchrun (WORLD_SIZE > 1): the process group (NCCL for cuda, else gloo) and this
+    process's rank; None when not distributed."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    import torch
+
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if str(device).startswith("cuda") else "gloo")
+    return torch.distributed.get_rank()
+
+
 def _encode_corpus(args: argparse.Namespace) -> int:
     """``gputok encode-corpus``; under torchrun (WORLD_SIZE > 1) the ranks split the shards."""
     import os
@@ -166,11 +188,9 @@ def _encode_corpus(args: argparse.Namespace) -> int:
     from .corpus import BadRecordError
     from .encode_corpus import encode_corpus
 
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.distributed.is_initialized()
-    if distributed:
-        torch.distributed.init_process_group("nccl" if str(args.device).startswith("cuda") else "gloo")
-        if str(args.device) == "cuda":
-            args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    rank = _init_distributed(args.device)  # under torchrun the ranks split the shards
+    if rank is not None and str(args.device) == "cuda":
+        args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     try:
         tok = load_tokenizer(args.tokenizer)
         manifest = encode_corpus(
@@ -182,11 +202,11 @@ def _encode_corpus(args: argparse.Namespace) -> int:
     except (BadRecordError, ValueError, OSError, ImportError) as e:
         raise SystemExit(f"gputok encode-corpus: {e}") from e
     finally:
-        if distributed:
+        if rank is not None:
             torch.distributed.destroy_process_group()
     bad = manifest["bad_records"]
     bad_text = ", ".join(f"{n} {why} {what}" for what in ("replaced", "skipped") for why, n in bad[what].items())
-    if not args.quiet and int(os.environ.get("RANK", "0")) == 0:
+    if not args.quiet and not rank:
         print(f"gputok encode-corpus: {manifest['documents']} documents, {manifest['tokens']} tokens in "
               f"{len(manifest['shards'])} shard(s) ({', '.join(manifest['dtypes'].values())}); "
               f"{manifest['empty_documents']} empty; bad records: {bad_text or 'none'}; wrote {args.out}",

@@ -353,3 +353,56 @@ def text_chunks(texts: Iterable, *, chunk_chars: int = CHUNK_BYTES) -> Iterator[
             batch, size = [], 0
     if batch:
         yield batch
+
+
+class RankShare:
+    """Under ``torch.distributed`` (torchrun), this rank's share of a stream of chunks: chunk ``i``
+    is counted by rank ``i % world_size``, so the ranks split the corpus without talking, and
+    :func:`all_ranks_counts` sums what they counted. Without a process group: every chunk.
+
+    >>> share = RankShare(rank=1, world_size=2)
+    >>> seen = []; add = share.wrap(seen.append)
+    >>> for chunk in "abcde": add(chunk)
+    >>> seen
+    ['b', 'd']
+    """
+
+    def __init__(self, *, rank: int | None = None, world_size: int | None = None) -> None:
+        if rank is None:
+            rank, world_size = _rank_and_world()
+        self.rank, self.world_size, self._next = rank, world_size, 0
+
+    def wrap(self, add: Callable) -> Callable:
+        """``add``, called only for this rank's chunks (one count of chunks across every wrapped callback)."""
+        def share(chunk) -> None:
+            mine = self._next % self.world_size == self.rank
+            self._next += 1
+            if mine:
+                add(chunk)
+        return share
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def all_ranks_counts(table: WordCounts, words_seen: int) -> tuple[WordCounts, int]:
+    """Every rank's word table merged, and the words seen summed, the same on every rank (a
+    ``torch.distributed`` all-gather of the tables as numpy arrays, merged in rank order by
+    :func:`merge_tables`); without a process group, the arguments as they are."""
+    rank, world = _rank_and_world()
+    if world == 1:
+        return table, words_seen
+    mine = (table.words.values.cpu().numpy(), table.words.offsets.cpu().numpy(), table.counts.cpu().numpy(),
+            words_seen)
+    gathered: list = [None] * world
+    torch.distributed.all_gather_object(gathered, mine)
+    device = table.counts.device
+    tables = [WordCounts(Ragged(torch.from_numpy(v).to(device), torch.from_numpy(o).to(device)),
+                         torch.from_numpy(c).to(device)) for v, o, c, _ in gathered if c.size]
+    if not tables:
+        return table, 0
+    merged = merge_tables(tables)[0] if len(tables) > 1 else tables[0]
+    return WordCounts(merged.words, merged.counts), sum(seen for *_, seen in gathered)
