@@ -108,16 +108,7 @@ def sources(inputs: str | os.PathLike | Any | Sequence[str | os.PathLike | Any],
         if _is_dataset(item):
             out.append(Source(f"<dataset {len(out)}>", "dataset", dataset=item))
             continue
-        path = Path(item)
-        if not path.exists():
-            raise FileNotFoundError(f"input file {str(item)!r} does not exist")
-        if not path.is_file():
-            raise ValueError(f"input {str(item)!r} is not a regular file (a directory?); pass files")
-        try:
-            with open(path, "rb") as f:
-                f.read(1)
-        except OSError as e:
-            raise PermissionError(f"input file {str(item)!r} cannot be read: {e.strerror or e}") from e
+        path = check_readable(item, "input file")
         kind = input_format or _kind(path)
         if kind not in ("text", "jsonl", "parquet", "arrow"):
             raise ValueError(f"input_format={kind!r}; choose text, jsonl, parquet or arrow")
@@ -125,6 +116,23 @@ def sources(inputs: str | os.PathLike | Any | Sequence[str | os.PathLike | Any],
     if not out:
         raise ValueError("no inputs given; pass at least one file or dataset")
     return out
+
+
+def check_readable(path: str | os.PathLike, what: str, *, missing_hint: str = "", files: str = "files") -> Path:
+    """``path`` as a Path once it is known to be a readable regular file; else FileNotFoundError,
+    ValueError or PermissionError naming ``what`` and the path."""
+    where = f"{what} {str(path)!r}"
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{where} does not exist{missing_hint}")
+    if not path.is_file():
+        raise ValueError(f"{where} is not a regular file (a directory?); pass {files}")
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise PermissionError(f"{where} cannot be read: {e.strerror or e}") from e
+    return path
 
 
 def _is_dataset(obj: Any) -> bool:
@@ -191,7 +199,7 @@ class RecordReader:
     def _text_batches(self, source: Source, on_bytes) -> Iterator[list[str | None]]:
         first_record = 0
         with open_binary(source.path) as f:
-            for block in _blocks(f, self.chunk_bytes, self.mode):
+            for block in byte_blocks(f, self.chunk_bytes, self.mode):
                 records = self._decode(source, block, first_record)
                 if source.kind == "jsonl":
                     records = self._json_texts(source, records, first_record)
@@ -331,19 +339,22 @@ def _sliced(batches):
             yield batch.slice(start, ARROW_ROWS)
 
 
-def _blocks(f: BinaryIO, chunk_bytes: int, mode: str) -> Iterator[bytes]:
+def byte_blocks(f: BinaryIO, chunk_bytes: int, mode: str = "lines") -> Iterator[bytes]:
     """Blocks of ~``chunk_bytes`` of ``f`` ending after a ``\\n`` (lines) or a blank line (blocks),
-    the last one with whatever is left."""
+    the last one with whatever is left. A ``\\n`` never occurs inside a UTF-8 character, so each
+    block decodes on its own."""
+    separator = b"\n\n" if mode == "blocks" else b"\n"
     rest = b""
     while True:
         data = f.read(chunk_bytes)
         if not data:
             break
         data = rest + data
-        cut = data.rfind(b"\n\n") + 2 if mode == "blocks" else data.rfind(b"\n") + 1
-        if cut <= 1:
+        found = data.rfind(separator)
+        if found < 0:
             rest = data
             continue
+        cut = found + len(separator)
         rest = data[cut:]
         yield data[:cut]
     if rest:

@@ -40,7 +40,7 @@ import torch
 
 from ._atomic import write_atomic
 from .corpus import BadRecords, RecordReader, sources
-from .shards import MANIFEST, ShardWriter, shard_dtypes, shard_name
+from .shards import MANIFEST, ShardWriter, file_sha256, shard_dtypes, shard_name
 from .tokenizer import Tokenizer
 
 PROGRESS = ".progress"
@@ -191,12 +191,13 @@ def _prepare(folder: Path, progress_dir: Path, config: dict, resume: bool, rank:
 
 
 def _done_shards(folder: Path, progress_dir: Path) -> set[int]:
-    """Shards recorded as complete whose files are all there with the recorded sizes."""
+    """Shards recorded as complete whose files are all there with the recorded sizes and sha256
+    (hashing runs at disk speed, far above encoding's)."""
     done = set()
     for record in progress_dir.glob("shard_*.json"):
         entry = json.loads(record.read_text(encoding="utf-8"))
         if all((folder / f).is_file() and (folder / f).stat().st_size == meta["bytes"]
-               for f, meta in entry["files"].items()):
+               and file_sha256(folder / f) == meta["sha256"] for f, meta in entry["files"].items()):
             done.add(int(record.stem.split("_")[1]))
     return done
 

@@ -214,7 +214,7 @@ def test_kill_and_resume_is_byte_identical(tmp_path):
     """The run is SIGKILLed 3 times at random points (after a random number of finished shards
     plus a random delay), resumed each time; the files equal an uninterrupted run's."""
     corpus = tmp_path / "c.txt"
-    corpus.write_bytes(b"".join(Path(assets.english_corpus(20)).open("rb").readlines()[:24000]))
+    corpus.write_bytes(b"".join(Path(assets.english_corpus(20)).open("rb").readlines()[:48000]))
     vocab = str(assets.fetch("bert-vocab"))
     args = ["encode-corpus", str(corpus), "--tokenizer", vocab, "--append-eos", "--eos-token", "[SEP]",
             "--format", "megatron", "flat", "--shard-documents", "1000", "--quiet"]
@@ -232,7 +232,7 @@ def test_kill_and_resume_is_byte_identical(tmp_path):
         while proc.poll() is None and time.monotonic() < deadline:
             done = len(list((out / ".progress").glob("shard_*.json"))) if (out / ".progress").exists() else 0
             if done >= target:
-                time.sleep(rng.uniform(0, 0.3))
+                time.sleep(rng.uniform(0, 0.05))
                 break
             time.sleep(0.02)
         if proc.poll() is not None:  # finished before it could be killed: nothing left to test

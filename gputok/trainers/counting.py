@@ -288,20 +288,11 @@ class _WordTable:
 
 def check_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """The paths, after checking that each is a readable file (before any work starts)."""
-    out = []
-    for p in paths:
-        path = Path(p)
-        if not path.exists():
-            raise FileNotFoundError(f"training file {str(p)!r} does not exist (to train on texts in memory, "
-                                    "pass an iterator of them: iter(texts))")
-        if not path.is_file():
-            raise ValueError(f"training file {str(p)!r} is not a regular file (a directory?); pass text files")
-        try:
-            with open(path, "rb") as f:
-                f.read(1)
-        except OSError as e:
-            raise PermissionError(f"training file {str(p)!r} cannot be read: {e.strerror or e}") from e
-        out.append(path)
+    from ..corpus import check_readable
+
+    out = [check_readable(p, "training file", files="text files",
+                          missing_hint=" (to train on texts in memory, pass an iterator of them: iter(texts))")
+           for p in paths]
     if not out:
         raise ValueError("no training files given; pass at least one text file")
     return out
@@ -315,26 +306,14 @@ def file_chunks(paths: list[Path], *, chunk_bytes: int = CHUNK_BYTES,
     Chunks are cut after a ``\\n`` (a byte that never occurs inside a UTF-8 character), so
     decoding a chunk on its own is exact. A file not ending in ``\\n`` ends its last line there.
     """
+    from ..corpus import byte_blocks
+
     for path in paths:
         with open(path, "rb") as f:
-            rest = b""
-            while True:
-                block = f.read(chunk_bytes)
-                if not block:
-                    break
-                block = rest + block
-                cut = block.rfind(b"\n") + 1
-                if cut == 0:
-                    rest = block
-                    continue
-                rest = block[cut:]
-                yield block[:cut].decode("utf-8", errors="replace")
+            for block in byte_blocks(f, chunk_bytes):
+                yield block.decode("utf-8", errors="replace")
                 if on_bytes is not None:  # after the caller has counted the chunk
-                    on_bytes(cut)
-            if rest:
-                yield rest.decode("utf-8", errors="replace")
-                if on_bytes is not None:
-                    on_bytes(len(rest))
+                    on_bytes(len(block))
 
 
 def text_chunks(texts: Iterable, *, chunk_chars: int = CHUNK_BYTES) -> Iterator[list[str]]:
