@@ -198,9 +198,10 @@ class RecordReader:
     # ---- text and JSON Lines -------------------------------------------------------------
     def _text_batches(self, source: Source, on_bytes) -> Iterator[list[str | None]]:
         first_record = 0
+        mode = self.mode if source.kind == "text" else "lines"  # JSON Lines: a record per line
         with open_binary(source.path) as f:
-            for block in byte_blocks(f, self.chunk_bytes, self.mode):
-                records = self._decode(source, block, first_record)
+            for block in byte_blocks(f, self.chunk_bytes, mode):
+                records = self._decode(source, block, first_record, mode)
                 if source.kind == "jsonl":
                     records = self._json_texts(source, records, first_record)
                 first_record += len(records)
@@ -208,19 +209,20 @@ class RecordReader:
                 if on_bytes is not None:
                     on_bytes(len(block))
 
-    def _split(self, text: str) -> list[str]:
+    @staticmethod
+    def _split(text: str, mode: str) -> list[str]:
         text = text.replace("\r\n", "\n") if "\r" in text else text
-        if self.mode == "lines":
+        if mode == "lines":
             return text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
         return [b for b in _BLANK_LINES.split(text.strip("\n")) if b.strip()]
 
-    def _decode(self, source: Source, block: bytes, first_record: int) -> list[str | None]:
+    def _decode(self, source: Source, block: bytes, first_record: int, mode: str) -> list[str | None]:
         try:
-            return self._split(block.decode("utf-8"))
+            return self._split(block.decode("utf-8"), mode)
         except UnicodeDecodeError:
             pass
         # A block with invalid bytes: find its bad records one by one (rare, so a Python loop).
-        records: list[str | None] = self._split(block.decode("utf-8", errors="surrogateescape"))
+        records: list[str | None] = self._split(block.decode("utf-8", errors="surrogateescape"), mode)
         for i, record in enumerate(records):
             try:
                 record.encode("utf-8")
@@ -233,8 +235,8 @@ class RecordReader:
     def _json_texts(self, source: Source, lines: list[str | None], first_record: int) -> list[str | None]:
         out: list[str | None] = []
         for i, line in enumerate(lines):
-            if line is None or not line.strip():
-                out.append(line and "")
+            if line is None or not line.strip():  # skipped (invalid UTF-8), or an empty document
+                out.append(None if line is None else "")
                 continue
             try:
                 value = json.loads(line)
@@ -254,9 +256,10 @@ class RecordReader:
 
     def _bad(self, source: Source, record: int, reason: str, replacement: str, detail: str = "") -> str | None:
         if self.on_bad_record == "fail":
-            raise BadRecordError(f"{source.name}: record {record} ({'line' if source.kind in ('text', 'jsonl') and self.mode == 'lines' else 'row'} "
-                                 f"{record + 1}): {detail or reason}; pass on_bad_record='replace' or 'skip' "
-                                 "(--on-bad-record) to go on")
+            unit = ("row" if source.kind not in ("text", "jsonl")
+                    else "block" if source.kind == "text" and self.mode == "blocks" else "line")
+            raise BadRecordError(f"{source.name}: record {record} ({unit} {record + 1}): {detail or reason}; "
+                                 "pass on_bad_record='replace' or 'skip' (--on-bad-record) to go on")
         self.bad.add(self.on_bad_record, reason)
         return replacement if self.on_bad_record == "replace" else None
 

@@ -31,6 +31,7 @@ import os
 import shutil
 import sys
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,15 @@ _BOS_CANDIDATES = ("<s>", "<|begin_of_text|>", "<bos>", "<|endoftext|>", "[CLS]"
 
 
 def tokenizer_sha256(tokenizer: Tokenizer) -> str:
-    """sha256 of the tokenizer's canonical tokenizer.json (sorted keys): equal tokenizers, equal hash."""
-    text = json.dumps(tokenizer.to_json(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """sha256 of the tokenizer's canonical tokenizer.json (sorted keys): equal tokenizers, equal hash.
+    Kept per tokenizer object (~1 s for a 50k BPE: the JSON of every merge)."""
+    if tokenizer not in _HASHES:
+        text = json.dumps(tokenizer.to_json(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        _HASHES[tokenizer] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _HASHES[tokenizer]
+
+
+_HASHES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _special_id(tokenizer: Tokenizer, name: str | None, candidates: Sequence[str], what: str) -> int:

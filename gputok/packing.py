@@ -111,36 +111,46 @@ class Packer:
 
     def _assemble(self, ids: torch.Tensor, lengths: torch.Tensor, starts: torch.Tensor, destination: torch.Tensor,
                   blocks: int, offsets: torch.Tensor) -> dict[str, Any]:
-        device, slots = ids.device, blocks * self.seq_len
-        total = int(lengths.sum())
-        piece = torch.repeat_interleave(torch.arange(lengths.numel(), device=device), lengths)
-        inside = torch.arange(total, device=device) - (torch.cumsum(lengths, 0) - lengths)[piece]
-        where = destination[piece] + inside
+        # (index_select / index_copy_: several times faster than [] indexing on the CPU for 10^6+ ids)
+        device, S = ids.device, self.seq_len
+        slots, total = blocks * S, int(lengths.sum())
         input_ids = torch.full((slots,), self.pad_id, dtype=ids.dtype, device=device)
-        input_ids[where] = ids[starts[piece] + inside]
-        # Piece starts, and a padding run after the last piece of every block that is not full.
+        if self.mode == "concat":  # the pieces are the ids in order: one copy
+            input_ids[:total] = ids[:total]
+            fill = torch.full((blocks,), S, dtype=torch.int64, device=device)
+            if blocks:
+                fill[-1] = total - (blocks - 1) * S
+        else:
+            piece = torch.repeat_interleave(torch.arange(lengths.numel(), device=device), lengths)
+            inside = torch.arange(total, device=device) - (torch.cumsum(lengths, 0) - lengths).index_select(0, piece)
+            source = starts.index_select(0, piece) + inside
+            input_ids.index_copy_(0, destination.index_select(0, piece) + inside, ids.index_select(0, source))
+            fill = torch.bincount(destination // S, weights=lengths.double(), minlength=blocks).long()
+        # Every block is filled from its start: its first ``fill`` slots are used, the rest padding.
+        column = torch.arange(S, device=device)
+        used = (column[None, :] < fill[:, None]).flatten()
+        # Piece starts, block starts, and the start of each block's padding run.
         is_start = torch.zeros(slots + 1, dtype=torch.bool, device=device)
         is_start[destination] = True
-        used = torch.zeros(slots, dtype=torch.bool, device=device)
-        used[where] = True
-        block_start = torch.arange(0, slots, self.seq_len, device=device)
-        is_start[block_start] = True
-        pad_start = (~used) & torch.cat([torch.ones(1, dtype=torch.bool, device=device), used[:-1]])
-        is_start[:slots] |= pad_start
+        is_start[torch.arange(0, slots, S, device=device)] = True
+        padded = fill < S
+        is_start[(torch.arange(blocks, device=device) * S + fill)[padded]] = True
         is_start[slots] = True
         cu_seqlens = torch.nonzero(is_start).flatten()
         segment = torch.cumsum(is_start[:slots].long(), 0) - 1
-        position_ids = torch.arange(slots, device=device) - cu_seqlens[segment]
+        position_ids = torch.arange(slots, device=device) - cu_seqlens.index_select(0, segment)
         labels = torch.where(used, input_ids.long(), IGNORE_INDEX)
         if self.mask_boundaries:
-            document_start = torch.zeros(slots, dtype=torch.bool, device=device)
-            is_document_start = torch.isin(starts, offsets) if self.mode == "concat" else torch.ones_like(starts, dtype=torch.bool)
-            document_start[destination[is_document_start]] = True
-            labels[document_start] = IGNORE_INDEX
+            if self.mode == "concat":  # a piece that begins a document begins at one of its offsets
+                found = torch.searchsorted(offsets, starts).clamp(max=offsets.numel() - 1)
+                begins_document = offsets.index_select(0, found) == starts
+            else:
+                begins_document = torch.ones_like(starts, dtype=torch.bool)
+            labels[destination[begins_document]] = IGNORE_INDEX
         seq_lengths = cu_seqlens[1:] - cu_seqlens[:-1]
         self.tokens += total
         self.slots += slots
-        shape = (blocks, self.seq_len)
+        shape = (blocks, S)
         return {"input_ids": input_ids.view(shape), "labels": labels.view(shape),
                 "position_ids": position_ids.view(shape), "cu_seqlens": cu_seqlens.to(torch.int32),
                 "max_seqlen": int(seq_lengths.max()) if seq_lengths.numel() else 0,
