@@ -48,6 +48,7 @@ POLICIES = ("replace", "skip", "fail")
 MODES = ("lines", "blocks")
 _JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 _ARROW_SUFFIXES = {".arrow", ".feather", ".ipc"}
+_COMPRESSED = (".gz", ".zst", ".zstd")
 _BLANK_LINES = re.compile(r"\n(?:[ \t\r\f\v]*\n)+")
 
 
@@ -93,6 +94,10 @@ class Source:
     def size(self) -> int | None:
         """Bytes on disk (None for a dataset)."""
         return None if self.path is None else self.path.stat().st_size
+
+    @property
+    def compressed(self) -> bool:
+        return self.path is not None and self.path.suffix.lower() in _COMPRESSED
 
 
 def sources(inputs: str | os.PathLike | Any | Sequence[str | os.PathLike | Any], *,
@@ -141,7 +146,7 @@ def _is_dataset(obj: Any) -> bool:
 
 def _kind(path: Path) -> str:
     suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] in (".gz", ".zst", ".zstd"):
+    if suffixes and suffixes[-1] in _COMPRESSED:
         suffixes = suffixes[:-1]
     last = suffixes[-1] if suffixes else ""
     if last in _JSON_SUFFIXES:

@@ -108,7 +108,8 @@ def encode_corpus(inputs: Any, tokenizer: Tokenizer, out: str | os.PathLike, *,
     encoder = _Encoder(tokenizer, add_special_tokens, bos, eos, device)
     from tqdm import tqdm
 
-    sizes = [s.size() for s in srcs]
+    # text bytes as read (decompressed): the total is known for plain files only
+    sizes = [s.size() if s.kind in ("parquet", "arrow") or not s.compressed else None for s in srcs]
     bar = tqdm(total=None if None in sizes else sum(sizes), unit="B", unit_scale=True, desc="encode-corpus",
                disable=not progress or rank != 0, file=sys.stderr)
     start, tokens, writer, records = time.perf_counter(), 0, None, []

@@ -75,3 +75,16 @@ def test_bad_arguments(corpus):
     stream = TextStream(paths, seed=1)
     with pytest.raises(ValueError, match="seed 1"):
         TextStream(paths, seed=2).load_state_dict(stream.state_dict())
+
+
+def test_parquet_and_dataset_inputs(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    texts = [f"row {i}" for i in range(50)]
+    pq.write_table(pa.table({"body": texts}), tmp_path / "p.parquet", row_group_size=7)
+    got = [d for r in range(2) for d in TextStream(tmp_path / "p.parquet", text_field="body", rank=r, world_size=2)]
+    assert sorted(got) == sorted(texts)
+    datasets = pytest.importorskip("datasets")
+    dataset = datasets.Dataset.from_dict({"text": texts})
+    assert list(TextStream(dataset, rank=0, world_size=5)) == texts[::5]
