@@ -175,6 +175,8 @@ def _init_distributed(device: str) -> int | None:
     import torch
 
     if not torch.distributed.is_initialized():
+        if str(device).startswith("cuda"):  # NCCL's collectives run on this rank's own GPU
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         torch.distributed.init_process_group("nccl" if str(device).startswith("cuda") else "gloo")
     return torch.distributed.get_rank()
 
