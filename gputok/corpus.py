@@ -351,14 +351,14 @@ def byte_blocks(f: BinaryIO, chunk_bytes: int, mode: str = "lines") -> Iterator[
     """Blocks of ~``chunk_bytes`` of ``f`` ending after a ``\\n`` (lines) or a blank line (blocks),
     the last one with whatever is left. A ``\\n`` never occurs inside a UTF-8 character, so each
     block decodes on its own."""
-    separator = b"\n\n" if mode == "blocks" else b"\n"
+    separators = (b"\n\n", b"\n\r\n") if mode == "blocks" else (b"\n",)
     rest = b""
     while True:
         data = f.read(chunk_bytes)
         if not data:
             break
         data = rest + data
-        found = data.rfind(separator)
+        found, separator = max((data.rfind(sep), sep) for sep in separators)
         if found < 0:
             rest = data
             continue
