@@ -9,10 +9,11 @@
 
 from . import data
 from .embeddings import extend_embeddings
+from .encode_corpus import encode_corpus
 from .extending import extend, extend_with_report
 from .tokenizer import AddedToken, Tokenizer
 from .training import train, train_from_counts
 
 __all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts", "extend", "extend_with_report",
-           "extend_embeddings"]
+           "extend_embeddings", "encode_corpus"]
 __version__ = "0.1.0"

@@ -9,6 +9,7 @@
     gputok bench --train                                                # training vs huggingface
     gputok extend --base tokenizer.json --corpus domain.txt --add 5000 -o extended.json
     gputok fertility --tokenizer tokenizer.json --tokenizer extended.json heldout.txt --png fertility.png
+    gputok encode-corpus data.jsonl.gz --text-field text --tokenizer tokenizer.json --out shards/ --append-eos
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ def _train(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise SystemExit(f"gputok train: {e}") from e
     outputs = [p for p in options.values() if p]
+    rank = _init_distributed(args.device)  # under torchrun the ranks split the word counting
     try:
         tok, summary = train_with_summary(
             args.inputs, model=args.model, preset=args.preset, vocab_size=args.vocab_size,
@@ -116,11 +118,18 @@ def _train(args: argparse.Namespace) -> int:
                                    vocab_json=args.vocab_json, merges_txt=args.merges_txt)
         if args.sp_model:
             files[Path(args.sp_model)] = lambda tmp: save_sentencepiece_model(tok, tmp)
-        write_atomic(files)  # all of them or none
+        if not rank:  # one process, or rank 0 of torchrun's
+            write_atomic(files)  # all of them or none
     except (ValueError, TypeError, OSError) as e:
         raise SystemExit(f"gputok train: {e}") from e
+    finally:
+        if rank is not None:
+            import torch
+
+            torch.distributed.destroy_process_group()
     summary.seconds["writing"] = time.perf_counter() - start
-    print(f"gputok train: {summary}; wrote {', '.join(map(str, outputs))}", file=sys.stderr)
+    if not rank:
+        print(f"gputok train: {summary}; wrote {', '.join(map(str, outputs))}", file=sys.stderr)
     return 0
 
 
@@ -158,6 +167,86 @@ def _train_parser(sub) -> None:
                          "nmt_nfkc-normalized first)")
 
 
+def _init_distributed(device: str) -> int | None:
+    """Under torchrun (WORLD_SIZE > 1): the process group (NCCL for cuda, else gloo) and this
+    process's rank; None when not distributed."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    import torch
+
+    if not torch.distributed.is_initialized():
+        if str(device).startswith("cuda"):  # NCCL's collectives run on this rank's own GPU
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.distributed.init_process_group("nccl" if str(device).startswith("cuda") else "gloo")
+    return torch.distributed.get_rank()
+
+
+def _encode_corpus(args: argparse.Namespace) -> int:
+    """``gputok encode-corpus``; under torchrun (WORLD_SIZE > 1) the ranks split the shards."""
+    import os
+
+    import torch
+
+    from .corpus import BadRecordError
+    from .encode_corpus import encode_corpus
+
+    rank = _init_distributed(args.device)  # under torchrun the ranks split the shards
+    if rank is not None and str(args.device) == "cuda":
+        args.device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    try:
+        tok = load_tokenizer(args.tokenizer)
+        manifest = encode_corpus(
+            args.inputs, tok, args.out, formats=args.format, dtype=args.dtype, text_field=args.text_field,
+            mode=args.mode, input_format=args.input_format, append_eos=args.append_eos,
+            prepend_bos=args.prepend_bos, eos_token=args.eos_token, bos_token=args.bos_token,
+            add_special_tokens=args.add_special_tokens, shard_documents=args.shard_documents,
+            on_bad_record=args.on_bad_record, resume=args.resume, device=args.device, progress=not args.quiet)
+    except (BadRecordError, ValueError, OSError, ImportError) as e:
+        raise SystemExit(f"gputok encode-corpus: {e}") from e
+    finally:
+        if rank is not None:
+            torch.distributed.destroy_process_group()
+    bad = manifest["bad_records"]
+    bad_text = ", ".join(f"{n} {why} {what}" for what in ("replaced", "skipped") for why, n in bad[what].items())
+    if not args.quiet and not rank:
+        print(f"gputok encode-corpus: {manifest['documents']} documents, {manifest['tokens']} tokens in "
+              f"{len(manifest['shards'])} shard(s) ({', '.join(manifest['dtypes'].values())}); "
+              f"{manifest['empty_documents']} empty; bad records: {bad_text or 'none'}; wrote {args.out}",
+              file=sys.stderr)
+    return 0
+
+
+def _encode_corpus_parser(sub) -> None:
+    ec = sub.add_parser("encode-corpus", help="text, JSON Lines, Parquet or Arrow files to Megatron / flat token shards")
+    ec.add_argument("inputs", nargs="+", help="files: text (a document per line, or --mode blocks), .jsonl, "
+                                              ".parquet, .arrow; .gz / .zst compressed too")
+    ec.add_argument("--tokenizer", required=True, help="a huggingface tokenizer.json or a BERT vocab.txt")
+    ec.add_argument("--out", required=True, help="the folder to write (shards and manifest.json)")
+    ec.add_argument("--format", nargs="+", default=["megatron"], choices=["megatron", "flat"],
+                    help="megatron: NAME.bin + NAME.idx (megatron-core IndexedDataset); flat: NAME.tokens + "
+                         "NAME.docs.npy (nanoGPT-style memmap)")
+    ec.add_argument("--dtype", default="auto", choices=["auto", "uint16", "uint32", "int32"],
+                    help="id dtype (auto: uint16 when the vocabulary fits, as Megatron chooses)")
+    ec.add_argument("--text-field", default="text", help="JSON field / Arrow column holding the text")
+    ec.add_argument("--mode", default="lines", choices=["lines", "blocks"],
+                    help="text files: a document per line, or per block of lines separated by blank lines")
+    ec.add_argument("--input-format", default=None, choices=["text", "jsonl", "parquet", "arrow"],
+                    help="instead of the file suffix")
+    ec.add_argument("--append-eos", action="store_true", help="end every document with the EOS token")
+    ec.add_argument("--prepend-bos", action="store_true", help="begin every document with the BOS token")
+    ec.add_argument("--eos-token", default=None, help="default: the first of <|endoftext|>, </s>, ... in the vocabulary")
+    ec.add_argument("--bos-token", default=None, help="default: the first of <s>, <|begin_of_text|>, ...")
+    ec.add_argument("--add-special-tokens", action="store_true", help="run the tokenizer's template ([CLS] A [SEP])")
+    ec.add_argument("--shard-documents", type=int, default=1_000_000, help="input records per shard (1000000)")
+    ec.add_argument("--on-bad-record", default="replace", choices=["replace", "skip", "fail"],
+                    help="invalid UTF-8 / a missing JSON field: replace (U+FFFD / empty), skip, or fail; counted")
+    ec.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
+    ec.add_argument("--device", default="cpu", help="cpu or cuda")
+    ec.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gputok", description="GPU-batched tensor tokenizer")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -174,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     from . import cli_domain
 
     cli_domain.add_parsers(sub)  # extend, fertility
+    _encode_corpus_parser(sub)
     sub.add_parser("bench", help="encoding speed against huggingface, tiktoken and sentencepiece, with a figure "
                         "(or: --count-launches, the CUDA path's launches per call; --train, training speed)",
                    add_help=False)
@@ -188,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         return _train(args)
     if args.command in ("extend", "fertility"):
         return cli_domain.run_extend(args) if args.command == "extend" else cli_domain.run_fertility(args)
+    if args.command == "encode-corpus":
+        return _encode_corpus(args)
     return _encode(args)
 
 

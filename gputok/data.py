@@ -58,3 +58,9 @@ class Collate:
             batch = self.tokenizer(texts, pairs, device=self.device, **self.options)
         batch.update(extra)
         return batch
+
+
+# From corpus to training batches (issue 19): streaming, packing, token shards.
+from .packing import Packer, PackingCollate  # noqa: E402
+from .shards import TokenShards  # noqa: E402
+from .stream import TextStream  # noqa: E402

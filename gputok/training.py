@@ -160,9 +160,10 @@ def count_words(files_or_iterator: str | os.PathLike | Iterable, *, preset: str 
     normalizer, pre_tokenizer = _components(chosen)
     counter = counting.WordCounter(normalizer, pre_tokenizer, byte_level=chosen.byte_level,
                                    device=_dispatch.checked_device(device))
-    _read(files_or_iterator, on_file_chunk=counter.add_lines, on_texts=counter.add_texts, progress=progress,
-          desc="counting")
-    return counter.result(), counter.words_seen
+    share = counting.RankShare()  # under torchrun, this rank's chunks; the counts are merged below
+    _read(files_or_iterator, on_file_chunk=share.wrap(counter.add_lines), on_texts=share.wrap(counter.add_texts),
+          progress=progress, desc="counting")
+    return counting.all_ranks_counts(counter.result(), counter.words_seen)
 
 
 def _read(files_or_iterator, *, on_file_chunk: Callable[[str], None], on_texts: Callable[[list[str]], None],

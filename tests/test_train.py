@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gputok
+import gputok.corpus
 from gputok import assets, cli
 from gputok.ragged import Ragged
 from gputok._atomic import write_atomic
@@ -282,7 +283,7 @@ def test_unreadable_file(tmp_path, monkeypatch):
             raise PermissionError(13, "Permission denied", str(p))
         return real_open(p, *args, **kw)
 
-    monkeypatch.setattr(counting, "open", deny, raising=False)
+    monkeypatch.setattr(gputok.corpus, "open", deny, raising=False)  # where training files are checked
     with pytest.raises(PermissionError, match="locked.txt' cannot be read: Permission denied"):
         train(path, progress=False)
     with pytest.raises(ValueError, match="is not a regular file"):

@@ -288,20 +288,11 @@ class _WordTable:
 
 def check_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     """The paths, after checking that each is a readable file (before any work starts)."""
-    out = []
-    for p in paths:
-        path = Path(p)
-        if not path.exists():
-            raise FileNotFoundError(f"training file {str(p)!r} does not exist (to train on texts in memory, "
-                                    "pass an iterator of them: iter(texts))")
-        if not path.is_file():
-            raise ValueError(f"training file {str(p)!r} is not a regular file (a directory?); pass text files")
-        try:
-            with open(path, "rb") as f:
-                f.read(1)
-        except OSError as e:
-            raise PermissionError(f"training file {str(p)!r} cannot be read: {e.strerror or e}") from e
-        out.append(path)
+    from ..corpus import check_readable
+
+    out = [check_readable(p, "training file", files="text files",
+                          missing_hint=" (to train on texts in memory, pass an iterator of them: iter(texts))")
+           for p in paths]
     if not out:
         raise ValueError("no training files given; pass at least one text file")
     return out
@@ -315,26 +306,14 @@ def file_chunks(paths: list[Path], *, chunk_bytes: int = CHUNK_BYTES,
     Chunks are cut after a ``\\n`` (a byte that never occurs inside a UTF-8 character), so
     decoding a chunk on its own is exact. A file not ending in ``\\n`` ends its last line there.
     """
+    from ..corpus import byte_blocks
+
     for path in paths:
         with open(path, "rb") as f:
-            rest = b""
-            while True:
-                block = f.read(chunk_bytes)
-                if not block:
-                    break
-                block = rest + block
-                cut = block.rfind(b"\n") + 1
-                if cut == 0:
-                    rest = block
-                    continue
-                rest = block[cut:]
-                yield block[:cut].decode("utf-8", errors="replace")
+            for block in byte_blocks(f, chunk_bytes):
+                yield block.decode("utf-8", errors="replace")
                 if on_bytes is not None:  # after the caller has counted the chunk
-                    on_bytes(cut)
-            if rest:
-                yield rest.decode("utf-8", errors="replace")
-                if on_bytes is not None:
-                    on_bytes(len(rest))
+                    on_bytes(len(block))
 
 
 def text_chunks(texts: Iterable, *, chunk_chars: int = CHUNK_BYTES) -> Iterator[list[str]]:
@@ -353,3 +332,56 @@ def text_chunks(texts: Iterable, *, chunk_chars: int = CHUNK_BYTES) -> Iterator[
             batch, size = [], 0
     if batch:
         yield batch
+
+
+class RankShare:
+    """Under ``torch.distributed`` (torchrun), this rank's share of a stream of chunks: chunk ``i``
+    is counted by rank ``i % world_size``, so the ranks split the corpus without talking, and
+    :func:`all_ranks_counts` sums what they counted. Without a process group: every chunk.
+
+    >>> share = RankShare(rank=1, world_size=2)
+    >>> seen = []; add = share.wrap(seen.append)
+    >>> for chunk in "abcde": add(chunk)
+    >>> seen
+    ['b', 'd']
+    """
+
+    def __init__(self, *, rank: int | None = None, world_size: int | None = None) -> None:
+        if rank is None:
+            rank, world_size = _rank_and_world()
+        self.rank, self.world_size, self._next = rank, world_size, 0
+
+    def wrap(self, add: Callable) -> Callable:
+        """``add``, called only for this rank's chunks (one count of chunks across every wrapped callback)."""
+        def share(chunk) -> None:
+            mine = self._next % self.world_size == self.rank
+            self._next += 1
+            if mine:
+                add(chunk)
+        return share
+
+
+def _rank_and_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def all_ranks_counts(table: WordCounts, words_seen: int) -> tuple[WordCounts, int]:
+    """Every rank's word table merged, and the words seen summed, the same on every rank (a
+    ``torch.distributed`` all-gather of the tables as numpy arrays, merged in rank order by
+    :func:`merge_tables`); without a process group, the arguments as they are."""
+    rank, world = _rank_and_world()
+    if world == 1:
+        return table, words_seen
+    mine = (table.words.values.cpu().numpy(), table.words.offsets.cpu().numpy(), table.counts.cpu().numpy(),
+            words_seen)
+    gathered: list = [None] * world
+    torch.distributed.all_gather_object(gathered, mine)
+    device = table.counts.device
+    tables = [WordCounts(Ragged(torch.from_numpy(v).to(device), torch.from_numpy(o).to(device)),
+                         torch.from_numpy(c).to(device)) for v, o, c, _ in gathered if c.size]
+    if not tables:
+        return table, 0
+    merged = merge_tables(tables)[0] if len(tables) > 1 else tables[0]
+    return WordCounts(merged.words, merged.counts), sum(seen for *_, seen in gathered)

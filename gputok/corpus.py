@@ -1,0 +1,369 @@
+"""Reading a corpus as batches of documents: text, JSON Lines, Parquet, Arrow and ``datasets``.
+
+One reader for every consumer of a corpus (``encode_corpus``, ``TextStream``): each input yields
+*records* in a fixed order, a batch at a time, and a record is a document's text, or ``None`` for
+a bad record that the policy skips. Records are numbered across all inputs (the global record
+index), which is what shards, ranks, workers and resumption are keyed on: the same inputs always
+give the same records, whatever the batch boundaries.
+
+Inputs, by file name (``.gz`` / ``.zst`` / ``.zstd`` suffixes are decompressed on the fly, gzip by
+the standard library, zstd by ``zstandard`` when it is installed):
+
+- text (any other suffix): a record per line (``mode="lines"``, ``\\r\\n`` ends read as ``\\n``), or
+  per block of lines separated by blank lines (``mode="blocks"``);
+- JSON Lines (``.jsonl``, ``.ndjson``, ``.json``): a record per line, its ``text_field``;
+- Parquet (``.parquet``) and Arrow IPC (``.arrow``, ``.feather``; files or streams, as ``datasets``
+  caches them): the ``text_field`` column, read a row group / record batch at a time;
+- a huggingface ``datasets.Dataset`` (its Arrow table, in batches).
+
+Files are read in blocks of ~``CHUNK_BYTES``, cut after a ``\\n`` (a byte never inside a UTF-8
+character), and each block is decoded and split by one C call: no Python work per line except for
+JSON, whose lines are parsed one by one. Memory: a block's bytes and its strings, whatever the
+corpus size.
+
+Bad records follow ``on_bad_record``: ``"replace"`` (invalid UTF-8 becomes U+FFFD; a JSON line that
+does not parse, lacks the field or holds a non-string, and a null in a column, become an empty
+document), ``"skip"`` (the record is dropped) or ``"fail"`` (``BadRecordError`` naming the input
+and the record). Replaced and skipped records are counted in :class:`BadRecords`, never silently.
+Empty documents (empty lines, say) are records that give no tokens; consumers drop them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+#: Bytes read per block of a text or JSON Lines file (and so per batch of documents).
+CHUNK_BYTES = 1 << 22
+#: Rows per batch of a Parquet/Arrow column or a ``datasets.Dataset``.
+ARROW_ROWS = 16384
+POLICIES = ("replace", "skip", "fail")
+MODES = ("lines", "blocks")
+_JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
+_ARROW_SUFFIXES = {".arrow", ".feather", ".ipc"}
+_COMPRESSED = (".gz", ".zst", ".zstd")
+_BLANK_LINES = re.compile(r"\n(?:[ \t\r\f\v]*\n)+")
+
+
+class BadRecordError(ValueError):
+    """A bad record under ``on_bad_record="fail"``: names the input, the record and the problem."""
+
+
+@dataclass
+class BadRecords:
+    """How many records were replaced or skipped, by reason (``"invalid utf-8"``, ``"missing field"``...)."""
+
+    replaced: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def add(self, policy: str, reason: str, count: int = 1) -> None:
+        table = self.replaced if policy == "replace" else self.skipped
+        table[reason] = table.get(reason, 0) + count
+
+    def merge(self, other: BadRecords) -> None:
+        for reason, n in other.replaced.items():
+            self.add("replace", reason, n)
+        for reason, n in other.skipped.items():
+            self.add("skip", reason, n)
+
+    def to_json(self) -> dict[str, dict[str, int]]:
+        return {"replaced": dict(sorted(self.replaced.items())), "skipped": dict(sorted(self.skipped.items()))}
+
+    def __str__(self) -> str:
+        parts = [f"{n} {why} replaced" for why, n in sorted(self.replaced.items())]
+        parts += [f"{n} {why} skipped" for why, n in sorted(self.skipped.items())]
+        return ", ".join(parts) or "no bad records"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input: a file path (with its format) or a ``datasets.Dataset``."""
+
+    name: str
+    kind: str  # "text", "jsonl", "parquet", "arrow", "dataset"
+    path: Path | None = None
+    dataset: Any = None
+
+    def size(self) -> int | None:
+        """Bytes on disk (None for a dataset)."""
+        return None if self.path is None else self.path.stat().st_size
+
+    @property
+    def compressed(self) -> bool:
+        return self.path is not None and self.path.suffix.lower() in _COMPRESSED
+
+
+def sources(inputs: str | os.PathLike | Any | Sequence[str | os.PathLike | Any], *,
+            input_format: str | None = None) -> list[Source]:
+    """The inputs as :class:`Source` s, each file checked to exist and be readable before any work.
+
+    ``input_format`` (``"text"``, ``"jsonl"``, ``"parquet"``, ``"arrow"``) overrides the suffix.
+    """
+    if isinstance(inputs, (str, os.PathLike)) or _is_dataset(inputs):
+        inputs = [inputs]
+    out = []
+    for item in inputs:
+        if _is_dataset(item):
+            out.append(Source(f"<dataset {len(out)}>", "dataset", dataset=item))
+            continue
+        path = check_readable(item, "input file")
+        kind = input_format or _kind(path)
+        if kind not in ("text", "jsonl", "parquet", "arrow"):
+            raise ValueError(f"input_format={kind!r}; choose text, jsonl, parquet or arrow")
+        out.append(Source(str(item), kind, path=path))
+    if not out:
+        raise ValueError("no inputs given; pass at least one file or dataset")
+    return out
+
+
+def check_readable(path: str | os.PathLike, what: str, *, missing_hint: str = "", files: str = "files") -> Path:
+    """``path`` as a Path once it is known to be a readable regular file; else FileNotFoundError,
+    ValueError or PermissionError naming ``what`` and the path."""
+    where = f"{what} {str(path)!r}"
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{where} does not exist{missing_hint}")
+    if not path.is_file():
+        raise ValueError(f"{where} is not a regular file (a directory?); pass {files}")
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as e:
+        raise PermissionError(f"{where} cannot be read: {e.strerror or e}") from e
+    return path
+
+
+def _is_dataset(obj: Any) -> bool:
+    return type(obj).__name__ == "Dataset" and hasattr(obj, "with_format")
+
+
+def _kind(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in _COMPRESSED:
+        suffixes = suffixes[:-1]
+    last = suffixes[-1] if suffixes else ""
+    if last in _JSON_SUFFIXES:
+        return "jsonl"
+    if last == ".parquet":
+        return "parquet"
+    if last in _ARROW_SUFFIXES:
+        return "arrow"
+    return "text"
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """``path`` opened for reading bytes, decompressed if its suffix says gzip or zstd."""
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return gzip.open(path, "rb")
+    if suffix in (".zst", ".zstd"):
+        try:
+            import zstandard
+        except ImportError as e:
+            raise ImportError(f"{path} is zstd-compressed; pip install zstandard to read it") from e
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
+    return open(path, "rb")
+
+
+@dataclass
+class RecordReader:
+    """Batches of records (``list[str | None]``) from sources; see the module doc."""
+
+    text_field: str = "text"
+    mode: str = "lines"
+    on_bad_record: str = "replace"
+    bad: BadRecords = field(default_factory=BadRecords)
+    chunk_bytes: int = CHUNK_BYTES
+
+    def __post_init__(self) -> None:
+        if self.on_bad_record not in POLICIES:
+            raise ValueError(f"on_bad_record={self.on_bad_record!r}; choose one of {POLICIES}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode={self.mode!r}; choose one of {MODES}")
+
+    def batches(self, source: Source, on_bytes=None) -> Iterator[list[str | None]]:
+        """The records of ``source`` in order, a batch at a time; ``on_bytes(n)`` after each block of
+        ``n`` bytes of a file is done."""
+        if source.kind in ("text", "jsonl"):
+            yield from self._text_batches(source, on_bytes)
+        elif source.kind == "parquet":
+            yield from self._parquet_batches(source, on_bytes)
+        elif source.kind == "arrow":
+            yield from self._arrow_batches(source, on_bytes)
+        else:
+            yield from self._dataset_batches(source)
+
+    # ---- text and JSON Lines -------------------------------------------------------------
+    def _text_batches(self, source: Source, on_bytes) -> Iterator[list[str | None]]:
+        first_record = 0
+        mode = self.mode if source.kind == "text" else "lines"  # JSON Lines: a record per line
+        with open_binary(source.path) as f:
+            for block in byte_blocks(f, self.chunk_bytes, mode):
+                records = self._decode(source, block, first_record, mode)
+                if source.kind == "jsonl":
+                    records = self._json_texts(source, records, first_record)
+                first_record += len(records)
+                yield records
+                if on_bytes is not None:
+                    on_bytes(len(block))
+
+    @staticmethod
+    def _split(text: str, mode: str) -> list[str]:
+        text = text.replace("\r\n", "\n") if "\r" in text else text
+        if mode == "lines":
+            return text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+        return [b for b in _BLANK_LINES.split(text.strip("\n")) if b.strip()]
+
+    def _decode(self, source: Source, block: bytes, first_record: int, mode: str) -> list[str | None]:
+        try:
+            return self._split(block.decode("utf-8"), mode)
+        except UnicodeDecodeError:
+            pass
+        # A block with invalid bytes: find its bad records one by one (rare, so a Python loop).
+        records: list[str | None] = self._split(block.decode("utf-8", errors="surrogateescape"), mode)
+        for i, record in enumerate(records):
+            try:
+                record.encode("utf-8")
+            except UnicodeEncodeError:
+                raw = record.encode("utf-8", errors="surrogateescape")
+                records[i] = self._bad(source, first_record + i, "invalid utf-8",
+                                       raw.decode("utf-8", errors="replace"))
+        return records
+
+    def _json_texts(self, source: Source, lines: list[str | None], first_record: int) -> list[str | None]:
+        out: list[str | None] = []
+        for i, line in enumerate(lines):
+            if line is None or not line.strip():  # skipped (invalid UTF-8), or an empty document
+                out.append(None if line is None else "")
+                continue
+            try:
+                value = json.loads(line)
+            except ValueError:
+                out.append(self._bad(source, first_record + i, "invalid json", ""))
+                continue
+            text = value.get(self.text_field) if isinstance(value, dict) else None
+            if isinstance(text, str):
+                out.append(text)
+            elif isinstance(value, dict) and self.text_field not in value:
+                out.append(self._bad(source, first_record + i, "missing field", "",
+                                     f"has no field {self.text_field!r} (fields: {sorted(value)[:10]})"))
+            else:
+                out.append(self._bad(source, first_record + i, "not a string", "",
+                                     f"field {self.text_field!r} is not a string"))
+        return out
+
+    def _bad(self, source: Source, record: int, reason: str, replacement: str, detail: str = "") -> str | None:
+        if self.on_bad_record == "fail":
+            unit = ("row" if source.kind not in ("text", "jsonl")
+                    else "block" if source.kind == "text" and self.mode == "blocks" else "line")
+            raise BadRecordError(f"{source.name}: record {record} ({unit} {record + 1}): {detail or reason}; "
+                                 "pass on_bad_record='replace' or 'skip' (--on-bad-record) to go on")
+        self.bad.add(self.on_bad_record, reason)
+        return replacement if self.on_bad_record == "replace" else None
+
+    # ---- Arrow ---------------------------------------------------------------------------
+    def _column_records(self, source: Source, column, first_record: int) -> list[str | None]:
+        import pyarrow as pa
+
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            raw = column.to_pylist()
+            records = []
+            for i, value in enumerate(raw):
+                if value is None:
+                    records.append(self._bad(source, first_record + i, "null", "", f"{self.text_field!r} is null"))
+                    continue
+                try:
+                    records.append(value.decode("utf-8"))
+                except UnicodeDecodeError:
+                    records.append(self._bad(source, first_record + i, "invalid utf-8",
+                                             value.decode("utf-8", errors="replace")))
+            return records
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+                or pa.types.is_string_view(column.type)):
+            raise ValueError(f"{source.name}: column {self.text_field!r} holds {column.type}, not text")
+        records = column.to_pylist()
+        if column.null_count:
+            for i in (i for i, r in enumerate(records) if r is None):
+                records[i] = self._bad(source, first_record + i, "null", "", f"{self.text_field!r} is null")
+        return records
+
+    def _table_batches(self, source: Source, batches, columns: list[str], on_bytes=None, bytes_per_batch=0):
+        if self.text_field not in columns:
+            raise ValueError(f"{source.name}: no column {self.text_field!r}; its columns are {columns} "
+                             "(choose one with text_field= / --text-field)")
+        first_record = 0
+        for batch in batches:
+            records = self._column_records(source, batch.column(self.text_field), first_record)
+            first_record += len(records)
+            yield records
+            if on_bytes is not None and bytes_per_batch:
+                on_bytes(bytes_per_batch)
+
+    def _parquet_batches(self, source: Source, on_bytes) -> Iterator[list[str | None]]:
+        import pyarrow.parquet as pq
+
+        try:
+            file = pq.ParquetFile(source.path)
+        except Exception as e:  # pyarrow raises ArrowInvalid, OSError... for a file that is not Parquet
+            raise ValueError(f"{source.name} is not a readable Parquet file ({e})") from e
+        columns = file.schema_arrow.names
+        rows = max(file.metadata.num_rows, 1)
+        per_batch = source.size() * ARROW_ROWS // rows
+        yield from self._table_batches(source, file.iter_batches(batch_size=ARROW_ROWS, columns=[self.text_field]
+                                                                 if self.text_field in columns else None),
+                                       columns, on_bytes, per_batch)
+
+    def _arrow_batches(self, source: Source, on_bytes) -> Iterator[list[str | None]]:
+        import pyarrow as pa
+
+        try:
+            reader = pa.ipc.open_file(source.path)
+            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        except Exception:
+            try:
+                reader = pa.ipc.open_stream(open(source.path, "rb"))
+                batches = iter(reader)
+            except Exception as e:
+                raise ValueError(f"{source.name} is not a readable Arrow IPC file or stream ({e})") from e
+        yield from self._table_batches(source, _sliced(batches), reader.schema.names, on_bytes, 0)
+
+    def _dataset_batches(self, source: Source) -> Iterator[list[str | None]]:
+        data = source.dataset.with_format("arrow")
+        batches = data.iter(batch_size=ARROW_ROWS)
+        yield from self._table_batches(source, batches, list(source.dataset.column_names))
+
+
+def _sliced(batches):
+    """Arrow record batches cut to at most ``ARROW_ROWS`` rows (bounded memory per batch)."""
+    for batch in batches:
+        for start in range(0, batch.num_rows, ARROW_ROWS):
+            yield batch.slice(start, ARROW_ROWS)
+
+
+def byte_blocks(f: BinaryIO, chunk_bytes: int, mode: str = "lines") -> Iterator[bytes]:
+    """Blocks of ~``chunk_bytes`` of ``f`` ending after a ``\\n`` (lines) or a blank line (blocks),
+    the last one with whatever is left. A ``\\n`` never occurs inside a UTF-8 character, so each
+    block decodes on its own."""
+    separators = (b"\n\n", b"\n\r\n") if mode == "blocks" else (b"\n",)
+    rest = b""
+    while True:
+        data = f.read(chunk_bytes)
+        if not data:
+            break
+        data = rest + data
+        found, separator = max((data.rfind(sep), sep) for sep in separators)
+        if found < 0:
+            rest = data
+            continue
+        cut = found + len(separator)
+        rest = data[cut:]
+        yield data[:cut]
+    if rest:
+        yield rest
