@@ -33,20 +33,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers
+from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers, processors
 from ._atomic import write_atomic
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import TextInput, as_texts, codepoints
 from .models.bpe import BPE
 from .models.unigram import Unigram
+from .models.wordlevel import WordLevel
 from .models.wordpiece import WordPiece, piece_starts
 from .processors import (TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, check_truncation, filled_cells,
                          pad, raise_truncation_error, truncate)
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
 from .word_cache import WordCache
 
-MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram)}
+MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram, WordLevel)}
 # A call on a GPU costs ~5-20 ms of kernel launches (about a thousand small ops) whatever its
 # size; below this many characters a batch for a CUDA device is encoded on the CPU, where small
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
@@ -239,14 +240,10 @@ class Tokenizer:
                                                       "rstrip", "normalized") if k in t})
                      for t in spec.get("added_tokens") or [] if t["content"]]
             post = spec.get("post_processor")
-            if post is not None and post.get("type") == "ByteLevel":
-                extra_post = post  # only trims offsets; the ids are those of the model
-                post = None
-            else:
-                extra_post = None
-            if post is not None and post.get("type") not in ("BertProcessing", "TemplateProcessing"):
-                raise ValueError(f"post_processor type {post.get('type')!r} is not supported; "
-                                 "supported: ['BertProcessing', 'TemplateProcessing', 'ByteLevel']")
+            template, offset_trim = processors.from_json(post)
+            # a post-processor that is more than a template is written back as the file has it
+            extra_post = post if post is not None and post.get("type") not in ("TemplateProcessing", "BertProcessing") \
+                else None
             pre_tokenizer = pre_tokenizers.from_json(spec.get("pre_tokenizer"))
             if model_type == "BPE":
                 # Byte-level BPE spells its tokens in the alphabet of the ByteLevel pre-tokenizer,
@@ -263,10 +260,10 @@ class Tokenizer:
             return cls(model,
                        normalizer=normalizers.from_json(spec.get("normalizer")),
                        pre_tokenizer=pre_tokenizer,
-                       post_processor=TemplateProcessing.from_json(post) if post else None,
+                       post_processor=template,
                        decoder=decoders.from_json(spec.get("decoder")), added_tokens=added,
                        extra={"truncation": spec.get("truncation"), "padding": spec.get("padding"),
-                              "post_processor": extra_post})
+                              "post_processor": extra_post, "offset_trim": offset_trim})
         except FileFormatError:
             raise
         except ValueError as e:  # a component's own check: name the file
@@ -280,7 +277,7 @@ class Tokenizer:
                 "padding": self._extra.get("padding"),
                 "added_tokens": [t.to_json() for t in self.added_tokens],
                 "normalizer": part(self.normalizer), "pre_tokenizer": part(self.pre_tokenizer),
-                "post_processor": part(self.post_processor) or self._extra.get("post_processor"),
+                "post_processor": self._extra.get("post_processor") or part(self.post_processor),
                 "decoder": part(self.decoder),
                 "model": self.model.to_json()}
 
@@ -525,6 +522,8 @@ class Tokenizer:
         first = self.encode_ragged(texts, device=device, with_spans=return_offsets, allowed=allowed)
         second = (self.encode_ragged(pairs, device=device, with_spans=return_offsets, allowed=allowed)
                   if pairs is not None else None)
+        if return_offsets and self._extra.get("offset_trim") is not None:
+            first, second = (None if e is None else self._trim_offsets(e) for e in (first, second))
         template = []
         if add_special_tokens and self.post_processor is not None:
             template = self.post_processor.pair if second is not None else self.post_processor.single
@@ -665,6 +664,28 @@ class Tokenizer:
                              "disallowed_special=() to encode it as plain text")
         return None if allowed_special == "all" else frozenset(sets["allowed_special"])
 
+    def _trim_offsets(self, encoded: Encoded) -> Encoded:
+        """The spans of ``encoded`` trimmed as the file's ByteLevel / RobertaProcessing post-processor
+        trims them (:class:`gputok.processors.OffsetTrim`)."""
+        leading, trailing = self._token_spaces
+        ids, offsets = encoded.ids.values.long(), encoded.ids.offsets
+        first = torch.zeros(ids.numel() + 1, dtype=torch.bool, device=ids.device)
+        first[offsets[:-1]] = True
+        spans = self._extra["offset_trim"].apply(encoded.spans, ids, first[:-1], leading.to(ids.device),
+                                                 trailing.to(ids.device))
+        return Encoded(encoded.ids, spans)
+
+    @functools.cached_property
+    def _token_spaces(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each id's count of leading and of trailing spaces (``Ġ`` or whitespace) in its token."""
+        def spaces(token: str) -> int:
+            return len(token) - len(token.lstrip(_SPACE_CHARS))
+
+        tokens = [self.id_to_token(i) or "" for i in range(self.vocab_size)]
+        leading = torch.tensor([spaces(t) for t in tokens], dtype=torch.int64)
+        trailing = torch.tensor([spaces(t[::-1]) for t in tokens], dtype=torch.int64)
+        return leading, trailing
+
     @functools.cached_property
     def _pad_id(self) -> int:
         padding = self._extra.get("padding") or {}
@@ -797,6 +818,9 @@ def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.Path
     return special_tokens
 
 
+# Rust's char::is_whitespace and byte-level BPE's space "Ġ": the spaces huggingface trims off offsets.
+_SPACE_CHARS = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\u0120")
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)
 
