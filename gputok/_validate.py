@@ -196,7 +196,8 @@ COMPONENT_FIELDS: dict[str, dict[str, dict[str, Kind]]] = {
     "decoder": {
         "WordPiece": {"prefix": STR, "cleanup": BOOL}, "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
         "BPEDecoder": {"suffix": STR}, "Strip": {"content": STR, "start": COUNT, "stop": COUNT},
-        "Replace": {"pattern": OBJECT, "content": STR}, "Sequence": {"decoders": LIST}},
+        "Replace": {"pattern": OBJECT, "content": STR}, "Sequence": {"decoders": LIST},
+        "CTC": {"pad_token": STR, "word_delimiter_token": STR, "cleanup": BOOL}},
     "post_processor": {
         "ByteLevel": _BYTE_LEVEL, "BertProcessing": {"cls": LIST, "sep": LIST},
         "TemplateProcessing": {"single": LIST, "pair": LIST, "special_tokens": OBJECT},
@@ -217,7 +218,7 @@ REQUIRED_COMPONENT_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
     "decoder": {
         "WordPiece": ("prefix", "cleanup"), "ByteLevel": _BYTE_LEVEL_REQUIRED, "Metaspace": ("replacement",),
         "BPEDecoder": ("suffix",), "Strip": ("content", "start", "stop"), "Replace": ("pattern", "content"),
-        "Sequence": ("decoders",)},
+        "Sequence": ("decoders",), "CTC": ("pad_token", "word_delimiter_token", "cleanup")},
     "post_processor": {
         "ByteLevel": _BYTE_LEVEL_REQUIRED, "BertProcessing": ("cls", "sep"),
         "TemplateProcessing": ("single", "pair", "special_tokens"), "RobertaProcessing": ("cls", "sep"),

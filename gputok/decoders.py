@@ -59,7 +59,10 @@ class ByteLevelDecoder:
         from .models.bpe import byte_decoder
 
         table = byte_decoder()
-        return bytes(table[ch] for ch in "".join(tokens)).decode("utf-8", errors="replace")
+        # a token with a character outside the byte alphabet (an added token) stands for its UTF-8
+        data = b"".join(bytes(table[ch] for ch in token) if all(ch in table for ch in token) else token.encode()
+                        for token in tokens)
+        return data.decode("utf-8", errors="replace")
 
     def to_json(self) -> dict[str, Any]:
         return self._spec
@@ -251,6 +254,43 @@ class ReplaceDecoder(_Chain):
         return cls(spec["pattern"], spec["content"])
 
 
+class CTC(_Chain):
+    """huggingface's CTC decoder: repeated tokens collapse to one, ``pad_token`` is dropped, and
+    with ``cleanup`` the WordPiece cleanup runs and ``word_delimiter_token`` becomes a space.
+
+    >>> CTC()(["<pad>", "h", "h", "e", "|", "|", "y", "<pad>"])
+    'he y'
+    """
+
+    type = "CTC"
+
+    def __init__(self, *, pad_token: str = "<pad>", word_delimiter_token: str = "|", cleanup: bool = True) -> None:
+        self.pad_token, self.word_delimiter_token, self.cleanup = pad_token, word_delimiter_token, cleanup
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        out = []
+        for i, token in enumerate(tokens):
+            if i and token == tokens[i - 1]:
+                continue
+            token = token.replace(self.pad_token, "")
+            if self.cleanup:
+                for dirty, clean in _CLEANUP:
+                    token = token.replace(dirty, clean)
+                token = token.replace(self.word_delimiter_token, " ")
+            if token:
+                out.append(token)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "pad_token": self.pad_token, "word_delimiter_token": self.word_delimiter_token,
+                "cleanup": self.cleanup}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> CTC:
+        return cls(pad_token=spec.get("pad_token", "<pad>"), word_delimiter_token=spec.get("word_delimiter_token", "|"),
+                   cleanup=spec.get("cleanup", True))
+
+
 class SequenceDecoder(_Chain):
     """huggingface's Sequence decoder: each decoder's chain step in turn.
 
@@ -279,7 +319,7 @@ class SequenceDecoder(_Chain):
 
 
 DECODERS = {cls.type: cls for cls in (WordPieceDecoder, ByteLevelDecoder, MetaspaceDecoder, BPEDecoder, ByteFallback,
-                                      Fuse, StripDecoder, ReplaceDecoder, SequenceDecoder)}
+                                      Fuse, StripDecoder, ReplaceDecoder, SequenceDecoder, CTC)}
 
 
 def from_json(spec: dict[str, Any] | None):

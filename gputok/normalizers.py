@@ -214,6 +214,100 @@ def _lowercase_table() -> Ragged:
     return unicode.compose(unicode.identity_map(), unicode.step_map("lowercase"))
 
 
+class StripAccents(Normalizer):
+    """huggingface's StripAccents: combining marks (categories Mn, Mc, Me) dropped. It only strips
+    accents from decomposed text: huggingface pairs it with NFD / NFKD before it."""
+
+    type = "StripAccents"
+
+    def __init__(self) -> None:
+        self.table = _filter_table("Mn Mc Me")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> StripAccents:
+        return cls()
+
+
+@functools.lru_cache(maxsize=4)
+def _filter_table(categories: str) -> Ragged:
+    return unicode.filter_map(unicode.category_mask(categories))
+
+
+# huggingface's Nmt normalizer: these control characters are dropped, these spaces become " ".
+_NMT_DROPPED = (*range(0x01, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F, 0x8F, 0x9F)
+_NMT_SPACES = (0x09, 0x0A, 0x0C, 0x0D, 0x1680, *range(0x200B, 0x2010), 0x2028, 0x2029, 0x2581, 0xFEFF, 0xFFFD)
+
+
+class Nmt(Normalizer):
+    """huggingface's Nmt: some control characters dropped, some spaces as " " (a codepoint map)."""
+
+    type = "Nmt"
+
+    def __init__(self) -> None:
+        self.table = _nmt_table()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Nmt:
+        return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def _nmt_table() -> Ragged:
+    drop = torch.zeros(unicode.MAX_CODEPOINT, dtype=torch.bool)
+    drop[list(_NMT_DROPPED)] = True
+    spaces = torch.zeros(unicode.MAX_CODEPOINT, dtype=torch.bool)
+    spaces[list(_NMT_SPACES)] = True
+    return unicode.compose(unicode.filter_map(drop), unicode.replace_map(spaces, ord(" ")))
+
+
+class ByteLevelNormalizer(Normalizer):
+    """huggingface's ByteLevel normalizer: each character as the byte-level characters of its
+    UTF-8 bytes (GPT-2's byte-to-character table), each pointing at the character."""
+
+    type = "ByteLevel"
+
+    def __init__(self) -> None:
+        self.table = _byte_level_table()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> ByteLevelNormalizer:
+        return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_level_table() -> Ragged:
+    import numpy as np
+
+    from .models.bpe import byte_decoder
+
+    byte_char = np.zeros(256, dtype=np.int32)
+    for char, byte in byte_decoder().items():
+        byte_char[byte] = ord(char)
+    codes = np.arange(unicode.MAX_CODEPOINT, dtype=np.int64)
+    lengths = 1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)
+    surrogate = (codes >= 0xD800) & (codes <= 0xDFFF)
+    lengths[surrogate] = 3  # encoded as U+FFFD, as text with a lone surrogate is read
+    text = "".join(chr(c) for c in range(unicode.MAX_CODEPOINT) if not 0xD800 <= c <= 0xDFFF)
+    utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    replacement = np.frombuffer("\ufffd".encode("utf-8"), dtype=np.uint8)
+    offsets = np.zeros(unicode.MAX_CODEPOINT + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.empty(offsets[-1], dtype=np.int32)
+    keep = np.repeat(~surrogate, lengths)
+    values[keep] = byte_char[utf8]
+    values[~keep] = np.tile(byte_char[replacement], int(surrogate.sum()))
+    return Ragged(torch.from_numpy(values), torch.from_numpy(offsets))
+
+
 class Prepend(Normalizer):
     """huggingface's Prepend: ``prepend`` before every non-empty text (its characters point at the
     text's first character).
@@ -509,7 +603,7 @@ def _rewrite_per_text_numba(text: Ragged, texts: list[str], rewrite, matcher, co
 
 
 NORMALIZERS = {cls.type: cls for cls in (BertNormalizer, Precompiled, Lowercase, Prepend, Replace, Strip,
-                                      NFC, NFD, NFKC, NFKD, Sequence)}
+                                      NFC, NFD, NFKC, NFKD, Sequence, StripAccents, Nmt, ByteLevelNormalizer)}
 
 
 def from_json(spec: dict[str, Any] | None) -> Normalizer | None:

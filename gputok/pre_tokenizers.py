@@ -334,6 +334,11 @@ class Sequence:
     type = "Sequence"
 
     def __init__(self, pretokenizers: list) -> None:
+        for k, step in enumerate(pretokenizers[:-1]):
+            if isinstance(step, ByteLevel) or getattr(step, "byte_level", False):
+                raise ValueError(f"pre_tokenizer Sequence: step {k} is ByteLevel, which maps the text to its byte "
+                                 "characters: gputok supports it only as the last step (the later steps would split "
+                                 "the byte characters)")
         for k, step in enumerate(pretokenizers[1:], 1):
             if getattr(step, "rewrite", None) is not None:
                 raise ValueError(f"pre_tokenizer Sequence: step {k} ({step.type}) rewrites the text (spaces as "
