@@ -244,6 +244,13 @@ class Tokenizer:
             # a post-processor that is more than a template is written back as the file has it
             extra_post = post if post is not None and post.get("type") not in ("TemplateProcessing", "BertProcessing") \
                 else None
+            if spec.get("normalizer") is not None:
+                for k, t in enumerate(spec.get("added_tokens") or []):
+                    if t["normalized"] and t["content"]:
+                        raise FileFormatError(
+                            f"{source}: added_tokens[{k}] ({t['content']!r}) has normalized = true with a normalizer: "
+                            "huggingface matches such a token in the normalized text, which gputok does not support "
+                            "yet; set \"normalized\": false (matched in the raw text) or remove the normalizer")
             pre_tokenizer = pre_tokenizers.from_json(spec.get("pre_tokenizer"))
             if model_type == "BPE":
                 # Byte-level BPE spells its tokens in the alphabet of the ByteLevel pre-tokenizer,
@@ -404,6 +411,35 @@ class Tokenizer:
             self._patterns[contents] = re.compile("|".join(map(re.escape, chosen))) if chosen else None
         return self._patterns[contents]
 
+    def _added_matches(self, text: str, pattern: re.Pattern) -> list[tuple[int, int, int]]:
+        """``(start, end, id)`` of the added tokens in ``text`` as huggingface takes them: the
+        leftmost-longest matches, less those of a ``single_word`` token with a word character
+        (``\\w``) right before or after; an ``lstrip`` / ``rstrip`` token takes the whitespace
+        before / after it (not what an earlier token took)."""
+        options = self._added_options
+        matches, position = [], 0
+        for m in pattern.finditer(text):
+            start, end = m.span()
+            token = options.get(m.group())
+            if token is None:
+                matches.append((start, end, self._added_ids[m.group()]))
+                position = end
+                continue
+            if token.single_word and (_WORD_CHAR.match(text[start - 1:start]) or _WORD_CHAR.match(text[end:end + 1])):
+                continue
+            if token.lstrip:
+                start = max(len(text[:start].rstrip(_WHITE_SPACE)), position)
+            if token.rstrip:
+                end = len(text) - len(text[end:].lstrip(_WHITE_SPACE))
+            matches.append((start, end, token.id))
+            position = end
+        return matches
+
+    @functools.cached_property
+    def _added_options(self) -> dict[str, AddedToken]:
+        """The added tokens with single_word, lstrip or rstrip, by content."""
+        return {t.content: t for t in self.added_tokens if t.single_word or t.lstrip or t.rstrip}
+
     def _encode_with_added_tokens(self, texts: Sequence[str], pattern: re.Pattern, device: torch.device | str,
                                   with_spans: bool) -> Encoded:
         """Cut each text at the added tokens written in it, as huggingface does, encode the pieces
@@ -415,16 +451,16 @@ class Tokenizer:
         item_piece, item_id, item_text, item_start, item_end = [], [], [], [], []
         for row, text in enumerate(texts):
             position = 0
-            for m in [*pattern.finditer(text), None]:
-                end = len(text) if m is None else m.start()
+            for m in [*self._added_matches(text, pattern), None]:
+                end = len(text) if m is None else m[0]
                 if end > position:
                     item_piece.append(len(pieces)), item_id.append(-1)
                     item_text.append(row), item_start.append(position), item_end.append(end)
                     pieces.append(text[position:end])
                 if m is not None:
-                    item_piece.append(-1), item_id.append(self._added_ids[m.group()])
-                    item_text.append(row), item_start.append(m.start()), item_end.append(m.end())
-                    position = m.end()
+                    item_piece.append(-1), item_id.append(m[2])
+                    item_text.append(row), item_start.append(m[0]), item_end.append(m[1])
+                    position = m[1]
         plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
         if torch.device(device).type == "cpu" and _dispatch.on_cpu_kernels(torch.device(device)):
             from .kernels.scatter_numba import splice_added_tokens
@@ -818,9 +854,13 @@ def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.Path
     return special_tokens
 
 
+# Rust's char::is_whitespace (Unicode White_Space): what an lstrip / rstrip added token takes.
+_WHITE_SPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+# A word character next to a single_word added token keeps it from matching (huggingface: \w).
+_WORD_CHAR = re.compile(r"\w")
 # Rust's char::is_whitespace and byte-level BPE's space "Ġ": the spaces huggingface trims off offsets.
-_SPACE_CHARS = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
-                "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\u0120")
+_SPACE_CHARS = _WHITE_SPACE + "\u0120"
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)
 
