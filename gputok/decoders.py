@@ -27,6 +27,9 @@ class WordPieceDecoder:
         self.prefix, self.cleanup = prefix, cleanup
 
     def __call__(self, tokens: list[str]) -> str:
+        return "".join(self.decode_chain(tokens))
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
         pieces = []
         for i, token in enumerate(tokens):
             if i and token.startswith(self.prefix):
@@ -37,7 +40,7 @@ class WordPieceDecoder:
                 for dirty, clean in _CLEANUP:
                     token = token.replace(dirty, clean)
             pieces.append(token)
-        return "".join(pieces)
+        return pieces
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "prefix": self.prefix, "cleanup": self.cleanup}

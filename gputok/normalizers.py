@@ -215,13 +215,14 @@ def _lowercase_table() -> Ragged:
 
 
 class StripAccents(Normalizer):
-    """huggingface's StripAccents: combining marks (categories Mn, Mc, Me) dropped. It only strips
-    accents from decomposed text: huggingface pairs it with NFD / NFKD before it."""
+    """huggingface's StripAccents: combining marks (categories Mn, Mc, Me of the reference's older
+    Unicode table, :mod:`gputok._reference_marks`) dropped. It only strips accents from decomposed
+    text: huggingface pairs it with NFD / NFKD before it."""
 
     type = "StripAccents"
 
     def __init__(self) -> None:
-        self.table = _filter_table("Mn Mc Me")
+        self.table = _strip_accents_table()
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type}
@@ -231,9 +232,14 @@ class StripAccents(Normalizer):
         return cls()
 
 
-@functools.lru_cache(maxsize=4)
-def _filter_table(categories: str) -> Ragged:
-    return unicode.filter_map(unicode.category_mask(categories))
+@functools.lru_cache(maxsize=1)
+def _strip_accents_table() -> Ragged:
+    from ._reference_marks import KEPT_MARKS
+
+    drop = unicode.category_mask("Mn Mc Me")
+    for first, last in KEPT_MARKS:
+        drop[first:last + 1] = False
+    return unicode.filter_map(drop)
 
 
 # huggingface's Nmt normalizer: these control characters are dropped, these spaces become " ".

@@ -717,7 +717,7 @@ class Tokenizer:
         def spaces(token: str) -> int:
             return len(token) - len(token.lstrip(_SPACE_CHARS))
 
-        tokens = [self.id_to_token(i) or "" for i in range(self.vocab_size)]
+        tokens = [t or "" for t in self._file_spelling]
         leading = torch.tensor([spaces(t) for t in tokens], dtype=torch.int64)
         trailing = torch.tensor([spaces(t[::-1]) for t in tokens], dtype=torch.int64)
         return leading, trailing
@@ -743,13 +743,14 @@ class Tokenizer:
     def _decode_python(self, ids: Sequence[int], skip_special_tokens: bool) -> str:
         """:meth:`decode` token by token: the reference of the decode kernel, and the path of
         decoders it does not cover."""
-        if isinstance(self.model, BPE) and self.model.byte_level:  # bytes, then UTF-8 with replacement, as tiktoken decodes
+        if self._decodes_bytes:  # bytes, then UTF-8 with replacement, as tiktoken decodes
             specials = {t.id: t.content.encode() for t in self.added_tokens}
             return b"".join(b"" if skip_special_tokens and i in self._special_ids else
                             specials.get(i) or self.model.decode_bytes([i]) for i in ids).decode("utf-8", errors="replace")
         tokens = []
+        spelled = self._spelled_tokens
         for i in ids:
-            token = self.id_to_token(i)
+            token = self.id_to_token(i) if spelled is None or not 0 <= i < len(spelled) else spelled[i]
             if token is None:
                 raise ValueError(f"token id {i} is outside the vocabulary (size {self.vocab_size})")
             if skip_special_tokens and i in self._special_ids:
@@ -790,6 +791,29 @@ class Tokenizer:
         data, bounds = out.tobytes(), out_offsets.tolist()
         return [data[a:b].decode("utf-8", errors=errors) for a, b in zip(bounds, bounds[1:])]
 
+    @property
+    def _decodes_bytes(self) -> bool:
+        """Byte-level BPE decoded by the ByteLevel decoder: each token is its bytes."""
+        return isinstance(self.model, BPE) and self.model.byte_level and type(self.decoder) is decoders.ByteLevelDecoder
+
+    @functools.cached_property
+    def _spelled_tokens(self) -> list[str | None] | None:
+        """Byte-level BPE under another decoder: each id's token as the file spells it (GPT-2's
+        byte alphabet), which that decoder reads, added tokens as they are; None otherwise."""
+        if not (isinstance(self.model, BPE) and self.model.byte_level) or self._decodes_bytes:
+            return None
+        return self._file_spelling
+
+    @functools.cached_property
+    def _file_spelling(self) -> list[str | None]:
+        """Each id's token as tokenizer.json spells it (byte-level BPE: in GPT-2's byte alphabet),
+        added tokens as they are."""
+        if not (isinstance(self.model, BPE) and self.model.byte_level):
+            return [self.id_to_token(i) for i in range(self.vocab_size)]
+        spelled = {i: t for t, i in self.model.to_json()["vocab"].items()}
+        spelled.update({t.id: t.content for t in self.added_tokens})
+        return [spelled.get(i) for i in range(max(spelled, default=-1) + 1)]
+
     @functools.cached_property
     def _decode_table(self) -> tuple | None:
         """Each id's bytes as the decode kernel reads them (CSR): the first form and the later
@@ -799,7 +823,7 @@ class Tokenizer:
         stays). The WordPiece decoder cleans up each token's piece on its own, so a row's text
         is the concatenation of those forms."""
         size = max(self.vocab_size, max((t.id + 1 for t in self.added_tokens), default=0))
-        if isinstance(self.model, BPE) and self.model.byte_level:
+        if self._decodes_bytes:
             specials = {t.id: t.content.encode() for t in self.added_tokens}
             tokens = [specials.get(i) or (self.model.token_bytes[i] if i < self.model.vocab_size else None)
                       for i in range(size)]
