@@ -16,7 +16,8 @@ _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), ("
 
 
 class WordPieceDecoder:
-    """
+    """huggingface's WordPiece decoder: ``##`` pieces join the one before, others follow a space; ``cleanup``.
+
     >>> WordPieceDecoder()(["hello", "##s", "world", "!"])
     'hellos world!'
     """
@@ -243,8 +244,11 @@ class ReplaceDecoder(_Chain):
         if not isinstance(pattern, dict) or len(pattern) != 1 or not set(pattern) <= {"String", "Regex"}:
             raise ValueError(f"Replace pattern {pattern!r}: expected {{'String': ...}} or {{'Regex': ...}}")
         self.pattern, self.content = pattern, content
-        self._regex = (regex.compile(regex.escape(pattern["String"])) if "String" in pattern
-                       else regex_split.compile_with_table_classes(pattern["Regex"]))
+        try:
+            self._regex = (regex.compile(regex.escape(pattern["String"])) if "String" in pattern
+                           else regex_split.compile_with_table_classes(pattern["Regex"]))
+        except regex.error as e:
+            raise ValueError(f"Replace decoder: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
 
     def decode_chain(self, tokens: list[str]) -> list[str]:
         return [self._regex.sub(lambda m: self.content, t) for t in tokens]

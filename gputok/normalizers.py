@@ -92,6 +92,8 @@ class Normalizer:
 
 
 class BertNormalizer(Normalizer):
+    """huggingface's BertNormalizer: clean_text, handle_chinese_chars, strip_accents, lowercase (a codepoint map)."""
+
     type = "BertNormalizer"
 
     def __init__(self, *, clean_text: bool = True, handle_chinese_chars: bool = True,
@@ -357,7 +359,7 @@ class Prepend(Normalizer):
 
 class Replace(Normalizer):
     """huggingface's Replace: every match of ``pattern`` ({"String": s} or {"Regex": r}) becomes
-    ``content``. A one-character string is a per-codepoint map on tensors; anything else runs
+    ``content`` (a one-character String: a codepoint map; otherwise slower: the ``regex`` module per text). A one-character string is a per-codepoint map on tensors; anything else runs
     through the ``regex`` module per text (correct, slower), the replacement's characters pointing
     at the match's last character (as huggingface aligns them).
 
@@ -378,8 +380,11 @@ class Replace(Normalizer):
         self.pattern, self.content = pattern, content
         literal = pattern.get("String")
         self.char = literal if literal is not None and len(literal) == 1 else None
-        self.regex = (regex.compile(regex.escape(literal)) if literal is not None
-                      else regex_split.compile_with_table_classes(pattern["Regex"]))
+        try:
+            self.regex = (regex.compile(regex.escape(literal)) if literal is not None
+                          else regex_split.compile_with_table_classes(pattern["Regex"]))
+        except regex.error as e:
+            raise ValueError(f"Replace normalizer: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         if self.char is None:
@@ -469,7 +474,7 @@ def _wrap(result) -> tuple[Ragged, torch.Tensor]:
 
 
 class UnicodeForm(Normalizer):
-    """huggingface's NFC, NFD, NFKC, NFKD: ``unicodedata.normalize`` per text, on the CPU.
+    """huggingface's NFC, NFD, NFKC, NFKD: ``unicodedata.normalize`` per text, on the CPU (slower: Python per text).
 
     Composition depends on the neighbours, so this is no per-codepoint map: texts already in the
     form (checked by ``unicodedata.is_normalized``, C speed) pass through; each other text is
@@ -494,7 +499,8 @@ class UnicodeForm(Normalizer):
 def _unicode_form(form: str) -> type:
     return type(form, (UnicodeForm,), {"type": form, "__init__": lambda self: UnicodeForm.__init__(self, form),
                                        "from_json": classmethod(lambda cls, spec: cls()),
-                                       "__doc__": f"huggingface's {form} (see :class:`UnicodeForm`)."})
+                                       "__doc__": f"huggingface's {form}: ``unicodedata`` per text changed (slower: "
+                                                  "Python per text; offsets inside it approximate)."})
 
 
 NFC, NFD, NFKC, NFKD = (_unicode_form(f) for f in ("NFC", "NFD", "NFKC", "NFKD"))

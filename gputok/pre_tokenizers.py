@@ -138,6 +138,8 @@ def split_by_class_torch(text: Ragged, classes: torch.Tensor) -> Words:
 
 
 class BertPreTokenizer:
+    """huggingface's BertPreTokenizer: whitespace separates words, each punctuation character is one (a numba kernel)."""
+
     type = "BertPreTokenizer"
 
     def __call__(self, text: Ragged) -> Words:
@@ -152,7 +154,9 @@ class BertPreTokenizer:
 
 
 class Split:
-    """Words are the matches of a regex, as tiktoken splits text before BPE.
+    """huggingface's Split (a Regex; a String: :class:`CharSplit`), every behavior and invert: the named rules (gpt2, cl100k, o200k spellings) run a numba kernel, any other regex the ``regex`` module per text (slower).
+
+    Words are the matches of a regex, as tiktoken splits text before BPE.
 
     ``pattern`` is a name from :data:`gputok.regex_split.PATTERNS` ("gpt2", "cl100k", "o200k"),
     matched exactly without a regex engine (:func:`gputok.regex_split.split`: a numba kernel on
@@ -407,7 +411,9 @@ def _check_behavior(component: str, behavior: Any) -> str:
 
 
 class CharSplit:
-    """A split at single characters (``mask``, a uint8 numpy table over codepoints), with
+    """huggingface's Split on a String: one character by a numba kernel, a longer one as its escaped regex (slower).
+
+    A split at single characters (``mask``, a uint8 numpy table over codepoints), with
     huggingface's behaviors: Split on a one-character String, CharDelimiterSplit, Punctuation,
     Digits. One numba kernel pass (``split_by_mask``). A longer String runs as its escaped regex
     (:meth:`literal`)."""

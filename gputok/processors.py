@@ -37,7 +37,7 @@ class TemplateItem:
 
 
 class TemplateProcessing:
-    """Special tokens around one or two sequences.
+    """huggingface's TemplateProcessing: special tokens around one or two sequences, with type ids.
 
     ``single`` and ``pair`` are lists of :class:`TemplateItem`. ``BertProcessing`` files are read
     into the same class and written back with their own type.
@@ -51,6 +51,7 @@ class TemplateProcessing:
 
     @classmethod
     def bert(cls, cls_token: tuple[str, int], sep_token: tuple[str, int]) -> TemplateProcessing:
+        """huggingface's BertProcessing: ``[CLS] A [SEP]`` and ``[CLS] A [SEP] B [SEP]``, B's type id 1."""
         c = TemplateItem(None, cls_token[0], cls_token[1], 0)
         single = [c, TemplateItem(0, None, None, 0), TemplateItem(None, sep_token[0], sep_token[1], 0)]
         pair = single + [TemplateItem(1, None, None, 1), TemplateItem(None, sep_token[0], sep_token[1], 1)]
@@ -119,12 +120,9 @@ class OffsetTrim:
         return torch.stack([start, end], 1)
 
 
-POST_PROCESSORS = ("TemplateProcessing", "BertProcessing", "RobertaProcessing", "ByteLevel", "Sequence")
-
-
 def from_json(spec: dict[str, Any] | None) -> tuple[TemplateProcessing | None, OffsetTrim | None]:
     """A tokenizer.json post-processor as the template that adds special tokens (None: none) and
-    the offset trimming (None: none). A Sequence applies its processors in turn: at most one of
+    the offset trimming (None: none). huggingface's Sequence applies its processors in turn: at most one of
     them adds special tokens, and at most one trims offsets (trimming twice would move offsets
     twice; no published file does that)."""
     if spec is None:
@@ -133,19 +131,30 @@ def from_json(spec: dict[str, Any] | None) -> tuple[TemplateProcessing | None, O
     if kind not in POST_PROCESSORS:
         raise ValueError(f"unknown post_processor type {kind!r}; known types: {sorted(POST_PROCESSORS)}")
     if kind == "Sequence":
-        parts = [from_json(p) for p in spec.get("processors") or []]
-        templates = [t for t, _ in parts if t is not None]
-        trims = [t for _, t in parts if t is not None]
-        if len(templates) > 1 or len(trims) > 1:
-            raise ValueError("post_processor Sequence: gputok supports at most one processor that adds special tokens "
-                             "(TemplateProcessing, BertProcessing, RobertaProcessing) and at most one that trims "
-                             f"offsets (ByteLevel, RobertaProcessing with trim_offsets); this one has {len(templates)} "
-                             f"and {len(trims)}")
-        return (templates[0] if templates else None), (trims[0] if trims else None)
+        return _sequence(spec)
     trim = None
     if kind in ("ByteLevel", "RobertaProcessing") and spec.get("trim_offsets", True):
         trim = OffsetTrim(bool(spec.get("add_prefix_space", True)))
     return (None if kind == "ByteLevel" else TemplateProcessing.from_json(spec)), trim
+
+
+def _sequence(spec: dict[str, Any]) -> tuple[TemplateProcessing | None, OffsetTrim | None]:
+    """huggingface's Sequence: its processors in turn; at most one of them adds special tokens and
+    at most one trims offsets."""
+    parts = [from_json(p) for p in spec.get("processors") or []]
+    templates = [t for t, _ in parts if t is not None]
+    trims = [t for _, t in parts if t is not None]
+    if len(templates) > 1 or len(trims) > 1:
+        raise ValueError("post_processor Sequence: gputok supports at most one processor that adds special tokens "
+                         "(TemplateProcessing, BertProcessing, RobertaProcessing) and at most one that trims "
+                         f"offsets (ByteLevel, RobertaProcessing with trim_offsets); this one has {len(templates)} "
+                         f"and {len(trims)}")
+    return (templates[0] if templates else None), (trims[0] if trims else None)
+
+
+# The post-processor types of tokenizer.json, and the code that reads each (its docstring says how).
+POST_PROCESSORS = {"TemplateProcessing": TemplateProcessing, "BertProcessing": TemplateProcessing.bert,
+                   "RobertaProcessing": TemplateProcessing.roberta, "ByteLevel": OffsetTrim, "Sequence": _sequence}
 
 
 @dataclass

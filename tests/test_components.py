@@ -173,3 +173,78 @@ def test_normalized_added_tokens_under_a_normalizer_are_refused(models):
     hf.add_tokens([AddedToken("Hello", normalized=True)])
     with pytest.raises(ValueError, match=r"added_tokens\[\d+\] \('Hello'\) has normalized = true with a normalizer"):
         Tokenizer.from_str(hf.to_str())
+
+
+def test_readme_table_is_the_generated_one():
+    """The README's components table is what tools/components_table.py writes from the registries."""
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    tool = runpy.run_path(str(root / "tools" / "components_table.py"))
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert tool["readme_with_table"](readme) == readme, "run: python tools/components_table.py"
+
+
+BAD_COMPONENTS = {
+    "unknown normalizer": ("normalizer", {"type": "FancyNormalizer"}, r"unknown normalizer type 'FancyNormalizer'; known types: \["),
+    "unknown pre_tokenizer": ("pre_tokenizer", {"type": "FancySplit"}, r"unknown pre_tokenizer type 'FancySplit'; known"),
+    "unknown post_processor": ("post_processor", {"type": "FancyProcessing"}, r"unknown post_processor type 'FancyProcessing'"),
+    "unknown decoder": ("decoder", {"type": "Fancy"}, r"unknown decoder type 'Fancy'; known types: \['BPEDecoder'"),
+    "UnicodeScripts": ("pre_tokenizer", {"type": "UnicodeScripts"},
+                       r"huggingface's pre_tokenizer 'UnicodeScripts' is not supported by gputok yet: it needs"),
+    "Digits option type": ("pre_tokenizer", {"type": "Digits", "individual_digits": "yes"},
+                           r"pre_tokenizer\.individual_digits = 'yes': expected a JSON boolean"),
+    "Punctuation behavior": ("pre_tokenizer", {"type": "Punctuation", "behavior": "Sideways"},
+                             r"pre_tokenizer\.behavior = 'Sideways': expected one of \['Removed'"),
+    "FixedLength length": ("pre_tokenizer", {"type": "FixedLength", "length": 0}, r"FixedLength length 0: expected an integer >= 1"),
+    "CharDelimiterSplit delimiter": ("pre_tokenizer", {"type": "CharDelimiterSplit", "delimiter": "ab"},
+                                     r"CharDelimiterSplit delimiter 'ab': expected one character"),
+    "RobertaProcessing option type": ("post_processor", {"type": "RobertaProcessing", "cls": ["a", 1], "sep": ["a", 1],
+                                                         "trim_offsets": "x"},
+                                      r"post_processor\.trim_offsets = 'x': expected a JSON boolean"),
+    "CTC option type": ("decoder", {"type": "CTC", "pad_token": "<pad>", "word_delimiter_token": "|", "cleanup": 1},
+                        r"decoder\.cleanup = 1: expected a JSON boolean"),
+    "Split regex": ("pre_tokenizer", {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated", "invert": False},
+                    r"Split pattern '\(a' is neither a known name .* nor a valid regex"),
+    "Replace regex": ("normalizer", {"type": "Replace", "pattern": {"Regex": "[a"}, "content": ""},
+                      r"Replace normalizer: pattern '\[a' is not a valid regex \(unterminated character set"),
+    "Replace decoder regex": ("decoder", {"type": "Replace", "pattern": {"Regex": "[a"}, "content": ""},
+                              r"Replace decoder: pattern '\[a' is not a valid regex"),
+    "ByteLevel before a split": ("pre_tokenizer", {"type": "Sequence", "pretokenizers": [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}, {"type": "Whitespace"}]},
+        r"pre_tokenizer Sequence: step 0 is ByteLevel, which maps the text to its byte characters"),
+    "two templates": ("post_processor", {"type": "Sequence", "processors": [
+        {"type": "BertProcessing", "cls": ["a", 1], "sep": ["a", 1]}, {"type": "BertProcessing", "cls": ["a", 1], "sep": ["a", 1]}]},
+        r"post_processor Sequence: gputok supports at most one processor that adds special tokens"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_COMPONENTS))
+def test_bad_components_fail_at_load_naming_the_problem(case):
+    stage, component, message = BAD_COMPONENTS[case]
+    spec = json.loads(HFTokenizer(M.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]")).to_str())
+    spec[stage] = component
+    with pytest.raises(ValueError, match=message):
+        Tokenizer.from_str(json.dumps(spec))
+
+
+def test_bpe_dropout_is_refused(models):
+    spec = json.loads(_pipeline(models, "bpe", pre_tokenizer=P.Whitespace()).to_str())
+    spec["model"]["dropout"] = 0.1
+    with pytest.raises(ValueError, match=r"BPE dropout=0.1 is not supported"):
+        Tokenizer.from_str(json.dumps(spec))
+
+
+def test_added_tokens_that_collide_are_refused(models):
+    """Two added tokens with one content or one id; overlapping contents ("<m>", "<m><m>") are
+    fine and match leftmost-longest (test_added_token_options_match_huggingface)."""
+    spec = json.loads(_pipeline(models, "wordlevel", pre_tokenizer=P.Whitespace()).to_str())
+    size = len(spec["model"]["vocab"])
+    token = {"special": True, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+    spec["added_tokens"] = [dict(token, id=size, content="<m>"), dict(token, id=size + 1, content="<m>")]
+    with pytest.raises(ValueError, match=r"added_tokens\[1\]\.content = '<m>': added_tokens\[0\] has it too"):
+        Tokenizer.from_str(json.dumps(spec))
+    spec["added_tokens"] = [dict(token, id=size, content="<m>"), dict(token, id=size, content="<n>")]
+    with pytest.raises(ValueError, match=r"added_tokens\[1\]\.id = \d+: added_tokens\[0\] has this id too"):
+        Tokenizer.from_str(json.dumps(spec))

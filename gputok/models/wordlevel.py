@@ -18,7 +18,7 @@ _NO_LIMIT = 2**31 - 1
 
 
 class WordLevel(WordPiece):
-    """Whole-word lookup.
+    """huggingface's WordLevel: a word is its token or the unk token (the WordPiece kernel).
 
     >>> import torch
     >>> from gputok.ragged import Ragged

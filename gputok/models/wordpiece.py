@@ -114,6 +114,8 @@ def wordpiece_match(chars: torch.Tensor, lengths: torch.Tensor, trie: Trie, part
 
 
 class WordPiece:
+    """huggingface's WordPiece: greedy longest match first (a numba kernel on the CPU)."""
+
     type = "WordPiece"
 
     def __init__(self, vocab: dict[str, int], *, unk_token: str = "[UNK]",
