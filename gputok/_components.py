@@ -13,7 +13,9 @@ NOT_SUPPORTED_OPTIONS: dict[str, dict[str, str]] = {
     "model": {"BPE": "`dropout` above 0 (sampled merges): refused at load"},
     "pre_tokenizer": {"Sequence": "a ByteLevel step before another step, or a text-rewriting step (Metaspace, "
                                   "ByteLevel with add_prefix_space) after the first: refused at load"},
-    "post_processor": {"Sequence": "two processors that add special tokens, or two that trim offsets: refused at load"},
+    "post_processor": {"Sequence": "two processors that add special tokens, or two that trim offsets: refused at load",
+                       "ByteLevel": "`trim_offsets` with a Unigram model: refused at load",
+                       "RobertaProcessing": "`trim_offsets` with a Unigram model: refused at load"},
 }
 
 

@@ -264,6 +264,10 @@ class Tokenizer:
                     pre_tokenizer = merge_safe_split(model)
             else:
                 model = MODELS[model_type].from_json(spec["model"])
+            if offset_trim is not None and model_type == "Unigram":
+                raise ValueError("post_processor: offset trimming (ByteLevel, RobertaProcessing with trim_offsets) with a "
+                                 "Unigram model is not supported (huggingface trims an unknown piece by the text it "
+                                 "covers); set trim_offsets to false")
             return cls(model,
                        normalizer=normalizers.from_json(spec.get("normalizer")),
                        pre_tokenizer=pre_tokenizer,

@@ -13,12 +13,11 @@ import random
 
 import pytest
 from tokenizers import AddedToken, Regex, Tokenizer as HFTokenizer
-from tokenizers import decoders as D, models as M, normalizers as N, pre_tokenizers as P, processors as PP, trainers
+from tokenizers import decoders as D, models as M, normalizers as N, pre_tokenizers as P, processors as PP
 
 from gputok import Tokenizer
 
 FULL = bool(os.environ.get("GPUTOK_FULL"))
-SPECIALS = ["<s>", "</s>", "<pad>", "[UNK]"]
 BEHAVIORS = ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]
 CL100K_LIKE = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
@@ -31,34 +30,9 @@ def texts(parity_lines):
     return (parity_lines if FULL else parity_lines[::600]) + random_texts
 
 
-@pytest.fixture(scope="module")
-def models(parity_lines):
-    """One vocabulary per model kind, trained by huggingface on a slice of the corpus."""
-    lines = parity_lines[::300]
-
-    def train(model, trainer, pre_tokenizer):
-        tok = HFTokenizer(model)
-        tok.pre_tokenizer = pre_tokenizer
-        tok.train_from_iterator(lines, trainer)
-        return json.loads(tok.to_str())["model"]
-
-    quiet = {"show_progress": False, "special_tokens": SPECIALS}
-    return {
-        "bpe_byte": train(M.BPE(), trainers.BpeTrainer(vocab_size=600, initial_alphabet=P.ByteLevel.alphabet(), **quiet),
-                          P.ByteLevel(add_prefix_space=False)),
-        "bpe": train(M.BPE(unk_token="[UNK]"), trainers.BpeTrainer(vocab_size=1000, limit_alphabet=200, **quiet),
-                     P.Whitespace()),
-        "wordpiece": train(M.WordPiece(unk_token="[UNK]"), trainers.WordPieceTrainer(vocab_size=1000, limit_alphabet=200,
-                                                                                     **quiet), P.BertPreTokenizer()),
-        "wordlevel": train(M.WordLevel(unk_token="[UNK]"), trainers.WordLevelTrainer(vocab_size=2000, **quiet),
-                           P.Whitespace()),
-        "unigram": train(M.Unigram(), trainers.UnigramTrainer(vocab_size=2500, unk_token="[UNK]", **quiet), P.Metaspace()),
-    }
-
-
-def _pipeline(models, kind, **components) -> HFTokenizer:
+def _pipeline(trained: dict, kind: str, **components) -> HFTokenizer:
     spec = json.loads(HFTokenizer(M.WordLevel({"[UNK]": 0}, unk_token="[UNK]")).to_str())
-    spec["model"] = models[kind]
+    spec["model"] = trained[kind]
     tok = HFTokenizer.from_str(json.dumps(spec))
     for stage, component in components.items():
         setattr(tok, stage, component)
@@ -143,9 +117,9 @@ def _check(hf: HFTokenizer, ours: Tokenizer, texts: list[str], pairs: list[str] 
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_component_matches_huggingface(case, models, texts):
+def test_component_matches_huggingface(case, hf_trained_models, texts):
     kind, components = CASES[case]
-    hf = _pipeline(models, kind, **components)
+    hf = _pipeline(hf_trained_models, kind, **components)
     ours = Tokenizer.from_str(hf.to_str())
     offsets = not any(form in case for form in UNICODE_FORMS)
     _check(hf, ours, texts, None, offsets)
@@ -155,12 +129,12 @@ def test_component_matches_huggingface(case, models, texts):
     assert HFTokenizer.from_str(json.dumps(ours.to_json(), ensure_ascii=False)).to_str() == hf.to_str()
 
 
-def test_added_token_options_match_huggingface(models):
+def test_added_token_options_match_huggingface(hf_trained_models):
     """single_word, lstrip, rstrip: which matches count and which spaces the token takes."""
     rnd = random.Random(5)
     pieces = ["<m>", "ab", "a", "b", " ", "  ", "x y", "\t", "é", "_", "<m><m>"]
     for _ in range(40):
-        hf = _pipeline(models, "wordlevel", pre_tokenizer=P.Whitespace())
+        hf = _pipeline(hf_trained_models, "wordlevel", pre_tokenizer=P.Whitespace())
         hf.add_tokens([AddedToken(content, single_word=rnd.random() < 0.5, lstrip=rnd.random() < 0.5,
                                   rstrip=rnd.random() < 0.5, normalized=False, special=rnd.random() < 0.5)
                        for content in rnd.sample(["<m>", "ab", "<m><m>", "x y", "é"], 3)])
@@ -168,8 +142,8 @@ def test_added_token_options_match_huggingface(models):
         _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, True)
 
 
-def test_normalized_added_tokens_under_a_normalizer_are_refused(models):
-    hf = _pipeline(models, "wordpiece", normalizer=N.Lowercase(), pre_tokenizer=P.Whitespace())
+def test_normalized_added_tokens_under_a_normalizer_are_refused(hf_trained_models):
+    hf = _pipeline(hf_trained_models, "wordpiece", normalizer=N.Lowercase(), pre_tokenizer=P.Whitespace())
     hf.add_tokens([AddedToken("Hello", normalized=True)])
     with pytest.raises(ValueError, match=r"added_tokens\[\d+\] \('Hello'\) has normalized = true with a normalizer"):
         Tokenizer.from_str(hf.to_str())
@@ -229,17 +203,17 @@ def test_bad_components_fail_at_load_naming_the_problem(case):
         Tokenizer.from_str(json.dumps(spec))
 
 
-def test_bpe_dropout_is_refused(models):
-    spec = json.loads(_pipeline(models, "bpe", pre_tokenizer=P.Whitespace()).to_str())
+def test_bpe_dropout_is_refused(hf_trained_models):
+    spec = json.loads(_pipeline(hf_trained_models, "bpe", pre_tokenizer=P.Whitespace()).to_str())
     spec["model"]["dropout"] = 0.1
     with pytest.raises(ValueError, match=r"BPE dropout=0.1 is not supported"):
         Tokenizer.from_str(json.dumps(spec))
 
 
-def test_added_tokens_that_collide_are_refused(models):
+def test_added_tokens_that_collide_are_refused(hf_trained_models):
     """Two added tokens with one content or one id; overlapping contents ("<m>", "<m><m>") are
     fine and match leftmost-longest (test_added_token_options_match_huggingface)."""
-    spec = json.loads(_pipeline(models, "wordlevel", pre_tokenizer=P.Whitespace()).to_str())
+    spec = json.loads(_pipeline(hf_trained_models, "wordlevel", pre_tokenizer=P.Whitespace()).to_str())
     size = len(spec["model"]["vocab"])
     token = {"special": True, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
     spec["added_tokens"] = [dict(token, id=size, content="<m>"), dict(token, id=size + 1, content="<m>")]
