@@ -179,6 +179,7 @@ def check_vocab(vocab: Any, source: str, field: str) -> dict[str, int]:
 _METASPACE = {"replacement": STR, "str_rep": STR, "prepend_scheme": one_of("always", "first", "never"),
               "split": BOOL, "add_prefix_space": BOOL}
 _BYTE_LEVEL = {"add_prefix_space": BOOL, "trim_offsets": BOOL, "use_regex": BOOL}
+_BEHAVIOR = one_of("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 # The option fields of each component type, by stage (fields not named here are not read).
 COMPONENT_FIELDS: dict[str, dict[str, dict[str, Kind]]] = {
     "normalizer": {
@@ -189,15 +190,19 @@ COMPONENT_FIELDS: dict[str, dict[str, dict[str, Kind]]] = {
         "Sequence": {"normalizers": LIST}},
     "pre_tokenizer": {
         "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
-        "Split": {"pattern": OBJECT, "behavior": one_of("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"),
-                  "invert": BOOL}, "Sequence": {"pretokenizers": LIST}},
+        "Split": {"pattern": OBJECT, "behavior": _BEHAVIOR, "invert": BOOL}, "Sequence": {"pretokenizers": LIST},
+        "Punctuation": {"behavior": _BEHAVIOR}, "Digits": {"individual_digits": BOOL},
+        "CharDelimiterSplit": {"delimiter": STR}, "FixedLength": {"length": COUNT}},
     "decoder": {
         "WordPiece": {"prefix": STR, "cleanup": BOOL}, "ByteLevel": _BYTE_LEVEL, "Metaspace": _METASPACE,
         "BPEDecoder": {"suffix": STR}, "Strip": {"content": STR, "start": COUNT, "stop": COUNT},
-        "Replace": {"pattern": OBJECT, "content": STR}, "Sequence": {"decoders": LIST}},
+        "Replace": {"pattern": OBJECT, "content": STR}, "Sequence": {"decoders": LIST},
+        "CTC": {"pad_token": STR, "word_delimiter_token": STR, "cleanup": BOOL}},
     "post_processor": {
         "ByteLevel": _BYTE_LEVEL, "BertProcessing": {"cls": LIST, "sep": LIST},
-        "TemplateProcessing": {"single": LIST, "pair": LIST, "special_tokens": OBJECT}},
+        "TemplateProcessing": {"single": LIST, "pair": LIST, "special_tokens": OBJECT},
+        "RobertaProcessing": {"cls": LIST, "sep": LIST, "trim_offsets": BOOL, "add_prefix_space": BOOL},
+        "Sequence": {"processors": LIST}},
 }
 # The fields huggingface requires of each component type (it refuses the file without them):
 # checked against tokenizers 0.23 by deleting each field of a serialized component in turn.
@@ -209,26 +214,29 @@ REQUIRED_COMPONENT_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "Sequence": ("normalizers",)},
     "pre_tokenizer": {
         "ByteLevel": _BYTE_LEVEL_REQUIRED, "Metaspace": ("replacement",), "Split": ("pattern", "behavior", "invert"),
-        "Sequence": ("pretokenizers",)},
+        "Sequence": ("pretokenizers",), "Digits": ("individual_digits",), "CharDelimiterSplit": ("delimiter",)},
     "decoder": {
         "WordPiece": ("prefix", "cleanup"), "ByteLevel": _BYTE_LEVEL_REQUIRED, "Metaspace": ("replacement",),
         "BPEDecoder": ("suffix",), "Strip": ("content", "start", "stop"), "Replace": ("pattern", "content"),
-        "Sequence": ("decoders",)},
+        "Sequence": ("decoders",), "CTC": ("pad_token", "word_delimiter_token", "cleanup")},
     "post_processor": {
         "ByteLevel": _BYTE_LEVEL_REQUIRED, "BertProcessing": ("cls", "sep"),
-        "TemplateProcessing": ("single", "pair", "special_tokens")},
+        "TemplateProcessing": ("single", "pair", "special_tokens"), "RobertaProcessing": ("cls", "sep"),
+        "Sequence": ("processors",)},
 }
-_NESTED = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "decoder": "decoders"}
+_NESTED = {"normalizer": "normalizers", "pre_tokenizer": "pretokenizers", "decoder": "decoders",
+           "post_processor": "processors"}
 MODEL_FIELDS: dict[str, dict[str, Kind]] = {
     "WordPiece": {"unk_token": STR, "continuing_subword_prefix": STR, "max_input_chars_per_word": COUNT},
     "BPE": {"dropout": optional(NUMBER), "unk_token": optional(STR), "continuing_subword_prefix": optional(STR),
             "end_of_word_suffix": optional(STR), "fuse_unk": BOOL, "byte_fallback": BOOL,
             "ignore_merges": optional(BOOL), "merges": LIST},
     "Unigram": {"unk_id": optional(COUNT), "byte_fallback": BOOL, "vocab": LIST},
+    "WordLevel": {"unk_token": STR},
 }
 # BPE's vocab and merges are required too (huggingface: "Missing vocab/merges"); checked with the vocabulary.
 REQUIRED_MODEL_FIELDS = {"WordPiece": ("unk_token", "continuing_subword_prefix", "max_input_chars_per_word", "vocab"),
-                         "BPE": ("vocab", "merges"), "Unigram": ("vocab",)}
+                         "BPE": ("vocab", "merges"), "Unigram": ("vocab",), "WordLevel": ("vocab", "unk_token")}
 _DIRECTION = one_of("Left", "Right")
 TRUNCATION_FIELDS = {"max_length": COUNT, "strategy": one_of("LongestFirst", "OnlyFirst", "OnlySecond"),
                      "stride": COUNT, "direction": _DIRECTION}
@@ -342,27 +350,30 @@ def _check_unigram(model: dict[str, Any], source: str) -> dict[str, int]:
     return pieces
 
 
-def _check_post_processor_ids(spec: Any, source: str) -> None:
+def _check_post_processor_ids(spec: Any, source: str, path: str = "post_processor") -> None:
     """The ids a post-processor inserts: they index the vocabulary table, so they are ids."""
     if not isinstance(spec, dict):
         return
-    if spec.get("type") == "BertProcessing":
+    if spec.get("type") == "Sequence":
+        for k, child in enumerate(spec.get("processors") or []):
+            _check_post_processor_ids(child, source, key_path(f"{path}.processors", k))
+    if spec.get("type") in ("BertProcessing", "RobertaProcessing"):
         for name in ("cls", "sep"):
             pair = spec.get(name)
             if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and ID[1](pair[1])):
-                raise fail(source, f"post_processor.{name}", pair, "expected [token, id]", 'write ["[CLS]", 101]')
+                raise fail(source, f"{path}.{name}", pair, "expected [token, id]", 'write ["[CLS]", 101]')
     if spec.get("type") == "TemplateProcessing":
         for name in ("single", "pair"):
             for k, piece in enumerate(spec[name]):
-                _check_template_piece(piece, source, key_path(f"post_processor.{name}", k))
+                _check_template_piece(piece, source, key_path(f"{path}.{name}", k))
         for name, entry in spec["special_tokens"].items():
-            path = key_path("post_processor.special_tokens", name)
-            check(entry, OBJECT, source, path)
-            check(entry.get("id"), STR, source, f"{path}.id")
-            for k, i in enumerate(check(entry.get("ids"), LIST, source, f"{path}.ids")):
-                check(i, ID, source, key_path(f"{path}.ids", k))
-            for k, token in enumerate(check(entry.get("tokens"), LIST, source, f"{path}.tokens")):
-                check(token, STR, source, key_path(f"{path}.tokens", k))
+            entry_path = key_path(f"{path}.special_tokens", name)
+            check(entry, OBJECT, source, entry_path)
+            check(entry.get("id"), STR, source, f"{entry_path}.id")
+            for k, i in enumerate(check(entry.get("ids"), LIST, source, f"{entry_path}.ids")):
+                check(i, ID, source, key_path(f"{entry_path}.ids", k))
+            for k, token in enumerate(check(entry.get("tokens"), LIST, source, f"{entry_path}.tokens")):
+                check(token, STR, source, key_path(f"{entry_path}.tokens", k))
 
 
 def _check_template_piece(piece: Any, source: str, path: str) -> None:

@@ -16,7 +16,8 @@ _CLEANUP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), ("
 
 
 class WordPieceDecoder:
-    """
+    """huggingface's WordPiece decoder: ``##`` pieces join the one before, others follow a space; ``cleanup``.
+
     >>> WordPieceDecoder()(["hello", "##s", "world", "!"])
     'hellos world!'
     """
@@ -27,6 +28,9 @@ class WordPieceDecoder:
         self.prefix, self.cleanup = prefix, cleanup
 
     def __call__(self, tokens: list[str]) -> str:
+        return "".join(self.decode_chain(tokens))
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
         pieces = []
         for i, token in enumerate(tokens):
             if i and token.startswith(self.prefix):
@@ -37,7 +41,7 @@ class WordPieceDecoder:
                 for dirty, clean in _CLEANUP:
                     token = token.replace(dirty, clean)
             pieces.append(token)
-        return "".join(pieces)
+        return pieces
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "prefix": self.prefix, "cleanup": self.cleanup}
@@ -59,7 +63,10 @@ class ByteLevelDecoder:
         from .models.bpe import byte_decoder
 
         table = byte_decoder()
-        return bytes(table[ch] for ch in "".join(tokens)).decode("utf-8", errors="replace")
+        # a token with a character outside the byte alphabet (an added token) stands for its UTF-8
+        data = b"".join(bytes(table[ch] for ch in token) if all(ch in table for ch in token) else token.encode()
+                        for token in tokens)
+        return data.decode("utf-8", errors="replace")
 
     def to_json(self) -> dict[str, Any]:
         return self._spec
@@ -237,8 +244,11 @@ class ReplaceDecoder(_Chain):
         if not isinstance(pattern, dict) or len(pattern) != 1 or not set(pattern) <= {"String", "Regex"}:
             raise ValueError(f"Replace pattern {pattern!r}: expected {{'String': ...}} or {{'Regex': ...}}")
         self.pattern, self.content = pattern, content
-        self._regex = (regex.compile(regex.escape(pattern["String"])) if "String" in pattern
-                       else regex_split.compile_with_table_classes(pattern["Regex"]))
+        try:
+            self._regex = (regex.compile(regex.escape(pattern["String"])) if "String" in pattern
+                           else regex_split.compile_with_table_classes(pattern["Regex"]))
+        except regex.error as e:
+            raise ValueError(f"Replace decoder: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
 
     def decode_chain(self, tokens: list[str]) -> list[str]:
         return [self._regex.sub(lambda m: self.content, t) for t in tokens]
@@ -249,6 +259,43 @@ class ReplaceDecoder(_Chain):
     @classmethod
     def from_json(cls, spec: dict[str, Any]) -> ReplaceDecoder:
         return cls(spec["pattern"], spec["content"])
+
+
+class CTC(_Chain):
+    """huggingface's CTC decoder: repeated tokens collapse to one, ``pad_token`` is dropped, and
+    with ``cleanup`` the WordPiece cleanup runs and ``word_delimiter_token`` becomes a space.
+
+    >>> CTC()(["<pad>", "h", "h", "e", "|", "|", "y", "<pad>"])
+    'he y'
+    """
+
+    type = "CTC"
+
+    def __init__(self, *, pad_token: str = "<pad>", word_delimiter_token: str = "|", cleanup: bool = True) -> None:
+        self.pad_token, self.word_delimiter_token, self.cleanup = pad_token, word_delimiter_token, cleanup
+
+    def decode_chain(self, tokens: list[str]) -> list[str]:
+        out = []
+        for i, token in enumerate(tokens):
+            if i and token == tokens[i - 1]:
+                continue
+            token = token.replace(self.pad_token, "")
+            if self.cleanup:
+                for dirty, clean in _CLEANUP:
+                    token = token.replace(dirty, clean)
+                token = token.replace(self.word_delimiter_token, " ")
+            if token:
+                out.append(token)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "pad_token": self.pad_token, "word_delimiter_token": self.word_delimiter_token,
+                "cleanup": self.cleanup}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> CTC:
+        return cls(pad_token=spec.get("pad_token", "<pad>"), word_delimiter_token=spec.get("word_delimiter_token", "|"),
+                   cleanup=spec.get("cleanup", True))
 
 
 class SequenceDecoder(_Chain):
@@ -279,7 +326,7 @@ class SequenceDecoder(_Chain):
 
 
 DECODERS = {cls.type: cls for cls in (WordPieceDecoder, ByteLevelDecoder, MetaspaceDecoder, BPEDecoder, ByteFallback,
-                                      Fuse, StripDecoder, ReplaceDecoder, SequenceDecoder)}
+                                      Fuse, StripDecoder, ReplaceDecoder, SequenceDecoder, CTC)}
 
 
 def from_json(spec: dict[str, Any] | None):

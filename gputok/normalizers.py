@@ -92,6 +92,8 @@ class Normalizer:
 
 
 class BertNormalizer(Normalizer):
+    """huggingface's BertNormalizer: clean_text, handle_chinese_chars, strip_accents, lowercase (a codepoint map)."""
+
     type = "BertNormalizer"
 
     def __init__(self, *, clean_text: bool = True, handle_chinese_chars: bool = True,
@@ -214,6 +216,106 @@ def _lowercase_table() -> Ragged:
     return unicode.compose(unicode.identity_map(), unicode.step_map("lowercase"))
 
 
+class StripAccents(Normalizer):
+    """huggingface's StripAccents: combining marks (categories Mn, Mc, Me of the reference's older
+    Unicode table, :mod:`gputok._reference_marks`) dropped. It only strips accents from decomposed
+    text: huggingface pairs it with NFD / NFKD before it."""
+
+    type = "StripAccents"
+
+    def __init__(self) -> None:
+        self.table = _strip_accents_table()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> StripAccents:
+        return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def _strip_accents_table() -> Ragged:
+    from ._reference_marks import KEPT_MARKS
+
+    drop = unicode.category_mask("Mn Mc Me")
+    for first, last in KEPT_MARKS:
+        drop[first:last + 1] = False
+    return unicode.filter_map(drop)
+
+
+# huggingface's Nmt normalizer: these control characters are dropped, these spaces become " ".
+_NMT_DROPPED = (*range(0x01, 0x09), 0x0B, *range(0x0E, 0x20), 0x7F, 0x8F, 0x9F)
+_NMT_SPACES = (0x09, 0x0A, 0x0C, 0x0D, 0x1680, *range(0x200B, 0x2010), 0x2028, 0x2029, 0x2581, 0xFEFF, 0xFFFD)
+
+
+class Nmt(Normalizer):
+    """huggingface's Nmt: some control characters dropped, some spaces as " " (a codepoint map)."""
+
+    type = "Nmt"
+
+    def __init__(self) -> None:
+        self.table = _nmt_table()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Nmt:
+        return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def _nmt_table() -> Ragged:
+    drop = torch.zeros(unicode.MAX_CODEPOINT, dtype=torch.bool)
+    drop[list(_NMT_DROPPED)] = True
+    spaces = torch.zeros(unicode.MAX_CODEPOINT, dtype=torch.bool)
+    spaces[list(_NMT_SPACES)] = True
+    return unicode.compose(unicode.filter_map(drop), unicode.replace_map(spaces, ord(" ")))
+
+
+class ByteLevelNormalizer(Normalizer):
+    """huggingface's ByteLevel normalizer: each character as the byte-level characters of its
+    UTF-8 bytes (GPT-2's byte-to-character table), each pointing at the character."""
+
+    type = "ByteLevel"
+
+    def __init__(self) -> None:
+        self.table = _byte_level_table()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> ByteLevelNormalizer:
+        return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_level_table() -> Ragged:
+    import numpy as np
+
+    from .models.bpe import byte_decoder
+
+    byte_char = np.zeros(256, dtype=np.int32)
+    for char, byte in byte_decoder().items():
+        byte_char[byte] = ord(char)
+    codes = np.arange(unicode.MAX_CODEPOINT, dtype=np.int64)
+    lengths = 1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)
+    surrogate = (codes >= 0xD800) & (codes <= 0xDFFF)
+    lengths[surrogate] = 3  # encoded as U+FFFD, as text with a lone surrogate is read
+    text = "".join(chr(c) for c in range(unicode.MAX_CODEPOINT) if not 0xD800 <= c <= 0xDFFF)
+    utf8 = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    replacement = np.frombuffer("\ufffd".encode("utf-8"), dtype=np.uint8)
+    offsets = np.zeros(unicode.MAX_CODEPOINT + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.empty(offsets[-1], dtype=np.int32)
+    keep = np.repeat(~surrogate, lengths)
+    values[keep] = byte_char[utf8]
+    values[~keep] = np.tile(byte_char[replacement], int(surrogate.sum()))
+    return Ragged(torch.from_numpy(values), torch.from_numpy(offsets))
+
+
 class Prepend(Normalizer):
     """huggingface's Prepend: ``prepend`` before every non-empty text (its characters point at the
     text's first character).
@@ -257,7 +359,7 @@ class Prepend(Normalizer):
 
 class Replace(Normalizer):
     """huggingface's Replace: every match of ``pattern`` ({"String": s} or {"Regex": r}) becomes
-    ``content``. A one-character string is a per-codepoint map on tensors; anything else runs
+    ``content`` (a one-character String: a codepoint map; otherwise slower: the ``regex`` module per text). A one-character string is a per-codepoint map on tensors; anything else runs
     through the ``regex`` module per text (correct, slower), the replacement's characters pointing
     at the match's last character (as huggingface aligns them).
 
@@ -278,8 +380,11 @@ class Replace(Normalizer):
         self.pattern, self.content = pattern, content
         literal = pattern.get("String")
         self.char = literal if literal is not None and len(literal) == 1 else None
-        self.regex = (regex.compile(regex.escape(literal)) if literal is not None
-                      else regex_split.compile_with_table_classes(pattern["Regex"]))
+        try:
+            self.regex = (regex.compile(regex.escape(literal)) if literal is not None
+                          else regex_split.compile_with_table_classes(pattern["Regex"]))
+        except regex.error as e:
+            raise ValueError(f"Replace normalizer: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         if self.char is None:
@@ -369,7 +474,7 @@ def _wrap(result) -> tuple[Ragged, torch.Tensor]:
 
 
 class UnicodeForm(Normalizer):
-    """huggingface's NFC, NFD, NFKC, NFKD: ``unicodedata.normalize`` per text, on the CPU.
+    """huggingface's NFC, NFD, NFKC, NFKD: ``unicodedata.normalize`` per text, on the CPU (slower: Python per text).
 
     Composition depends on the neighbours, so this is no per-codepoint map: texts already in the
     form (checked by ``unicodedata.is_normalized``, C speed) pass through; each other text is
@@ -394,7 +499,8 @@ class UnicodeForm(Normalizer):
 def _unicode_form(form: str) -> type:
     return type(form, (UnicodeForm,), {"type": form, "__init__": lambda self: UnicodeForm.__init__(self, form),
                                        "from_json": classmethod(lambda cls, spec: cls()),
-                                       "__doc__": f"huggingface's {form} (see :class:`UnicodeForm`)."})
+                                       "__doc__": f"huggingface's {form}: ``unicodedata`` per text changed (slower: "
+                                                  "Python per text; offsets inside it approximate)."})
 
 
 NFC, NFD, NFKC, NFKD = (_unicode_form(f) for f in ("NFC", "NFD", "NFKC", "NFKD"))
@@ -509,7 +615,7 @@ def _rewrite_per_text_numba(text: Ragged, texts: list[str], rewrite, matcher, co
 
 
 NORMALIZERS = {cls.type: cls for cls in (BertNormalizer, Precompiled, Lowercase, Prepend, Replace, Strip,
-                                      NFC, NFD, NFKC, NFKD, Sequence)}
+                                      NFC, NFD, NFKC, NFKD, Sequence, StripAccents, Nmt, ByteLevelNormalizer)}
 
 
 def from_json(spec: dict[str, Any] | None) -> Normalizer | None:

@@ -133,6 +133,8 @@ def split_by_class_torch(text: Ragged, classes: torch.Tensor) -> Words:
 
 
 class BertPreTokenizer:
+    """huggingface's BertPreTokenizer: whitespace separates words, each punctuation character is one (a numba kernel)."""
+
     type = "BertPreTokenizer"
 
     def __call__(self, text: Ragged) -> Words:
@@ -147,7 +149,9 @@ class BertPreTokenizer:
 
 
 class Split:
-    """Words are the matches of a regex, as tiktoken splits text before BPE.
+    """huggingface's Split (a Regex; a String: :class:`CharSplit`), every behavior and invert: the named rules (gpt2, cl100k, o200k spellings) run a numba kernel, any other regex the ``regex`` module per text (slower).
+
+    Words are the matches of a regex, as tiktoken splits text before BPE.
 
     ``pattern`` is a name from :data:`gputok.regex_split.PATTERNS` ("gpt2", "cl100k", "o200k"),
     matched exactly without a regex engine (:func:`gputok.regex_split.split`: a numba kernel on
@@ -172,6 +176,7 @@ class Split:
         if behavior not in regex_split.BEHAVIORS:
             raise ValueError(f"Split behavior {behavior!r} is not one of {list(regex_split.BEHAVIORS)}")
         self.byte_level, self.behavior, self.invert = byte_level, behavior, bool(invert)
+        self.literal_string: str | None = None  # a huggingface String pattern, written back as one
         name = TIKTOKEN_NAMES.get(pattern, pattern)
         self.rule = name if name in regex_split.PATTERNS else None
         self.pattern = regex_split.PATTERNS.get(name, pattern)
@@ -221,7 +226,8 @@ class Split:
         from . import regex_split
 
         pattern = regex_split.hf_spelling(self.pattern) if self.rule is not None else self.pattern
-        split = {"type": "Split", "pattern": {"Regex": pattern}, "behavior": self.behavior, "invert": self.invert}
+        written = {"Regex": pattern} if self.literal_string is None else {"String": self.literal_string}
+        split = {"type": "Split", "pattern": written, "behavior": self.behavior, "invert": self.invert}
         if not self.byte_level:
             return split
         return {"type": "Sequence", "pretokenizers": [
@@ -230,8 +236,9 @@ class Split:
     @classmethod
     def from_json(cls, spec: dict[str, Any]) -> Split:
         pattern = spec.get("pattern") or {}
-        if "Regex" not in pattern:
-            raise ValueError(f"Split pre-tokenizer {spec} is not supported; gputok reads Split(pattern=Regex)")
+        if "String" in pattern:
+            return CharSplit.literal(pattern["String"], behavior=spec.get("behavior", "Isolated"),
+                                     invert=spec.get("invert", False))
         from . import regex_split
 
         named = {spelling: name for name, p in reversed(regex_split.PATTERNS.items())  # first name wins: gpt2
@@ -311,19 +318,242 @@ class ByteLevel(Split):
 
 
 class Sequence:
-    """Only the form byte-level tokenizers use: ``[Split(regex), ByteLevel(use_regex=False)]``."""
+    """huggingface's Sequence: each pre-tokenizer splits the words of the one before it.
+
+    A later step runs on the words as texts of their own (:func:`split_words`: the words' characters
+    gathered into one row each, split, and the pieces mapped back), which is what huggingface does
+    (each step sees one split at a time: a regex's lookahead stops at the word's end). A step that
+    rewrites the text (Metaspace, ByteLevel with add_prefix_space) may only come first: huggingface
+    would rewrite each word, which gputok does not.
+
+    The byte-level form ``[Split(regex), ByteLevel(use_regex=False)]`` loads as that Split marked
+    byte-level (the fast path of the tiktoken-style files).
+    """
 
     type = "Sequence"
+
+    def __init__(self, pretokenizers: list) -> None:
+        for k, step in enumerate(pretokenizers[:-1]):
+            if isinstance(step, ByteLevel) or getattr(step, "byte_level", False):
+                raise ValueError(f"pre_tokenizer Sequence: step {k} is ByteLevel, which maps the text to its byte "
+                                 "characters: gputok supports it only as the last step (the later steps would split "
+                                 "the byte characters)")
+        for k, step in enumerate(pretokenizers[1:], 1):
+            if getattr(step, "rewrite", None) is not None:
+                raise ValueError(f"pre_tokenizer Sequence: step {k} ({step.type}) rewrites the text (spaces as "
+                                 "'▁', or a prefix space), which gputok supports only as the first step")
+        self.pretokenizers = pretokenizers
+        self.byte_level = any(isinstance(step, ByteLevel) or getattr(step, "byte_level", False) for step in pretokenizers)
+        if pretokenizers and getattr(pretokenizers[0], "rewrite", None) is not None:
+            self.rewrite = pretokenizers[0].rewrite
+        # ByteLevel without its regex splits nothing: only its byte mapping (done by the BPE model) stays
+        self._splitting = [step for step in pretokenizers if not (type(step) is ByteLevel and not step.use_regex)]
+
+    def __call__(self, text: Ragged) -> Words:
+        if not self._splitting:
+            return whole_texts(text)
+        words = self._splitting[0](text)
+        for step in self._splitting[1:]:
+            words = split_words(text, words, step)
+        return words
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "pretokenizers": [step.to_json() for step in self.pretokenizers]}
 
     @classmethod
     def from_json(cls, spec: dict[str, Any]):
         steps = [from_json(s) for s in spec.get("pretokenizers", [])]
-        if (len(steps) == 2 and type(steps[0]) is Split and isinstance(steps[1], ByteLevel) and not steps[1].use_regex
-                and not steps[1].add_prefix_space):
-            steps[0].byte_level = True
+        if (len(steps) == 2 and type(steps[0]) is Split and not steps[0].byte_level and type(steps[1]) is ByteLevel
+                and not steps[1].use_regex and not steps[1].add_prefix_space and steps[1].trim_offsets):
+            steps[0].byte_level = True  # written back as this same Sequence
             return steps[0]
-        raise ValueError("a Sequence pre-tokenizer is supported only as [Split(regex), ByteLevel(use_regex=false, "
-                         "add_prefix_space=false)]")
+        return cls(steps)
+
+
+def split_words(text: Ragged, words: Words, step) -> Words:
+    """The words of ``step`` (a pre-tokenizer) run on each of ``words`` as a text of its own, as
+    positions of ``text``: a later step of a :class:`Sequence`. CPU: two numba kernels
+    (``gather_words``, ``words_within_words``) around the step's own."""
+    from .kernels import word_split_numba
+
+    device = text.device
+    starts, ends, text_offsets = (t.cpu().numpy() for t in (words.starts, words.ends, words.text_offsets))
+    values, row_offsets = word_split_numba.gather_words(text.values.cpu().numpy(), starts, ends)
+    rows = Ragged(torch.from_numpy(values).to(device), torch.from_numpy(row_offsets).to(device))
+    inner = step(rows)
+    out = word_split_numba.words_within_words(starts, text_offsets, row_offsets, inner.starts.cpu().numpy(),
+                                              inner.ends.cpu().numpy(), inner.text_offsets.cpu().numpy())
+    return Words(*(torch.from_numpy(a).to(device) for a in out))
+
+
+def _mask_words(text: Ragged, mask, behavior: str, invert: bool) -> Words:
+    """huggingface's split with a per-character pattern (``mask``: uint8 numpy per codepoint):
+    ``kernels/word_split_numba.split_by_mask``. Other devices run it on a CPU copy."""
+    from . import regex_split
+    from .kernels import word_split_numba
+
+    out = word_split_numba.split_by_mask(text.values.cpu().numpy(), text.offsets.cpu().numpy(), mask,
+                                         regex_split.BEHAVIORS.index(behavior), invert)
+    return Words(*(torch.from_numpy(a).to(text.device) for a in out))
+
+
+def _check_behavior(component: str, behavior: Any) -> str:
+    from . import regex_split
+
+    if behavior not in regex_split.BEHAVIORS:
+        raise ValueError(f"{component} behavior {behavior!r} is not one of {list(regex_split.BEHAVIORS)}")
+    return behavior
+
+
+class CharSplit:
+    """huggingface's Split on a String: one character by a numba kernel, a longer one as its escaped regex (slower).
+
+    A split at single characters (``mask``, a uint8 numpy table over codepoints), with
+    huggingface's behaviors: Split on a one-character String, CharDelimiterSplit, Punctuation,
+    Digits. One numba kernel pass (``split_by_mask``). A longer String runs as its escaped regex
+    (:meth:`literal`)."""
+
+    type = "Split"
+
+    def __init__(self, mask, *, behavior: str, invert: bool = False, spec: dict[str, Any]) -> None:
+        self.mask, self.behavior, self.invert, self.spec = mask, behavior, bool(invert), spec
+
+    @classmethod
+    def literal(cls, string: str, *, behavior: str, invert: bool):
+        """Split on ``{"String": string}``: a one-character string splits by mask, a longer one
+        is the regex of its escaped text (the matches of a literal cannot overlap or be empty)."""
+        import numpy as np
+
+        _check_behavior("Split", behavior)
+        spec = {"type": "Split", "pattern": {"String": string}, "behavior": behavior, "invert": bool(invert)}
+        if len(string) == 1:
+            mask = np.zeros(unicode.MAX_CODEPOINT, dtype=np.uint8)
+            mask[ord(string)] = 1
+            return cls(mask, behavior=behavior, invert=invert, spec=spec)
+        if not string:  # huggingface: an empty pattern matches nothing
+            return cls(np.zeros(unicode.MAX_CODEPOINT, dtype=np.uint8), behavior=behavior, invert=invert, spec=spec)
+        split = Split(regex.escape(string), behavior=behavior, invert=invert)
+        split.literal_string = string
+        return split
+
+    def __call__(self, text: Ragged) -> Words:
+        return _mask_words(text, self.mask, self.behavior, self.invert)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.spec)
+
+
+class CharDelimiterSplit(CharSplit):
+    """huggingface's CharDelimiterSplit: ``delimiter`` separates words and is dropped."""
+
+    type = "CharDelimiterSplit"
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> CharDelimiterSplit:
+        import numpy as np
+
+        delimiter = spec.get("delimiter")
+        if not isinstance(delimiter, str) or len(delimiter) != 1:
+            raise ValueError(f"CharDelimiterSplit delimiter {delimiter!r}: expected one character")
+        mask = np.zeros(unicode.MAX_CODEPOINT, dtype=np.uint8)
+        mask[ord(delimiter)] = 1
+        return cls(mask, behavior="Removed", spec={"type": cls.type, "delimiter": delimiter})
+
+
+class Punctuation(CharSplit):
+    """huggingface's Punctuation: each punctuation character (BERT's rule) is a match, grouped by
+    ``behavior`` (default Isolated)."""
+
+    type = "Punctuation"
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Punctuation:
+        behavior = _check_behavior("Punctuation", spec.get("behavior", "Isolated"))
+        mask = (_bert_classes(torch.device("cpu")).numpy() == PUNCTUATION).astype("uint8")
+        return cls(mask, behavior=behavior, spec={"type": cls.type, "behavior": behavior})
+
+
+class Digits(CharSplit):
+    """huggingface's Digits: numeric characters (Rust's ``char::is_numeric``: \\p{N}) split from the
+    rest, each on its own (``individual_digits``, Isolated) or in runs (Contiguous)."""
+
+    type = "Digits"
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Digits:
+        individual = spec.get("individual_digits", False)
+        return cls(_regex_class_mask(r"\p{N}"), behavior="Isolated" if individual else "Contiguous",
+                   spec={"type": cls.type, "individual_digits": individual})
+
+
+@functools.lru_cache(maxsize=8)
+def _regex_class_mask(pattern: str):
+    """uint8 numpy table over codepoints: 1 where ``pattern`` (a one-character class) matches the
+    character as the split rules read classes (huggingface's tables,
+    :func:`gputok.regex_split.compile_with_table_classes`). One scan of every codepoint, once."""
+    import numpy as np
+
+    from . import regex_split
+
+    codes = np.arange(unicode.MAX_CODEPOINT, dtype=np.int64)
+    codes = codes[(codes < 0xD800) | (codes > 0xDFFF)]
+    everything = codes.astype(np.uint32).tobytes().decode("utf-32-le")
+    hits = [m.start() for m in regex_split.compile_with_table_classes(pattern).finditer(everything)]
+    mask = np.zeros(unicode.MAX_CODEPOINT, dtype=np.uint8)
+    mask[codes[np.array(hits, dtype=np.int64)]] = 1
+    return mask
+
+
+class Whitespace:
+    """huggingface's Whitespace, the regex ``\\w+|[^\\w\\s]+`` (matches kept, the rest dropped):
+    runs of word characters and runs of other non-space characters are words. One numba pass
+    (``split_runs``) over a class table built from that regex's classes."""
+
+    type = "Whitespace"
+
+    def __call__(self, text: Ragged) -> Words:
+        from .kernels import word_split_numba
+
+        out = word_split_numba.split_runs(text.values.cpu().numpy(), text.offsets.cpu().numpy(), _whitespace_runs())
+        return Words(*(torch.from_numpy(a).to(text.device) for a in out))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> Whitespace:
+        return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def _whitespace_runs():
+    """Whitespace's classes: 1 word character, 2 other non-space, 0 space (dropped)."""
+    word, space = _regex_class_mask(r"\w"), _regex_class_mask(r"\s")
+    return (word + 2 * (1 - word) * (1 - space)).astype("uint8")
+
+
+class FixedLength:
+    """huggingface's FixedLength: each text in pieces of ``length`` characters."""
+
+    type = "FixedLength"
+
+    def __init__(self, length: int = 5) -> None:
+        if not isinstance(length, int) or isinstance(length, bool) or length < 1:
+            raise ValueError(f"FixedLength length {length!r}: expected an integer >= 1")
+        self.length = length
+
+    def __call__(self, text: Ragged) -> Words:
+        from .kernels import word_split_numba
+
+        out = word_split_numba.split_fixed_length(text.offsets.cpu().numpy(), self.length)
+        return Words(*(torch.from_numpy(a).to(text.device) for a in out))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, "length": self.length}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> FixedLength:
+        return cls(spec.get("length", 5))
 
 
 class WhitespaceSplit:
@@ -435,7 +665,8 @@ def _prepend_unless_first(text: Ragged, *, char: str) -> tuple[Ragged, torch.Ten
     return Ragged(values, offsets), src
 
 
-PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, Sequence, WhitespaceSplit, Metaspace)}
+PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, Sequence, WhitespaceSplit, Metaspace,
+                                           Whitespace, Punctuation, Digits, CharDelimiterSplit, FixedLength)}
 
 
 def from_json(spec: dict[str, Any] | None):

@@ -37,7 +37,7 @@ class TemplateItem:
 
 
 class TemplateProcessing:
-    """Special tokens around one or two sequences.
+    """huggingface's TemplateProcessing: special tokens around one or two sequences, with type ids.
 
     ``single`` and ``pair`` are lists of :class:`TemplateItem`. ``BertProcessing`` files are read
     into the same class and written back with their own type.
@@ -51,6 +51,7 @@ class TemplateProcessing:
 
     @classmethod
     def bert(cls, cls_token: tuple[str, int], sep_token: tuple[str, int]) -> TemplateProcessing:
+        """huggingface's BertProcessing: ``[CLS] A [SEP]`` and ``[CLS] A [SEP] B [SEP]``, B's type id 1."""
         c = TemplateItem(None, cls_token[0], cls_token[1], 0)
         single = [c, TemplateItem(0, None, None, 0), TemplateItem(None, sep_token[0], sep_token[1], 0)]
         pair = single + [TemplateItem(1, None, None, 1), TemplateItem(None, sep_token[0], sep_token[1], 1)]
@@ -58,9 +59,20 @@ class TemplateProcessing:
         return cls(single, pair, spec=spec)
 
     @classmethod
+    def roberta(cls, spec: dict[str, Any]) -> TemplateProcessing:
+        """huggingface's RobertaProcessing: ``<s> A </s>`` and ``<s> A </s> </s> B </s>``, every
+        type id 0 (its offset trimming is :class:`OffsetTrim`)."""
+        (cls_token, cls_id), (sep_token, sep_id) = spec["cls"], spec["sep"]
+        c, s = TemplateItem(None, cls_token, cls_id, 0), TemplateItem(None, sep_token, sep_id, 0)
+        single = [c, TemplateItem(0, None, None, 0), s]
+        return cls(single, single + [s, TemplateItem(1, None, None, 0), s], spec=spec)
+
+    @classmethod
     def from_json(cls, spec: dict[str, Any]) -> TemplateProcessing:
         if spec["type"] == "BertProcessing":
             return cls.bert(tuple(spec["cls"]), tuple(spec["sep"]))
+        if spec["type"] == "RobertaProcessing":
+            return cls.roberta(spec)
         special = spec.get("special_tokens", {})
 
         def items(template: list[dict]) -> list[TemplateItem]:
@@ -82,6 +94,67 @@ class TemplateProcessing:
 
     def num_added(self, pair: bool) -> int:
         return sum(item.sequence is None for item in (self.pair if pair else self.single))
+
+
+@dataclass(frozen=True)
+class OffsetTrim:
+    """The offset trimming of huggingface's ByteLevel post-processor (and RobertaProcessing's
+    ``trim_offsets``): a token's span loses the spaces (``Ġ`` or whitespace) its text starts and
+    ends with, except the one prefix space of a text's first token when ``add_prefix_space``.
+    Applied to every token's span at once (:meth:`apply`); ids are unchanged."""
+
+    add_prefix_space: bool
+
+    def apply(self, spans: torch.Tensor, ids: torch.Tensor, first_of_text: torch.Tensor,
+              leading: torch.Tensor, trailing: torch.Tensor) -> torch.Tensor:
+        """``spans`` [tokens, 2] trimmed; ``leading`` / ``trailing``: each id's count of space
+        characters at either end of its token; ``first_of_text``: the token is its text's first."""
+        if not spans.numel():
+            return spans
+        start, end = spans[:, 0], spans[:, 1]
+        lead, trail = leading[ids], trailing[ids]
+        if self.add_prefix_space:
+            lead = torch.where((first_of_text | (start == 0)) & (lead == 1), 0, lead)
+        start = torch.where(lead > 0, torch.minimum(start + lead, end), start)
+        end = torch.where((trail > 0) & (end >= trail), torch.maximum(end - trail, start), end)
+        return torch.stack([start, end], 1)
+
+
+def from_json(spec: dict[str, Any] | None) -> tuple[TemplateProcessing | None, OffsetTrim | None]:
+    """A tokenizer.json post-processor as the template that adds special tokens (None: none) and
+    the offset trimming (None: none). huggingface's Sequence applies its processors in turn: at most one of
+    them adds special tokens, and at most one trims offsets (trimming twice would move offsets
+    twice; no published file does that)."""
+    if spec is None:
+        return None, None
+    kind = spec.get("type")
+    if kind not in POST_PROCESSORS:
+        raise ValueError(f"unknown post_processor type {kind!r}; known types: {sorted(POST_PROCESSORS)}")
+    if kind == "Sequence":
+        return _sequence(spec)
+    trim = None
+    if kind in ("ByteLevel", "RobertaProcessing") and spec.get("trim_offsets", True):
+        trim = OffsetTrim(bool(spec.get("add_prefix_space", True)))
+    return (None if kind == "ByteLevel" else TemplateProcessing.from_json(spec)), trim
+
+
+def _sequence(spec: dict[str, Any]) -> tuple[TemplateProcessing | None, OffsetTrim | None]:
+    """huggingface's Sequence: its processors in turn; at most one of them adds special tokens and
+    at most one trims offsets."""
+    parts = [from_json(p) for p in spec.get("processors") or []]
+    templates = [t for t, _ in parts if t is not None]
+    trims = [t for _, t in parts if t is not None]
+    if len(templates) > 1 or len(trims) > 1:
+        raise ValueError("post_processor Sequence: gputok supports at most one processor that adds special tokens "
+                         "(TemplateProcessing, BertProcessing, RobertaProcessing) and at most one that trims "
+                         f"offsets (ByteLevel, RobertaProcessing with trim_offsets); this one has {len(templates)} "
+                         f"and {len(trims)}")
+    return (templates[0] if templates else None), (trims[0] if trims else None)
+
+
+# The post-processor types of tokenizer.json, and the code that reads each (its docstring says how).
+POST_PROCESSORS = {"TemplateProcessing": TemplateProcessing, "BertProcessing": TemplateProcessing.bert,
+                   "RobertaProcessing": TemplateProcessing.roberta, "ByteLevel": OffsetTrim, "Sequence": _sequence}
 
 
 @dataclass

@@ -33,13 +33,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers
+from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers, processors
 from ._atomic import write_atomic
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import TextInput, as_texts, codepoints
 from .models.bpe import BPE
 from .models.unigram import Unigram
+from .models.wordlevel import WordLevel
 from .models.wordpiece import WordPiece, piece_starts
 from .processors import (TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, check_truncation, filled_cells,
                          pad, raise_truncation_error, truncate)
@@ -50,7 +51,7 @@ from .kernels.decode_numba import decode_rows
 from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
 from .kernels import wordpiece_texts_numba
 
-MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram)}
+MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram, WordLevel)}
 # A call on a GPU costs ~5-20 ms of kernel launches (about a thousand small ops) whatever its
 # size; below this many characters a batch for a CUDA device is encoded on the CPU, where small
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
@@ -244,14 +245,17 @@ class Tokenizer:
                                                       "rstrip", "normalized") if k in t})
                      for t in spec.get("added_tokens") or [] if t["content"]]
             post = spec.get("post_processor")
-            if post is not None and post.get("type") == "ByteLevel":
-                extra_post = post  # only trims offsets; the ids are those of the model
-                post = None
-            else:
-                extra_post = None
-            if post is not None and post.get("type") not in ("BertProcessing", "TemplateProcessing"):
-                raise ValueError(f"post_processor type {post.get('type')!r} is not supported; "
-                                 "supported: ['BertProcessing', 'TemplateProcessing', 'ByteLevel']")
+            template, offset_trim = processors.from_json(post)
+            # a post-processor that is more than a template is written back as the file has it
+            extra_post = post if post is not None and post.get("type") not in ("TemplateProcessing", "BertProcessing") \
+                else None
+            if spec.get("normalizer") is not None:
+                for k, t in enumerate(spec.get("added_tokens") or []):
+                    if t["normalized"] and t["content"]:
+                        raise FileFormatError(
+                            f"{source}: added_tokens[{k}] ({t['content']!r}) has normalized = true with a normalizer: "
+                            "huggingface matches such a token in the normalized text, which gputok does not support "
+                            "yet; set \"normalized\": false (matched in the raw text) or remove the normalizer")
             pre_tokenizer = pre_tokenizers.from_json(spec.get("pre_tokenizer"))
             if model_type == "BPE":
                 # Byte-level BPE spells its tokens in the alphabet of the ByteLevel pre-tokenizer,
@@ -265,13 +269,17 @@ class Tokenizer:
                     pre_tokenizer = merge_safe_split(model)
             else:
                 model = MODELS[model_type].from_json(spec["model"])
+            if offset_trim is not None and model_type == "Unigram":
+                raise ValueError("post_processor: offset trimming (ByteLevel, RobertaProcessing with trim_offsets) with a "
+                                 "Unigram model is not supported (huggingface trims an unknown piece by the text it "
+                                 "covers); set trim_offsets to false")
             return cls(model,
                        normalizer=normalizers.from_json(spec.get("normalizer")),
                        pre_tokenizer=pre_tokenizer,
-                       post_processor=TemplateProcessing.from_json(post) if post else None,
+                       post_processor=template,
                        decoder=decoders.from_json(spec.get("decoder")), added_tokens=added,
                        extra={"truncation": spec.get("truncation"), "padding": spec.get("padding"),
-                              "post_processor": extra_post})
+                              "post_processor": extra_post, "offset_trim": offset_trim})
         except FileFormatError:
             raise
         except ValueError as e:  # a component's own check: name the file
@@ -285,7 +293,7 @@ class Tokenizer:
                 "padding": self._extra.get("padding"),
                 "added_tokens": [t.to_json() for t in self.added_tokens],
                 "normalizer": part(self.normalizer), "pre_tokenizer": part(self.pre_tokenizer),
-                "post_processor": part(self.post_processor) or self._extra.get("post_processor"),
+                "post_processor": self._extra.get("post_processor") or part(self.post_processor),
                 "decoder": part(self.decoder),
                 "model": self.model.to_json()}
 
@@ -432,6 +440,35 @@ class Tokenizer:
             self._patterns[contents] = re.compile("|".join(map(re.escape, chosen))) if chosen else None
         return self._patterns[contents]
 
+    def _added_matches(self, text: str, pattern: re.Pattern) -> list[tuple[int, int, int]]:
+        """``(start, end, id)`` of the added tokens in ``text`` as huggingface takes them: the
+        leftmost-longest matches, less those of a ``single_word`` token with a word character
+        (``\\w``) right before or after; an ``lstrip`` / ``rstrip`` token takes the whitespace
+        before / after it (not what an earlier token took)."""
+        options = self._added_options
+        matches, position = [], 0
+        for m in pattern.finditer(text):
+            start, end = m.span()
+            token = options.get(m.group())
+            if token is None:
+                matches.append((start, end, self._added_ids[m.group()]))
+                position = end
+                continue
+            if token.single_word and (_WORD_CHAR.match(text[start - 1:start]) or _WORD_CHAR.match(text[end:end + 1])):
+                continue
+            if token.lstrip:
+                start = max(len(text[:start].rstrip(_WHITE_SPACE)), position)
+            if token.rstrip:
+                end = len(text) - len(text[end:].lstrip(_WHITE_SPACE))
+            matches.append((start, end, token.id))
+            position = end
+        return matches
+
+    @functools.cached_property
+    def _added_options(self) -> dict[str, AddedToken]:
+        """The added tokens with single_word, lstrip or rstrip, by content."""
+        return {t.content: t for t in self.added_tokens if t.single_word or t.lstrip or t.rstrip}
+
     def _encode_with_added_tokens(self, texts: Sequence[str], pattern: re.Pattern, device: torch.device | str,
                                   with_spans: bool) -> Encoded:
         """Cut each text at the added tokens written in it, as huggingface does, encode the pieces
@@ -443,16 +480,16 @@ class Tokenizer:
         item_piece, item_id, item_text, item_start, item_end = [], [], [], [], []
         for row, text in enumerate(texts):
             position = 0
-            for m in [*pattern.finditer(text), None]:
-                end = len(text) if m is None else m.start()
+            for m in [*self._added_matches(text, pattern), None]:
+                end = len(text) if m is None else m[0]
                 if end > position:
                     item_piece.append(len(pieces)), item_id.append(-1)
                     item_text.append(row), item_start.append(position), item_end.append(end)
                     pieces.append(text[position:end])
                 if m is not None:
-                    item_piece.append(-1), item_id.append(self._added_ids[m.group()])
-                    item_text.append(row), item_start.append(m.start()), item_end.append(m.end())
-                    position = m.end()
+                    item_piece.append(-1), item_id.append(m[2])
+                    item_text.append(row), item_start.append(m[0]), item_end.append(m[1])
+                    position = m[1]
         plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
         if torch.device(device).type == "cpu" and _dispatch.on_cpu_kernels(torch.device(device)):
             items = [np.asarray(v, dtype=np.int64) for v in (item_piece, item_id, item_text, item_start, item_end)]
@@ -554,6 +591,8 @@ class Tokenizer:
         first = self.encode_ragged(texts, device=device, with_spans=return_offsets, allowed=allowed)
         second = (self.encode_ragged(pairs, device=device, with_spans=return_offsets, allowed=allowed)
                   if pairs is not None else None)
+        if return_offsets and self._extra.get("offset_trim") is not None:
+            first, second = (None if e is None else self._trim_offsets(e) for e in (first, second))
         template = []
         if add_special_tokens and self.post_processor is not None:
             template = self.post_processor.pair if second is not None else self.post_processor.single
@@ -712,6 +751,28 @@ class Tokenizer:
                              "disallowed_special=() to encode it as plain text")
         return None if allowed_special == "all" else frozenset(sets["allowed_special"])
 
+    def _trim_offsets(self, encoded: Encoded) -> Encoded:
+        """The spans of ``encoded`` trimmed as the file's ByteLevel / RobertaProcessing post-processor
+        trims them (:class:`gputok.processors.OffsetTrim`)."""
+        leading, trailing = self._token_spaces
+        ids, offsets = encoded.ids.values.long(), encoded.ids.offsets
+        first = torch.zeros(ids.numel() + 1, dtype=torch.bool, device=ids.device)
+        first[offsets[:-1]] = True
+        spans = self._extra["offset_trim"].apply(encoded.spans, ids, first[:-1], leading.to(ids.device),
+                                                 trailing.to(ids.device))
+        return Encoded(encoded.ids, spans)
+
+    @functools.cached_property
+    def _token_spaces(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each id's count of leading and of trailing spaces (``Ġ`` or whitespace) in its token."""
+        def spaces(token: str) -> int:
+            return len(token) - len(token.lstrip(_SPACE_CHARS))
+
+        tokens = [t or "" for t in self._file_spelling]
+        leading = torch.tensor([spaces(t) for t in tokens], dtype=torch.int64)
+        trailing = torch.tensor([spaces(t[::-1]) for t in tokens], dtype=torch.int64)
+        return leading, trailing
+
     @functools.cached_property
     def _pad_id(self) -> int:
         padding = self._extra.get("padding") or {}
@@ -733,13 +794,14 @@ class Tokenizer:
     def _decode_python(self, ids: Sequence[int], skip_special_tokens: bool) -> str:
         """:meth:`decode` token by token: the reference of the decode kernel, and the path of
         decoders it does not cover."""
-        if isinstance(self.model, BPE) and self.model.byte_level:  # bytes, then UTF-8 with replacement, as tiktoken decodes
+        if self._decodes_bytes:  # bytes, then UTF-8 with replacement, as tiktoken decodes
             specials = {t.id: t.content.encode() for t in self.added_tokens}
             return b"".join(b"" if skip_special_tokens and i in self._special_ids else
                             specials.get(i) or self.model.decode_bytes([i]) for i in ids).decode("utf-8", errors="replace")
         tokens = []
+        spelled = self._spelled_tokens
         for i in ids:
-            token = self.id_to_token(i)
+            token = self.id_to_token(i) if spelled is None or not 0 <= i < len(spelled) else spelled[i]
             if token is None:
                 raise ValueError(f"token id {i} is outside the vocabulary (size {self.vocab_size})")
             if skip_special_tokens and i in self._special_ids:
@@ -778,6 +840,29 @@ class Tokenizer:
         data, bounds = out.tobytes(), out_offsets.tolist()
         return [data[a:b].decode("utf-8", errors=errors) for a, b in zip(bounds, bounds[1:])]
 
+    @property
+    def _decodes_bytes(self) -> bool:
+        """Byte-level BPE decoded by the ByteLevel decoder: each token is its bytes."""
+        return isinstance(self.model, BPE) and self.model.byte_level and type(self.decoder) is decoders.ByteLevelDecoder
+
+    @functools.cached_property
+    def _spelled_tokens(self) -> list[str | None] | None:
+        """Byte-level BPE under another decoder: each id's token as the file spells it (GPT-2's
+        byte alphabet), which that decoder reads, added tokens as they are; None otherwise."""
+        if not (isinstance(self.model, BPE) and self.model.byte_level) or self._decodes_bytes:
+            return None
+        return self._file_spelling
+
+    @functools.cached_property
+    def _file_spelling(self) -> list[str | None]:
+        """Each id's token as tokenizer.json spells it (byte-level BPE: in GPT-2's byte alphabet),
+        added tokens as they are."""
+        if not (isinstance(self.model, BPE) and self.model.byte_level):
+            return [self.id_to_token(i) for i in range(self.vocab_size)]
+        spelled = {i: t for t, i in self.model.to_json()["vocab"].items()}
+        spelled.update({t.id: t.content for t in self.added_tokens})
+        return [spelled.get(i) for i in range(max(spelled, default=-1) + 1)]
+
     @functools.cached_property
     def _decode_table(self) -> tuple | None:
         """Each id's bytes as the decode kernel reads them (CSR): the first form and the later
@@ -787,7 +872,7 @@ class Tokenizer:
         stays). The WordPiece decoder cleans up each token's piece on its own, so a row's text
         is the concatenation of those forms."""
         size = max(self.vocab_size, max((t.id + 1 for t in self.added_tokens), default=0))
-        if isinstance(self.model, BPE) and self.model.byte_level:
+        if self._decodes_bytes:
             specials = {t.id: t.content.encode() for t in self.added_tokens}
             tokens = [specials.get(i) or (self.model.token_bytes[i] if i < self.model.vocab_size else None)
                       for i in range(size)]
@@ -866,6 +951,13 @@ def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.Path
     return special_tokens
 
 
+# Rust's char::is_whitespace (Unicode White_Space): what an lstrip / rstrip added token takes.
+_WHITE_SPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+# A word character next to a single_word added token keeps it from matching (huggingface: \w).
+_WORD_CHAR = re.compile(r"\w")
+# Rust's char::is_whitespace and byte-level BPE's space "Ġ": the spaces huggingface trims off offsets.
+_SPACE_CHARS = _WHITE_SPACE + "\u0120"
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)
 

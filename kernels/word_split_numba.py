@@ -194,3 +194,156 @@ def words_from_starts(offsets, starts_word):
             w += 1
         text_offsets[t + 1] = w
     return starts[:w].copy(), ends[:w].copy(), text_offsets
+
+
+# huggingface's Split behaviors, in gputok.regex_split.BEHAVIORS order.
+REMOVED, ISOLATED, MERGED_WITH_PREVIOUS, MERGED_WITH_NEXT, CONTIGUOUS = 0, 1, 2, 3, 4
+
+
+@kernel
+def split_by_mask(values, offsets, mask, behavior, invert):
+    """huggingface's ``NormalizedString::split`` with a per-character pattern (Split on a
+    one-character String, CharDelimiterSplit, Punctuation, Digits): each character whose ``mask``
+    (uint8 per codepoint) is set is a match of its own, each run of other characters a piece;
+    ``invert`` swaps the two; ``behavior`` (the constants above) groups the pieces as
+    ``gputok.regex_split._group_pieces`` does (its reference): Removed drops the matches, Isolated
+    keeps every piece, MergedWithPrevious / MergedWithNext glue a match to the non-match before /
+    after it, Contiguous joins neighbouring pieces of one kind."""
+    n = values.size
+    texts = offsets.size - 1
+    starts, ends, text_offsets = _word_buffers(n, texts)
+    w = 0
+    for t in range(texts):
+        a = offsets[t]
+        b = offsets[t + 1]
+        p = a
+        previous = -1  # -1: no piece yet in this text; else whether the previous piece was a match
+        while p < b:
+            c = values[p]
+            if c < 0 or c >= mask.size:
+                c = REPLACEMENT
+            if mask[c]:
+                end = p + 1
+                hit = True
+            else:
+                end = p + 1
+                while end < b:
+                    d = values[end]
+                    if d < 0 or d >= mask.size:
+                        d = REPLACEMENT
+                    if mask[d]:
+                        break
+                    end += 1
+                hit = False
+            if invert:
+                hit = not hit
+            if behavior == REMOVED:
+                joins = False
+                if hit:
+                    p = end
+                    previous = 1
+                    continue
+            elif behavior == ISOLATED:
+                joins = False
+            elif behavior == MERGED_WITH_PREVIOUS:
+                joins = hit and previous == 0
+            elif behavior == MERGED_WITH_NEXT:
+                joins = (not hit) and previous == 1
+            else:
+                joins = previous == (1 if hit else 0)
+            if joins:
+                ends[w - 1] = end
+            else:
+                starts[w] = p
+                ends[w] = end
+                w += 1
+            previous = 1 if hit else 0
+            p = end
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets
+
+
+@kernel
+def split_fixed_length(offsets, length):
+    """huggingface's FixedLength: each text cut into pieces of ``length`` characters (the last
+    one shorter)."""
+    texts = offsets.size - 1
+    total = 0
+    for t in range(texts):
+        total += (offsets[t + 1] - offsets[t] + length - 1) // length
+    starts, ends, text_offsets = _word_buffers(total, texts)
+    w = 0
+    for t in range(texts):
+        for p in range(offsets[t], offsets[t + 1], length):
+            starts[w] = p
+            ends[w] = min(p + length, offsets[t + 1])
+            w += 1
+        text_offsets[t + 1] = w
+    return starts, ends, text_offsets
+
+
+@kernel
+def split_runs(values, offsets, classes):
+    """Words are the maximal runs of characters of one non-zero class (uint8 per codepoint);
+    class 0 separates words and is dropped (huggingface's Whitespace, ``\\w+|[^\\w\\s]+``)."""
+    n = values.size
+    texts = offsets.size - 1
+    starts, ends, text_offsets = _word_buffers(n, texts)
+    w = 0
+    for t in range(texts):
+        current = 0
+        for p in range(offsets[t], offsets[t + 1]):
+            c = values[p]
+            if c < 0 or c >= classes.size:
+                c = REPLACEMENT
+            k = classes[c]
+            if k != current:
+                if current != 0:
+                    ends[w] = p
+                    w += 1
+                if k != 0:
+                    starts[w] = p
+                current = k
+        if current != 0:
+            ends[w] = offsets[t + 1]
+            w += 1
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets
+
+
+@kernel
+def gather_words(values, starts, ends):
+    """The characters of each word, one row per word (``values``' dtype, int64 offsets): the
+    texts a later step of a pre-tokenizer Sequence splits."""
+    words = starts.size
+    out_offsets = np.empty(words + 1, np.int64)
+    out_offsets[0] = 0
+    for k in range(words):
+        out_offsets[k + 1] = out_offsets[k] + ends[k] - starts[k]
+    out = np.empty(out_offsets[words], values.dtype)
+    for k in range(words):
+        q = out_offsets[k]
+        for p in range(starts[k], ends[k]):
+            out[q] = values[p]
+            q += 1
+    return out, out_offsets
+
+
+@kernel
+def words_within_words(outer_starts, outer_text_offsets, row_offsets, inner_starts, inner_ends, inner_text_offsets):
+    """Compose two splits: ``inner`` words index the rows of :func:`gather_words` (row k = outer
+    word k, starting at ``row_offsets[k]``); returns them as positions of the outer text, with
+    the offsets of each outer text's inner words."""
+    words = outer_starts.size
+    starts = np.empty(inner_starts.size, np.int64)
+    ends = np.empty(inner_starts.size, np.int64)
+    for k in range(words):
+        shift = outer_starts[k] - row_offsets[k]
+        for j in range(inner_text_offsets[k], inner_text_offsets[k + 1]):
+            starts[j] = inner_starts[j] + shift
+            ends[j] = inner_ends[j] + shift
+    texts = outer_text_offsets.size - 1
+    text_offsets = np.empty(texts + 1, np.int64)
+    for t in range(texts + 1):
+        text_offsets[t] = inner_text_offsets[outer_text_offsets[t]]
+    return starts, ends, text_offsets

@@ -59,3 +59,37 @@ def long_line():
     with open(assets.english_corpus(20), encoding="utf-8") as f:
         text = f.read(3 * size)
     return " ".join(text.splitlines())[:size]
+
+
+@pytest.fixture(scope="session")
+def hf_trained_models(parity_lines):
+    """``{kind: model json}``: a vocabulary per model kind, trained once per session by huggingface's
+    own trainers on the parity corpus (tests/test_components.py, tests/test_fuzz_pipelines.py)."""
+    import json
+
+    from tokenizers import Tokenizer as HFTokenizer, models as M, pre_tokenizers as P, trainers
+
+    lines = parity_lines[::97][:4000]
+
+    def train(model, trainer, pre_tokenizer) -> dict:
+        tok = HFTokenizer(model)
+        tok.pre_tokenizer = pre_tokenizer
+        tok.train_from_iterator(lines, trainer)
+        return json.loads(tok.to_str())["model"]
+
+    quiet = {"show_progress": False, "special_tokens": ["<s>", "</s>", "<pad>", "<unk>", "[UNK]"]}
+    return {
+        "bpe_byte": train(M.BPE(), trainers.BpeTrainer(vocab_size=800, initial_alphabet=P.ByteLevel.alphabet(), **quiet),
+                          P.ByteLevel(add_prefix_space=False)),
+        "bpe_char": train(M.BPE(unk_token="[UNK]", continuing_subword_prefix="##", end_of_word_suffix="</w>"),
+                          trainers.BpeTrainer(vocab_size=1500, continuing_subword_prefix="##", end_of_word_suffix="</w>",
+                                              limit_alphabet=300, **quiet), P.Whitespace()),
+        "bpe": train(M.BPE(unk_token="[UNK]", fuse_unk=True), trainers.BpeTrainer(vocab_size=1500, limit_alphabet=300,
+                                                                                 **quiet), P.Whitespace()),
+        "wordpiece": train(M.WordPiece(unk_token="[UNK]"), trainers.WordPieceTrainer(vocab_size=1500, limit_alphabet=300,
+                                                                                     **quiet), P.BertPreTokenizer()),
+        "wordlevel": train(M.WordLevel(unk_token="[UNK]"), trainers.WordLevelTrainer(vocab_size=3000, **quiet),
+                           P.Whitespace()),
+        "unigram": train(M.Unigram(), trainers.UnigramTrainer(vocab_size=800, unk_token="<unk>", **quiet),
+                         P.Metaspace()),
+    }

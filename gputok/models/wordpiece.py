@@ -115,11 +115,15 @@ def wordpiece_match(chars: torch.Tensor, lengths: torch.Tensor, trie: Trie, part
 
 
 class WordPiece:
+    """huggingface's WordPiece: greedy longest match first (a numba kernel on the CPU)."""
+
     type = "WordPiece"
 
     def __init__(self, vocab: dict[str, int], *, unk_token: str = "[UNK]",
                  continuing_subword_prefix: str = "##", max_input_chars_per_word: int = 100,
-                 partial_unk: bool = False) -> None:
+                 partial_unk: bool = False, continuations: dict[str, int] | None = None) -> None:
+        """``continuations``: the pieces that may follow another (default: the tokens that carry
+        ``continuing_subword_prefix``, without it; WordLevel passes none)."""
         if unk_token not in vocab:
             raise ValueError(f"the WordPiece unk token {unk_token!r} is not in the vocabulary "
                              f"({len(vocab)} tokens); add it or pass unk_token= one that is")
@@ -131,8 +135,10 @@ class WordPiece:
         self.partial_unk = partial_unk
         prefix = continuing_subword_prefix
         # huggingface looks a continuation up as prefix + piece: with prefix "", any token continues
-        self.continuations = ({p[len(prefix):]: i for p, i in vocab.items() if p.startswith(prefix)} if prefix
-                              else dict(vocab))
+        if continuations is None:
+            continuations = ({p[len(prefix):]: i for p, i in vocab.items() if p.startswith(prefix)} if prefix
+                             else dict(vocab))
+        self.continuations = continuations
         self.trie = Trie([vocab, self.continuations])
 
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:

@@ -1,0 +1,224 @@
+"""Every tokenizer.json component option, built and saved by huggingface ``tokenizers`` itself,
+loaded by gputok: ids, token type ids, offsets and decode equal on real text and random Unicode;
+saved back by gputok, the file loads in huggingface as the same tokenizer.
+
+CI runs each file on a slice of the parity corpus; ``GPUTOK_FULL=1`` on the whole 20 MB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+from tokenizers import AddedToken, Regex, Tokenizer as HFTokenizer
+from tokenizers import decoders as D, models as M, normalizers as N, pre_tokenizers as P, processors as PP
+
+from gputok import Tokenizer
+
+FULL = bool(os.environ.get("GPUTOK_FULL"))
+BEHAVIORS = ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]
+CL100K_LIKE = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+
+
+@pytest.fixture(scope="module")
+def texts(parity_lines):
+    rnd = random.Random(18)
+    alphabet = "ab cd,.!'0123½ \t\n\u00a0éü\u0301中文😀Привет<s>\u2581_|\x00\u200b"
+    random_texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randrange(30))) for _ in range(300)]
+    return (parity_lines if FULL else parity_lines[::600]) + random_texts
+
+
+def _pipeline(trained: dict, kind: str, **components) -> HFTokenizer:
+    spec = json.loads(HFTokenizer(M.WordLevel({"[UNK]": 0}, unk_token="[UNK]")).to_str())
+    spec["model"] = trained[kind]
+    tok = HFTokenizer.from_str(json.dumps(spec))
+    for stage, component in components.items():
+        setattr(tok, stage, component)
+    return tok
+
+
+S, E = ("<s>", 0), ("</s>", 1)
+TEMPLATE = PP.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> $B:1 </s>:1", special_tokens=[S, E])
+NORMALIZERS = {
+    "BertNormalizer": N.BertNormalizer(), "BertNormalizer-cased": N.BertNormalizer(lowercase=False, strip_accents=False),
+    "BertNormalizer-no-clean-no-cjk": N.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=True),
+    "Strip": N.Strip(), "Strip-left": N.Strip(left=True, right=False), "StripAccents": N.Sequence([N.NFD(), N.StripAccents()]),
+    "NFC": N.NFC(), "NFD": N.NFD(), "NFKC": N.NFKC(), "NFKD": N.NFKD(), "Lowercase": N.Lowercase(), "Nmt": N.Nmt(),
+    "Replace-String": N.Replace("th", "TH"), "Replace-Regex": N.Replace(Regex(r"\s+"), " "), "Prepend": N.Prepend("\u2581"),
+    "ByteLevel": N.ByteLevel(), "Sequence": N.Sequence([N.Lowercase(), N.Replace(" ", "\u2581"), N.Prepend("\u2581")]),
+}
+PRE_TOKENIZERS = {
+    "BertPreTokenizer": P.BertPreTokenizer(), "Whitespace": P.Whitespace(), "WhitespaceSplit": P.WhitespaceSplit(),
+    **{f"Punctuation-{b}": P.Punctuation(b) for b in BEHAVIORS},
+    **{f"Split-String-{b}-{i}": P.Split(" ", b, invert=i) for b in BEHAVIORS for i in (False, True)},
+    **{f"Split-String-long-{b}": P.Split("th", b) for b in BEHAVIORS},
+    **{f"Split-Regex-{b}-{i}": P.Split(Regex(r"\p{N}+|[\p{P}\p{S}]"), b, invert=i) for b in BEHAVIORS for i in (False, True)},
+    **{f"Metaspace-{s}-{split}": P.Metaspace(prepend_scheme=s, split=split) for s in ("always", "first", "never")
+       for split in (True, False)},
+    "Metaspace-replacement": P.Metaspace(replacement="_"),
+    "CharDelimiterSplit": P.CharDelimiterSplit("e"), "Digits": P.Digits(), "Digits-individual": P.Digits(individual_digits=True),
+    "FixedLength": P.FixedLength(length=4),
+    "Sequence": P.Sequence([P.WhitespaceSplit(), P.Digits(individual_digits=True), P.Punctuation()]),
+    "Sequence-Metaspace-first": P.Sequence([P.Metaspace(), P.Punctuation("merged_with_previous")]),
+}
+BYTE_LEVEL_PRE_TOKENIZERS = {
+    **{f"ByteLevel-{a}-{r}": P.ByteLevel(add_prefix_space=a, use_regex=r) for a in (False, True) for r in (False, True)},
+    "Split-Removed-invert+ByteLevel": P.Sequence([P.Split(Regex(CL100K_LIKE), "removed", invert=True),
+                                                 P.ByteLevel(add_prefix_space=False, use_regex=False)]),
+    "Split-String-MergedWithPrevious+ByteLevel": P.Sequence([P.Split(" ", "merged_with_previous"),
+                                                            P.ByteLevel(add_prefix_space=False, use_regex=False)]),
+    "Splits+ByteLevel": P.Sequence([P.Split(Regex(r"\p{N}{1,3}"), "isolated"), P.Split(Regex(r"[\p{P}\p{S}]+"), "isolated"),
+                                    P.ByteLevel(add_prefix_space=False, use_regex=True)]),
+}
+POST_PROCESSORS = {
+    "TemplateProcessing": TEMPLATE, "BertProcessing": PP.BertProcessing(E, S),
+    **{f"RobertaProcessing-{t}-{a}": PP.RobertaProcessing(E, S, trim_offsets=t, add_prefix_space=a)
+       for t in (False, True) for a in (False, True)},
+    **{f"ByteLevel-{t}-{a}": PP.ByteLevel(trim_offsets=t, add_prefix_space=a) for t in (False, True) for a in (False, True)},
+    "Sequence": PP.Sequence([PP.ByteLevel(trim_offsets=True), TEMPLATE]),
+}
+DECODERS = {
+    "BPEDecoder": D.BPEDecoder(), "ByteFallback": D.ByteFallback(), "CTC": D.CTC(), "CTC-no-cleanup": D.CTC(cleanup=False),
+    "Fuse": D.Fuse(), "Metaspace": D.Metaspace(), "Metaspace-never": D.Metaspace(prepend_scheme="never"),
+    "Replace": D.Replace("\u2581", " "), "Strip": D.Strip(" ", 1, 1), "WordPiece": D.WordPiece(),
+    "WordPiece-no-cleanup": D.WordPiece(cleanup=False),
+    "Sequence": D.Sequence([D.Replace("\u2581", " "), D.ByteFallback(), D.Fuse(), D.Strip(" ", 1, 0)]),
+}
+CASES = {
+    **{f"normalizer-{k}": ("wordpiece", {"normalizer": v, "pre_tokenizer": P.BertPreTokenizer()}) for k, v in NORMALIZERS.items()},
+    **{f"pre_tokenizer-{k}": ("bpe", {"pre_tokenizer": v}) for k, v in PRE_TOKENIZERS.items()},
+    **{f"pre_tokenizer-{k}": ("bpe_byte", {"pre_tokenizer": v, "decoder": D.ByteLevel()})
+       for k, v in BYTE_LEVEL_PRE_TOKENIZERS.items()},
+    **{f"post_processor-{k}": ("bpe_byte", {"pre_tokenizer": P.ByteLevel(add_prefix_space=False), "post_processor": v})
+       for k, v in POST_PROCESSORS.items()},
+    **{f"decoder-{k}": ("unigram", {"pre_tokenizer": P.Metaspace(), "decoder": v}) for k, v in DECODERS.items()},
+    **{f"model-{k}": (k, {"pre_tokenizer": P.ByteLevel() if k == "bpe_byte" else P.Whitespace()})
+       for k in ("bpe_byte", "bpe", "wordpiece", "wordlevel", "unigram")},
+}
+UNICODE_FORMS = ("NFC", "NFD", "NFKC", "NFKD", "StripAccents")
+
+
+def _check(hf: HFTokenizer, ours: Tokenizer, texts: list[str], pairs: list[str] | None, offsets: bool) -> None:
+    inputs = texts if pairs is None else list(zip(texts, pairs))
+    expected = hf.encode_batch(inputs)
+    got = ours(texts, pairs, padding=False, return_offsets=True, return_token_type_ids=True)
+    ids, bounds = got["input_ids"].tolist(), got["row_offsets"].tolist()
+    spans, types = got["offsets"].tolist(), got["token_type_ids"].tolist()
+    mismatches = []
+    for i, e in enumerate(expected):
+        row = slice(bounds[i], bounds[i + 1])
+        if ids[row] != e.ids or types[row] != e.type_ids or (offsets and [tuple(o) for o in spans[row]] != e.offsets):
+            mismatches.append(inputs[i])
+    assert not mismatches, f"{len(mismatches)} of {len(inputs)} differ; first: {mismatches[0]!r}"
+    decoded = ours.decode_batch([e.ids for e in expected])
+    assert decoded == hf.decode_batch([e.ids for e in expected])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_component_matches_huggingface(case, hf_trained_models, texts):
+    kind, components = CASES[case]
+    hf = _pipeline(hf_trained_models, kind, **components)
+    ours = Tokenizer.from_str(hf.to_str())
+    offsets = not any(form in case for form in UNICODE_FORMS)
+    _check(hf, ours, texts, None, offsets)
+    if case.startswith("post_processor"):
+        half = len(texts) // 2
+        _check(hf, ours, texts[:half], texts[half:2 * half], offsets)
+    assert HFTokenizer.from_str(json.dumps(ours.to_json(), ensure_ascii=False)).to_str() == hf.to_str()
+
+
+def test_added_token_options_match_huggingface(hf_trained_models):
+    """single_word, lstrip, rstrip: which matches count and which spaces the token takes."""
+    rnd = random.Random(5)
+    pieces = ["<m>", "ab", "a", "b", " ", "  ", "x y", "\t", "é", "_", "<m><m>"]
+    for _ in range(40):
+        hf = _pipeline(hf_trained_models, "wordlevel", pre_tokenizer=P.Whitespace())
+        hf.add_tokens([AddedToken(content, single_word=rnd.random() < 0.5, lstrip=rnd.random() < 0.5,
+                                  rstrip=rnd.random() < 0.5, normalized=False, special=rnd.random() < 0.5)
+                       for content in rnd.sample(["<m>", "ab", "<m><m>", "x y", "é"], 3)])
+        texts = ["".join(rnd.choice(pieces) for _ in range(rnd.randrange(8))) for _ in range(50)]
+        _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, True)
+
+
+def test_normalized_added_tokens_under_a_normalizer_are_refused(hf_trained_models):
+    hf = _pipeline(hf_trained_models, "wordpiece", normalizer=N.Lowercase(), pre_tokenizer=P.Whitespace())
+    hf.add_tokens([AddedToken("Hello", normalized=True)])
+    with pytest.raises(ValueError, match=r"added_tokens\[\d+\] \('Hello'\) has normalized = true with a normalizer"):
+        Tokenizer.from_str(hf.to_str())
+
+
+def test_readme_table_is_the_generated_one():
+    """The README's components table is what tools/components_table.py writes from the registries."""
+    import runpy
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    tool = runpy.run_path(str(root / "tools" / "components_table.py"))
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert tool["readme_with_table"](readme) == readme, "run: python tools/components_table.py"
+
+
+BAD_COMPONENTS = {
+    "unknown normalizer": ("normalizer", {"type": "FancyNormalizer"}, r"unknown normalizer type 'FancyNormalizer'; known types: \["),
+    "unknown pre_tokenizer": ("pre_tokenizer", {"type": "FancySplit"}, r"unknown pre_tokenizer type 'FancySplit'; known"),
+    "unknown post_processor": ("post_processor", {"type": "FancyProcessing"}, r"unknown post_processor type 'FancyProcessing'"),
+    "unknown decoder": ("decoder", {"type": "Fancy"}, r"unknown decoder type 'Fancy'; known types: \['BPEDecoder'"),
+    "UnicodeScripts": ("pre_tokenizer", {"type": "UnicodeScripts"},
+                       r"huggingface's pre_tokenizer 'UnicodeScripts' is not supported by gputok yet: it needs"),
+    "Digits option type": ("pre_tokenizer", {"type": "Digits", "individual_digits": "yes"},
+                           r"pre_tokenizer\.individual_digits = 'yes': expected a JSON boolean"),
+    "Punctuation behavior": ("pre_tokenizer", {"type": "Punctuation", "behavior": "Sideways"},
+                             r"pre_tokenizer\.behavior = 'Sideways': expected one of \['Removed'"),
+    "FixedLength length": ("pre_tokenizer", {"type": "FixedLength", "length": 0}, r"FixedLength length 0: expected an integer >= 1"),
+    "CharDelimiterSplit delimiter": ("pre_tokenizer", {"type": "CharDelimiterSplit", "delimiter": "ab"},
+                                     r"CharDelimiterSplit delimiter 'ab': expected one character"),
+    "RobertaProcessing option type": ("post_processor", {"type": "RobertaProcessing", "cls": ["a", 1], "sep": ["a", 1],
+                                                         "trim_offsets": "x"},
+                                      r"post_processor\.trim_offsets = 'x': expected a JSON boolean"),
+    "CTC option type": ("decoder", {"type": "CTC", "pad_token": "<pad>", "word_delimiter_token": "|", "cleanup": 1},
+                        r"decoder\.cleanup = 1: expected a JSON boolean"),
+    "Split regex": ("pre_tokenizer", {"type": "Split", "pattern": {"Regex": "(a"}, "behavior": "Isolated", "invert": False},
+                    r"Split pattern '\(a' is neither a known name .* nor a valid regex"),
+    "Replace regex": ("normalizer", {"type": "Replace", "pattern": {"Regex": "[a"}, "content": ""},
+                      r"Replace normalizer: pattern '\[a' is not a valid regex \(unterminated character set"),
+    "Replace decoder regex": ("decoder", {"type": "Replace", "pattern": {"Regex": "[a"}, "content": ""},
+                              r"Replace decoder: pattern '\[a' is not a valid regex"),
+    "ByteLevel before a split": ("pre_tokenizer", {"type": "Sequence", "pretokenizers": [
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}, {"type": "Whitespace"}]},
+        r"pre_tokenizer Sequence: step 0 is ByteLevel, which maps the text to its byte characters"),
+    "two templates": ("post_processor", {"type": "Sequence", "processors": [
+        {"type": "BertProcessing", "cls": ["a", 1], "sep": ["a", 1]}, {"type": "BertProcessing", "cls": ["a", 1], "sep": ["a", 1]}]},
+        r"post_processor Sequence: gputok supports at most one processor that adds special tokens"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_COMPONENTS))
+def test_bad_components_fail_at_load_naming_the_problem(case):
+    stage, component, message = BAD_COMPONENTS[case]
+    spec = json.loads(HFTokenizer(M.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]")).to_str())
+    spec[stage] = component
+    with pytest.raises(ValueError, match=message):
+        Tokenizer.from_str(json.dumps(spec))
+
+
+def test_bpe_dropout_is_refused(hf_trained_models):
+    spec = json.loads(_pipeline(hf_trained_models, "bpe", pre_tokenizer=P.Whitespace()).to_str())
+    spec["model"]["dropout"] = 0.1
+    with pytest.raises(ValueError, match=r"BPE dropout=0.1 is not supported"):
+        Tokenizer.from_str(json.dumps(spec))
+
+
+def test_added_tokens_that_collide_are_refused(hf_trained_models):
+    """Two added tokens with one content or one id; overlapping contents ("<m>", "<m><m>") are
+    fine and match leftmost-longest (test_added_token_options_match_huggingface)."""
+    spec = json.loads(_pipeline(hf_trained_models, "wordlevel", pre_tokenizer=P.Whitespace()).to_str())
+    size = len(spec["model"]["vocab"])
+    token = {"special": True, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False}
+    spec["added_tokens"] = [dict(token, id=size, content="<m>"), dict(token, id=size + 1, content="<m>")]
+    with pytest.raises(ValueError, match=r"added_tokens\[1\]\.content = '<m>': added_tokens\[0\] has it too"):
+        Tokenizer.from_str(json.dumps(spec))
+    spec["added_tokens"] = [dict(token, id=size, content="<m>"), dict(token, id=size, content="<n>")]
+    with pytest.raises(ValueError, match=r"added_tokens\[1\]\.id = \d+: added_tokens\[0\] has this id too"):
+        Tokenizer.from_str(json.dumps(spec))
