@@ -182,6 +182,9 @@ class Split:
         self.pattern = regex_split.PATTERNS.get(name, pattern)
         if self.rule is None:  # only a regex whose matches alone are words can encode texts to nothing
             _check_split_regex(pattern, probe=behavior == "Removed" and self.invert)
+            from .split_recognition import rule_for
+
+            self.rule = rule_for(pattern)  # a named rule spelled another way takes its fast path
 
     @classmethod
     def tiktoken(cls, pattern: str) -> Split:

@@ -1,4 +1,4 @@
-"""The gpt2 / cl100k / o200k regex splits on the CPU, one left-to-right matcher per text: a numba kernel.
+"""The gpt2 / cl100k / o200k / llama3 / qwen2 regex splits on the CPU, one left-to-right matcher per text: a numba kernel.
 
 Contract: for every text row of ``values`` (codepoints, rows cut by ``offsets``), the spans of
 ``regex.finditer(PATTERNS[rule], text)`` with the classes tiktoken reads
@@ -29,7 +29,9 @@ import numpy as np
 
 from ._numba import kernel
 
-GPT2, CL100K, O200K = 0, 1, 2
+# LLAMA3: cl100k's first spelling (Llama 3's): ``\s*[\r\n]+`` before the end-of-text rule;
+# QWEN2: LLAMA3 with single digits (``\p{N}`` for ``\p{N}{1,3}``).
+GPT2, CL100K, O200K, LLAMA3, QWEN2 = 0, 1, 2, 3, 4
 
 # gpt2 / cl100k kinds (gputok.regex_split.K_*)
 K_L, K_N, K_O, K_APOS, K_SP, K_OWS, K_NL = 0, 1, 2, 3, 4, 5, 6
@@ -126,9 +128,11 @@ def _other_then_newlines(values, kinds, p, e):
 
 
 @kernel
-def _cl100k_end(values, kinds, letters, i, e):
+def _cl100k_end(values, kinds, letters, i, e, digits, end_first):
     """``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+|
-    ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`` at ``i``."""
+    ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`` at ``i``, with
+    groups of up to ``digits`` digits (3; 1 for Qwen's ``\\p{N}``); ``end_first`` False: Llama 3's
+    ``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`` (a run reaching the text's end gives its newlines first)."""
     k = _at(values, kinds, i)
     if k == K_APOS:
         n = _contraction(values, letters, i, e)
@@ -141,7 +145,7 @@ def _cl100k_end(values, kinds, letters, i, e):
         return _letters_end(values, kinds, i + 2, e)
     if k == K_N:
         p = i + 1
-        while p < e and p < i + 3 and _at(values, kinds, p) == K_N:
+        while p < e and p < i + digits and _at(values, kinds, p) == K_N:
             p += 1
         return p
     if k == K_O or k == K_APOS:
@@ -158,10 +162,12 @@ def _cl100k_end(values, kinds, letters, i, e):
         elif k != K_SP and k != K_OWS:
             break
         r += 1
-    if r == e:
+    if r == e and end_first:
         return e
     if last_nl >= i:
         return last_nl + 1
+    if r == e:
+        return e
     return r - 1 if r - i >= 2 else i + 1
 
 
@@ -263,7 +269,7 @@ def _o200k_end(values, kinds, letters, i, e):
 
 @kernel
 def regex_split_numba(values, offsets, kinds, letters, rule):
-    """(starts, ends, text_offsets), int64: the matches of ``rule`` (GPT2, CL100K, O200K) in every
+    """(starts, ends, text_offsets), int64: the matches of ``rule`` (GPT2, CL100K, O200K, LLAMA3, QWEN2) in every
     text row; ``kinds``/``letters``: the rule's kind table and contraction-letter table."""
     n = values.size
     texts = offsets.size - 1
@@ -280,7 +286,9 @@ def regex_split_numba(values, offsets, kinds, letters, rule):
             if rule == GPT2:
                 j = _gpt2_end(values, kinds, letters, i, e)
             elif rule == CL100K:
-                j = _cl100k_end(values, kinds, letters, i, e)
+                j = _cl100k_end(values, kinds, letters, i, e, 3, True)
+            elif rule == LLAMA3 or rule == QWEN2:
+                j = _cl100k_end(values, kinds, letters, i, e, 1 if rule == QWEN2 else 3, False)
             else:
                 j = _o200k_end(values, kinds, letters, i, e)
             i = j if j > i else i + 1  # (every character is matched: j > i)
