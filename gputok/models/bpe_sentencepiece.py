@@ -15,9 +15,10 @@ when no piece holds ``▁`` right after another character, the text is cut befor
 batch deduplicate words. Otherwise each text is one word (correct, and slower).
 
 User-defined pieces are matched whole before the merges (:mod:`gputok.models.user_pieces`: the
-word split cuts each match out as a word, whose id is its piece's); unused pieces are never
-formed nor used as characters. Left out: pieces made of characters that are not pieces
-themselves (SentencePiece can still form those); such models raise ValueError.
+word split cuts each match out as a word, whose id is its piece's). Left out: ``UNUSED`` pieces
+(SentencePiece merges through them and splits an unused result back into the pair that made
+it), and pieces made of characters that are not pieces themselves (SentencePiece can still form
+those); such models raise ValueError.
 Memory: the merge table, ~4 hash slots of 16 bytes per (piece, cut) pair.
 """
 
@@ -38,10 +39,12 @@ ESCAPED_SPACE = "\u2581"
 
 def from_sentencepiece_model(model: SentencePieceModel, *, source: str = "<model>") -> BPE:
     """The :class:`BPE` of a SentencePiece BPE model (``sentencepiece_model.read_model``)."""
-    kinds = {p.type for p in model.pieces} - {NORMAL, UNKNOWN, CONTROL, BYTE, USER_DEFINED, UNUSED}
+    kinds = {p.type for p in model.pieces} - {NORMAL, UNKNOWN, CONTROL, BYTE, USER_DEFINED}
     if kinds:
-        raise ValueError(f"{source}: SentencePiece BPE models with piece types {sorted(kinds)} are not supported; "
-                         "supported piece types: NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE")
+        names = {UNUSED: "UNUSED"}
+        raise ValueError(f"{source}: SentencePiece BPE models with {sorted(names.get(k, str(k)) for k in kinds)} pieces "
+                         "are not supported (SentencePiece merges through an unused piece and splits it back "
+                         "afterwards); supported piece types: NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE")
     tokens = [p.piece for p in model.pieces]
     normal = {p.piece: i for i, p in enumerate(model.pieces) if p.type == NORMAL}
     stray = sorted({c for piece in normal for c in piece if c not in normal})
@@ -110,8 +113,10 @@ def sentencepiece_tokenizer(model: SentencePieceModel, tokenizer_class, *, sourc
     if isinstance(bpe, UserPiecesBPE):
         pre_tokenizer = UserPieceSplit(pre_tokenizer, bpe.user_pieces)
     return tokenizer_class(bpe, normalizer=normalizer, pre_tokenizer=pre_tokenizer,
-                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix,
-                                                        dummy_suffix=model.treat_whitespace_as_suffix))
+                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix
+                                                        and not model.treat_whitespace_as_suffix,
+                                                        unk_piece=bpe.unk_token, unk_surface=model.unk_surface,
+                                                        control=frozenset(p.piece for p in model.pieces if p.type == CONTROL)))
 
 
 def merge_safe_split(bpe: BPE, char: str = ESCAPED_SPACE, *, matched_whole: frozenset[str] = frozenset()) -> MergeSafeSplit:

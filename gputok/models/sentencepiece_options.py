@@ -3,7 +3,7 @@
 
 SentencePiece's normalizer (``normalizer.cc``) appends the dummy whitespace when its trainer spec
 says ``treat_whitespace_as_suffix`` (and ``add_dummy_prefix`` is on), after the whitespace rules;
-its decoder then drops a trailing space instead of a leading one. Pieces then end with ``▁``
+its decode then keeps that space (it drops the leading one of a prefix). Pieces then end with ``▁``
 (``"the▁"``), so the models see whole texts (no piece starts at a ``▁``): correct, and slower.
 The other trainer options (``split_digits``, ``split_by_unicode_script``, ``split_by_number``,
 ``split_by_whitespace``, ``allow_whitespace_only_pieces``) only shape the vocabulary; the models

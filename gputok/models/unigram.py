@@ -1060,8 +1060,8 @@ class SentencePieceDecoder:
     type = "SentencePiece"
 
     def __init__(self, *, add_dummy_prefix: bool = True, unk_piece: str | None = None, unk_surface: str = " \u2047 ",
-                 control: frozenset[str] = frozenset(), dummy_suffix: bool = False) -> None:
-        self.add_dummy_prefix, self.dummy_suffix = add_dummy_prefix and not dummy_suffix, dummy_suffix
+                 control: frozenset[str] = frozenset()) -> None:
+        self.add_dummy_prefix = add_dummy_prefix
         self.unk_piece, self.unk_surface, self.control = unk_piece, unk_surface, control
 
     def __call__(self, tokens: list[str]) -> str:
@@ -1080,15 +1080,13 @@ class SentencePieceDecoder:
                     pass
             out += token.replace(ESCAPED_SPACE, " ").encode()
         text = out.decode("utf-8", errors="replace")
-        if self.dummy_suffix:  # treat_whitespace_as_suffix: the dummy space came last
-            return text[:-1] if text.endswith(" ") else text
         return text[1:] if self.add_dummy_prefix and text.startswith(" ") else text
 
     def to_json(self) -> dict[str, Any]:
         steps = [{"type": "Replace", "pattern": {"String": ESCAPED_SPACE}, "content": " "},
                  {"type": "ByteFallback"}, {"type": "Fuse"}]
-        if self.add_dummy_prefix or self.dummy_suffix:
-            steps.append({"type": "Strip", "content": " ", "start": int(self.add_dummy_prefix), "stop": int(self.dummy_suffix)})
+        if self.add_dummy_prefix:
+            steps.append({"type": "Strip", "content": " ", "start": 1, "stop": 0})
         return {"type": "Sequence", "decoders": steps}
 
 
@@ -1102,8 +1100,9 @@ def sentencepiece_tokenizer(model, tokenizer_class):
     spec = model.normalizer
     normalizer = sentencepiece_normalizer(model)
     return tokenizer_class(unigram, normalizer=normalizer, pre_tokenizer=MetaspaceSplit(split=unigram.splits_at_space),
-                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix,
-                                                        dummy_suffix=model.treat_whitespace_as_suffix,
+                           # (with the dummy space as a suffix, SentencePiece's decode keeps it)
+                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix
+                                                        and not model.treat_whitespace_as_suffix,
                                                         unk_piece=unigram.pieces[unigram.unk_id],
                                                         unk_surface=model.unk_surface,
                                                         control=frozenset(p.piece for p in model.pieces if p.type == CONTROL)))
