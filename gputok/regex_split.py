@@ -1,4 +1,4 @@
-"""Regex pre-tokenization of byte-level BPE tokenizers (GPT-2, cl100k, o200k) without a regex engine.
+"""Regex pre-tokenization of byte-level BPE tokenizers (GPT-2, cl100k, o200k, Llama 3, Qwen2) without a regex engine.
 
 tiktoken-style tokenizers first cut each text with a regex (:data:`PATTERNS`) and run BPE on the
 pieces. :func:`split` produces exactly the spans of ``regex.finditer(PATTERNS[rule], text)``, with
@@ -75,6 +75,12 @@ cl100k ``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^
     the last char is glued to a following letter run (any non-newline ws char) or O run (space
     only), or stands alone.
 
+llama3 / qwen2 (Llama 3's and Qwen2's tokenizer.json regexes, :data:`PATTERNS`)
+    cl100k's rule, except that the whitespace alternatives come as o200k's do
+    (``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``, no ``\\s++$``): a whitespace run with a newline that reaches
+    the end of the text gives everything up to its last newline first (``"a\\n  "`` -> a, ``"\\n"``,
+    ``"  "``). qwen2: digits one by one (``\\p{N}``).
+
 o200k (seven alternatives, no possessive quantifiers, see :data:`PATTERNS`)
     Let U = ``[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]``, W = ``[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]``,
     P = ``[^\\r\\n\\p{L}\\p{N}]`` (marks are in U, W, P and O at once). A letter match at ``i``
@@ -95,8 +101,9 @@ o200k (seven alternatives, no possessive quantifiers, see :data:`PATTERNS`)
 
 What it leaves out
 ------------------
-Only the named patterns are written out (as the kernel's matchers and as tensor ops); any other
-regex goes through :func:`split_with_regex` (one ``regex.finditer`` per text). The tables follow
+Only the named patterns are written out (as the kernel's matchers and as tensor ops); a regex that
+splits as one of them however spelled takes its path (:mod:`gputok.split_recognition`), any other
+goes through :func:`split_with_regex` (one ``regex.finditer`` per text). The tables follow
 the references' Unicode data (16.0), NOT :mod:`unicodedata` (Python 3.11 has Unicode 14.0: ~14k
 codepoints get a different L/N/M class) nor the installed ``regex`` module's: regex 2025.10.23 and
 later read Unicode 17 (U+16EBB is a letter there, and not in tiktoken). :func:`split_with_regex`
