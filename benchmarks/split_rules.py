@@ -10,6 +10,7 @@ emptied before every call. Rows, timed interleaved, best of ``repeats``:
 - ``cl100k respelled``: a tokenizer.json whose Split regex is cl100k's without possessive
   quantifiers (recognised as cl100k by :func:`gputok.split_recognition.rule_for`);
 - ``llama3``: Llama 3's regex (its own rule); ``qwen2``: Qwen2's (single digits);
+- ``deepseek-v3``: DeepSeek-V3's Sequence of three Splits (:mod:`gputok.split_sequences`);
 - ``regex module``: a regex no rule matches (Qwen2's with ``\\p{N}{1,2}``), through the ``regex``
   module, on the first 1/16 of the lines (it is ~5-10x slower).
 
@@ -27,6 +28,7 @@ import torch
 from _timing import first_lines
 from gputok import Tokenizer, assets
 from gputok.regex_split import PATTERNS
+from gputok.split_sequences import DEEPSEEK_V3
 from gputok.word_cache import WordCache
 
 CL100K_RESPELLED = (PATTERNS["cl100k"].replace("++", "+").replace("?+", "?").replace("*+", "*")
@@ -34,10 +36,15 @@ CL100K_RESPELLED = (PATTERNS["cl100k"].replace("++", "+").replace("?+", "?").rep
 NO_RULE = PATTERNS["qwen2"].replace(r"|\p{N}|", r"|\p{N}{1,2}|")
 
 
-def with_split(anchor: Tokenizer, pattern: str) -> Tokenizer:
-    """The anchor's tokenizer.json with its Split regex replaced by ``pattern``."""
+def with_split(anchor: Tokenizer, pattern: str | tuple[str, ...]) -> Tokenizer:
+    """The anchor's tokenizer.json with its Split regex replaced by ``pattern`` (a tuple: a
+    Sequence of Isolated Splits before its ByteLevel step)."""
     spec = anchor.to_json()
-    spec["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = pattern
+    steps = spec["pre_tokenizer"]["pretokenizers"]
+    if isinstance(pattern, tuple):
+        steps[:1] = [{**steps[0], "pattern": {"Regex": p}, "behavior": "Isolated", "invert": False} for p in pattern]
+    else:
+        steps[0]["pattern"]["Regex"] = pattern
     return Tokenizer.from_str(json.dumps(spec))
 
 
@@ -53,7 +60,7 @@ def main() -> None:
     anchor = Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k")
     rows = {"cl100k .tiktoken": anchor}
     for name, pattern in (("cl100k respelled", CL100K_RESPELLED), ("llama3", PATTERNS["llama3"]),
-                          ("qwen2", PATTERNS["qwen2"]), ("regex module", NO_RULE)):
+                          ("qwen2", PATTERNS["qwen2"]), ("deepseek-v3", DEEPSEEK_V3), ("regex module", NO_RULE)):
         started = time.perf_counter()
         rows[name] = with_split(anchor, pattern)
         print(f"{name}: loaded in {time.perf_counter() - started:.2f} s, split rule {rows[name].pre_tokenizer.rule}")

@@ -325,6 +325,11 @@ class Sequence:
 
     @classmethod
     def from_json(cls, spec: dict[str, Any]):
+        from .split_sequences import from_sequence_spec
+
+        fast = from_sequence_spec(spec)  # DeepSeek-V3's Splits: one kernel
+        if fast is not None:
+            return fast
         steps = [from_json(s) for s in spec.get("pretokenizers", [])]
         if (len(steps) == 2 and type(steps[0]) is Split and isinstance(steps[1], ByteLevel) and not steps[1].use_regex
                 and not steps[1].add_prefix_space):

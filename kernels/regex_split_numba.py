@@ -300,3 +300,141 @@ def regex_split_numba(values, offsets, kinds, letters, rule):
     if w:
         ends[w - 1] = offsets[texts]
     return out_starts, ends, text_offsets
+
+
+# DeepSeek-V3's three Splits (gputok.regex_split.DEEPSEEK_V3): kinds of its per-codepoint table
+D_N, D_CJK, D_AP, D_AL, D_L, D_M, D_PS, D_SP, D_OWS, D_NL, D_X = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+
+
+@kernel
+def _deepseek_letters(k):  # [\p{L}\p{M}]
+    return k == D_AL or k == D_L or k == D_M
+
+
+@kernel
+def _deepseek_ws(k):
+    return k == D_SP or k == D_OWS or k == D_NL
+
+
+@kernel
+def _deepseek_third_end(values, kinds, i, e):
+    """End of the match of DeepSeek-V3's third regex at ``i`` within the piece ending at ``e``
+    (``[!-/:-@[-`{-~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|
+    \\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``), or -1 where none matches."""
+    k = _at(values, kinds, i)
+    nk = _at(values, kinds, i + 1) if i + 1 < e else -1
+    if k == D_AP and nk == D_AL:
+        p = i + 2
+        while p < e and _at(values, kinds, p) == D_AL:
+            p += 1
+        return p
+    p = -1
+    if _deepseek_letters(k):
+        p = i + 1
+    elif k != D_NL and k != D_AP and k != D_PS and _deepseek_letters(nk):
+        p = i + 2
+    if p >= 0:
+        while p < e and _deepseek_letters(_at(values, kinds, p)):
+            p += 1
+        return p
+    if k == D_AP or k == D_PS:
+        p = i + 1
+    elif k == D_SP and (nk == D_AP or nk == D_PS):
+        p = i + 2
+    if p >= 0:
+        while p < e:
+            kind = _at(values, kinds, p)
+            if kind != D_AP and kind != D_PS:
+                break
+            p += 1
+        while p < e and _at(values, kinds, p) == D_NL:
+            p += 1
+        return p
+    if not _deepseek_ws(k):
+        return -1
+    last_nl = i - 1
+    r = i
+    while r < e and _deepseek_ws(_at(values, kinds, r)):
+        if _at(values, kinds, r) == D_NL:
+            last_nl = r
+        r += 1
+    if last_nl >= i:
+        return last_nl + 1
+    if r == e:
+        return e
+    return r - 1 if r - i >= 2 else r
+
+
+@kernel
+def _deepseek_third(values, inner, i, pe, starts, ends, w):
+    """The pieces of the third regex on ``[i, pe)`` (matches, and the runs no match covers),
+    written at ``w``; returns the new ``w``. ``inner``: the kinds without the digit / CJK override."""
+    gap = -1
+    while i < pe:
+        j = _deepseek_third_end(values, inner, i, pe)
+        if j < 0:
+            if gap < 0:
+                gap = i
+            i += 1
+            continue
+        if gap >= 0:
+            starts[w] = gap
+            ends[w] = i
+            w += 1
+            gap = -1
+        starts[w] = i
+        ends[w] = j
+        w += 1
+        i = j
+    if gap >= 0:
+        starts[w] = gap
+        ends[w] = pe
+        w += 1
+    return w
+
+
+@kernel
+def deepseek_split_numba(values, offsets, kinds, inner):
+    """(starts, ends, text_offsets), int64: the pieces of DeepSeek-V3's Sequence of three
+    Isolated Splits (digits ``\\p{N}{1,3}``, CJK runs, then the third regex on every piece: what
+    the first two left and the CJK runs too; text that no match covers kept as pieces) in every
+    text row. ``kinds``: digits and CJK marked (``D_N``, ``D_CJK``); ``inner``: without them."""
+    n = values.size
+    texts = offsets.size - 1
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    text_offsets = np.empty(texts + 1, np.int64)
+    text_offsets[0] = 0
+    w = 0
+    for t in range(texts):
+        i = offsets[t]
+        e = offsets[t + 1]
+        while i < e:
+            k = _at(values, kinds, i)
+            if k == D_N:  # \p{N}{1,3}, from the start of each run
+                p = i + 1
+                while p < e and p < i + 3 and _at(values, kinds, p) == D_N:
+                    p += 1
+                starts[w] = i
+                ends[w] = p
+                w += 1
+                i = p
+                continue
+            if k == D_CJK:  # the run, split again by the third regex
+                p = i + 1
+                while p < e and _at(values, kinds, p) == D_CJK:
+                    p += 1
+                w = _deepseek_third(values, inner, i, p, starts, ends, w)
+                i = p
+                continue
+            # a piece of neither: up to the next digit or CJK character; the third regex on it
+            pe = i + 1
+            while pe < e:
+                kind = _at(values, kinds, pe)
+                if kind == D_N or kind == D_CJK:
+                    break
+                pe += 1
+            w = _deepseek_third(values, inner, i, pe, starts, ends, w)
+            i = pe
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets
