@@ -69,6 +69,29 @@ def _contraction(values, letters, p, e):
 
 
 @kernel
+def _whitespace_end(values, kinds, i, e, sp, ows, nl, end_first):
+    """End of the whitespace match at ``i`` (a space ``sp``, other whitespace ``ows`` or newline
+    ``nl`` kind): with ``end_first``, ``\\s++$`` first (cl100k); then ``\\s*[\\r\\n]+`` (to the
+    run's last newline), ``\\s+(?!\\S)`` (all but the last char, or all at the text's end), ``\\s+``."""
+    last_nl = i - 1
+    r = i
+    while r < e:
+        kind = _at(values, kinds, r)
+        if kind == nl:
+            last_nl = r
+        elif kind != sp and kind != ows:
+            break
+        r += 1
+    if r == e and end_first:
+        return e
+    if last_nl >= i:
+        return last_nl + 1
+    if r == e:
+        return e
+    return r - 1 if r - i >= 2 else r
+
+
+@kernel
 def _gpt2_class(k):
     """The run class of a gpt2 kind: 0 letters, 1 digits, 2 other (apostrophe too), 3 whitespace."""
     if k == K_L:
@@ -115,14 +138,15 @@ def _letters_end(values, kinds, p, e):
 
 
 @kernel
-def _other_then_newlines(values, kinds, p, e):
-    """``[^\\s\\p{L}\\p{N}]++[\\r\\n]*+`` from ``p`` (an other character)."""
+def _other_then_newlines(values, kinds, p, e, other, other2, nl):
+    """``[^\\s\\p{L}\\p{N}]++[\\r\\n]*+`` from ``p`` (an other character): the run of kinds
+    ``other``/``other2``, then the run of ``nl`` (cl100k; DeepSeek's ``[\\p{P}\\p{S}]+[\\r\\n]*``)."""
     while p < e:
         k = _at(values, kinds, p)
-        if k != K_O and k != K_APOS:
+        if k != other and k != other2:
             break
         p += 1
-    while p < e and _at(values, kinds, p) == K_NL:
+    while p < e and _at(values, kinds, p) == nl:
         p += 1
     return p
 
@@ -149,26 +173,11 @@ def _cl100k_end(values, kinds, letters, i, e, digits, end_first):
             p += 1
         return p
     if k == K_O or k == K_APOS:
-        return _other_then_newlines(values, kinds, i + 1, e)
+        return _other_then_newlines(values, kinds, i + 1, e, K_O, K_APOS, K_NL)
     if k == K_SP and (nk == K_O or nk == K_APOS):
-        return _other_then_newlines(values, kinds, i + 2, e)
+        return _other_then_newlines(values, kinds, i + 2, e, K_O, K_APOS, K_NL)
     # whitespace: \s++$, then \s*[\r\n] (to the run's last newline), \s+(?!\S), \s
-    last_nl = i - 1
-    r = i
-    while r < e:
-        k = _at(values, kinds, r)
-        if k == K_NL:
-            last_nl = r
-        elif k != K_SP and k != K_OWS:
-            break
-        r += 1
-    if r == e and end_first:
-        return e
-    if last_nl >= i:
-        return last_nl + 1
-    if r == e:
-        return e
-    return r - 1 if r - i >= 2 else i + 1
+    return _whitespace_end(values, kinds, i, e, K_SP, K_OWS, K_NL, end_first)
 
 
 @kernel
@@ -251,20 +260,7 @@ def _o200k_end(values, kinds, letters, i, e):
             p += 1
         return p
     # whitespace: \s*[\r\n]+ (to the run's last newline), \s+(?!\S), \s+
-    last_nl = i - 1
-    r = i
-    while r < e:
-        kind = _at(values, kinds, r)
-        if kind == O_NL:
-            last_nl = r
-        elif kind != O_SP and kind != O_OWS:
-            break
-        r += 1
-    if last_nl >= i:
-        return last_nl + 1
-    if r == e:
-        return e
-    return r - 1 if r - i >= 2 else r
+    return _whitespace_end(values, kinds, i, e, O_SP, O_OWS, O_NL, False)
 
 
 @kernel
@@ -312,11 +308,6 @@ def _deepseek_letters(k):  # [\p{L}\p{M}]
 
 
 @kernel
-def _deepseek_ws(k):
-    return k == D_SP or k == D_OWS or k == D_NL
-
-
-@kernel
 def _deepseek_third_end(values, kinds, i, e):
     """End of the match of DeepSeek-V3's third regex at ``i`` within the piece ending at ``e``
     (``[!-/:-@[-`{-~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|
@@ -338,31 +329,12 @@ def _deepseek_third_end(values, kinds, i, e):
             p += 1
         return p
     if k == D_AP or k == D_PS:
-        p = i + 1
-    elif k == D_SP and (nk == D_AP or nk == D_PS):
-        p = i + 2
-    if p >= 0:
-        while p < e:
-            kind = _at(values, kinds, p)
-            if kind != D_AP and kind != D_PS:
-                break
-            p += 1
-        while p < e and _at(values, kinds, p) == D_NL:
-            p += 1
-        return p
-    if not _deepseek_ws(k):
+        return _other_then_newlines(values, kinds, i + 1, e, D_AP, D_PS, D_NL)
+    if k == D_SP and (nk == D_AP or nk == D_PS):
+        return _other_then_newlines(values, kinds, i + 2, e, D_AP, D_PS, D_NL)
+    if k != D_SP and k != D_OWS and k != D_NL:
         return -1
-    last_nl = i - 1
-    r = i
-    while r < e and _deepseek_ws(_at(values, kinds, r)):
-        if _at(values, kinds, r) == D_NL:
-            last_nl = r
-        r += 1
-    if last_nl >= i:
-        return last_nl + 1
-    if r == e:
-        return e
-    return r - 1 if r - i >= 2 else r
+    return _whitespace_end(values, kinds, i, e, D_SP, D_OWS, D_NL, False)
 
 
 @kernel
