@@ -182,6 +182,9 @@ class Split:
         self.pattern = regex_split.PATTERNS.get(name, pattern)
         if self.rule is None:  # only a regex whose matches alone are words can encode texts to nothing
             _check_split_regex(pattern, probe=behavior == "Removed" and self.invert)
+            from .split_recognition import rule_for
+
+            self.rule = rule_for(pattern)  # a named rule spelled another way takes its fast path
 
     @classmethod
     def tiktoken(cls, pattern: str) -> Split:
@@ -362,6 +365,11 @@ class Sequence:
 
     @classmethod
     def from_json(cls, spec: dict[str, Any]):
+        from .split_sequences import from_sequence_spec
+
+        fast = from_sequence_spec(spec)  # DeepSeek-V3's Splits: one kernel
+        if fast is not None:
+            return fast
         steps = [from_json(s) for s in spec.get("pretokenizers", [])]
         if (len(steps) == 2 and type(steps[0]) is Split and not steps[0].byte_level and type(steps[1]) is ByteLevel
                 and not steps[1].use_regex and not steps[1].add_prefix_space and steps[1].trim_offsets):

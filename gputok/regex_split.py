@@ -1,4 +1,4 @@
-"""Regex pre-tokenization of byte-level BPE tokenizers (GPT-2, cl100k, o200k) without a regex engine.
+"""Regex pre-tokenization of byte-level BPE tokenizers (GPT-2, cl100k, o200k, Llama 3, Qwen2) without a regex engine.
 
 tiktoken-style tokenizers first cut each text with a regex (:data:`PATTERNS`) and run BPE on the
 pieces. :func:`split` produces exactly the spans of ``regex.finditer(PATTERNS[rule], text)``, with
@@ -75,6 +75,12 @@ cl100k ``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+| ?[^
     the last char is glued to a following letter run (any non-newline ws char) or O run (space
     only), or stands alone.
 
+llama3 / qwen2 (Llama 3's and Qwen2's tokenizer.json regexes, :data:`PATTERNS`)
+    cl100k's rule, except that the whitespace alternatives come as o200k's do
+    (``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``, no ``\\s++$``): a whitespace run with a newline that reaches
+    the end of the text gives everything up to its last newline first (``"a\\n  "`` -> a, ``"\\n"``,
+    ``"  "``). qwen2: digits one by one (``\\p{N}``).
+
 o200k (seven alternatives, no possessive quantifiers, see :data:`PATTERNS`)
     Let U = ``[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]``, W = ``[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]``,
     P = ``[^\\r\\n\\p{L}\\p{N}]`` (marks are in U, W, P and O at once). A letter match at ``i``
@@ -95,8 +101,9 @@ o200k (seven alternatives, no possessive quantifiers, see :data:`PATTERNS`)
 
 What it leaves out
 ------------------
-Only the named patterns are written out (as the kernel's matchers and as tensor ops); any other
-regex goes through :func:`split_with_regex` (one ``regex.finditer`` per text). The tables follow
+Only the named patterns are written out (as the kernel's matchers and as tensor ops); a regex that
+splits as one of them however spelled takes its path (:mod:`gputok.split_recognition`), any other
+goes through :func:`split_with_regex` (one ``regex.finditer`` per text). The tables follow
 the references' Unicode data (16.0), NOT :mod:`unicodedata` (Python 3.11 has Unicode 14.0: ~14k
 codepoints get a different L/N/M class) nor the installed ``regex`` module's: regex 2025.10.23 and
 later read Unicode 17 (U+16EBB is a letter there, and not in tiktoken). :func:`split_with_regex`
@@ -144,13 +151,23 @@ _O200K = "|".join(
     ]
 )
 
-#: The pre-tokenization regexes of tiktoken's encodings (``tiktoken_ext/openai_public.py``).
+# Llama 3's tokenizer.json split (cl100k's first spelling): as cl100k's, except that a whitespace
+# run reaching the end of the text gives its newlines first ("a\n  " -> a, \n, "  "; cl100k: a, "\n  ").
+_LLAMA3 = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+# Qwen2's: Llama 3's with single digits (``\p{N}`` for ``\p{N}{1,3}``).
+_QWEN2 = _LLAMA3.replace(r"\p{N}{1,3}", r"\p{N}")
+
+#: The pre-tokenization regexes of tiktoken's encodings (``tiktoken_ext/openai_public.py``), and
+#: those of Llama 3 and Qwen2 tokenizer.json files. A regex that splits as one of them, however
+#: spelled, takes its fast path too (:func:`gputok.split_recognition.rule_for`).
 PATTERNS: dict[str, str] = {
     "gpt2": _R50K,
     "r50k": _R50K,
     "p50k": _R50K,
     "cl100k": _CL100K,
     "o200k": _O200K,
+    "llama3": _LLAMA3,
+    "qwen2": _QWEN2,
 }
 
 
@@ -162,7 +179,8 @@ def hf_spelling(pattern: str) -> str:
     return pattern.replace(r"\p{N}{1,3}+", r"\p{N}{1,3}")
 
 
-_RULE = {"gpt2": "gpt2", "r50k": "gpt2", "p50k": "gpt2", "cl100k": "cl100k", "o200k": "o200k"}
+_RULE = {"gpt2": "gpt2", "r50k": "gpt2", "p50k": "gpt2", "cl100k": "cl100k", "o200k": "o200k", "llama3": "llama3",
+         "qwen2": "qwen2"}
 
 # Class bits of the per-codepoint table.
 _L, _N, _WS, _UP, _LO, _BL, _M = 1, 2, 4, 8, 16, 32, 64  # UP: Lu|Lt, LO: Ll, BL: Lm|Lo, M: \p{M}
@@ -593,16 +611,18 @@ class _Batch:
         """End of the ``run`` starting at segment ``seg`` (a segment start), not crossing a text end."""
         return self.seg_start.index_select(0, torch.where(self.seg_first.index_select(0, seg), seg, run.index_select(0, seg)))
 
-    def digit_starts(self, digit: int) -> torch.Tensor:
-        """Every 3rd digit of each digit run from its start: ``\\p{N}{1,3}`` starts, always forced."""
+    def digit_starts(self, digit: int, group: int) -> torch.Tensor:
+        """Every ``group``-th digit of each digit run from its start: ``\\p{N}{1,3}`` starts
+        (``group`` 3; ``\\p{N}``: 1), always forced."""
         seg = nonzero(self.seg_kind[: self.m] == digit)
         starts = self.seg_start.index_select(0, seg)
-        counts = (self.seg_start.index_select(0, seg + 1) - starts + 2) // 3
+        counts = (self.seg_start.index_select(0, seg + 1) - starts + group - 1) // group
         total = int(counts.sum())
         base = torch.repeat_interleave(starts, counts, output_size=total)
-        return base + 3 * positions_in_rows(offsets_from_lengths(counts.long()), total).to(self.it)
+        return base + group * positions_in_rows(offsets_from_lengths(counts.long()), total).to(self.it)
 
-    def forced(self, mask: torch.Tensor, ws: torch.Tensor, glue: torch.Tensor, digit: int | None = None):
+    def forced(self, mask: torch.Tensor, ws: torch.Tensor, glue: torch.Tensor, digit: int | None = None,
+               group: int = 3):
         """(forced starts, the forced starts whose NX must be computed) from per-segment masks.
 
         ``mask``: segments whose start is a forced start. Forced starts are their starts, plus the
@@ -621,7 +641,7 @@ class _Batch:
         if digit is None:
             return starts, self.seg_start.index_select(0, nonzero(look))
         look &= self.seg_kind[:m] != digit
-        return torch.cat([starts, self.digit_starts(digit)]), self.seg_start.index_select(0, nonzero(look))
+        return torch.cat([starts, self.digit_starts(digit, group)]), self.seg_start.index_select(0, nonzero(look))
 
     def single(self) -> torch.Tensor:
         """[m]: segments of one char."""
@@ -720,7 +740,9 @@ def _gpt2_glue(sk: torch.Tensor, nk: torch.Tensor) -> torch.Tensor:
     return (sk == K_SP) & (nk < K_SP)
 
 
-def _cl100k(b: _Batch):
+def _cl100k(b: _Batch, digits: int = 3, end_first: bool = True):
+    """cl100k's rule; ``digits``: the most digits in one match (3; qwen2: 1); ``end_first`` False:
+    Llama 3's order of the whitespace alternatives (:data:`PATTERNS`)."""
     cls_run = b.class_run(_CLASS4)
     nl_run = b.run((K_NL,))
     last_nl = b.last((K_NL,))
@@ -731,11 +753,11 @@ def _cl100k(b: _Batch):
         ws = k >= K_SP
         other = (k == K_O) | (k == K_APOS)
         run = cls_run.index_select(0, a.s)
-        nx = torch.where(ws, _whitespace(b, a, run, last_nl, end_first=True), b.seg_start.index_select(0, run))
+        nx = torch.where(ws, _whitespace(b, a, run, last_nl, end_first=end_first), b.seg_start.index_select(0, run))
         nx = torch.where(other, b.after_run(run, nl_run), nx)  # O run + [\r\n]*+
         next_run = cls_run.index_select(0, a.s + 1)
         nx = torch.where((k == K_SP) & ((nk == K_O) | (nk == K_APOS)), b.after_run(next_run, nl_run), nx)
-        nx = torch.where(k == K_N, q + torch.clamp(a.se - q, max=3), nx)
+        nx = torch.where(k == K_N, q + torch.clamp(a.se - q, max=digits), nx)
         prefix = (other | (k == K_SP) | (k == K_OWS)) & (nk == K_L)
         nx = torch.where(prefix, b.seg_start.index_select(0, next_run), nx)  # [^\r\n\p{L}\p{N}]?+\p{L}++
         clen = b.contraction(q, a.re, k == K_APOS, False)
@@ -744,7 +766,7 @@ def _cl100k(b: _Batch):
     sk = b.seg_kind[: b.m]
     forced = b.seg_first[: b.m] | b.by_pair(_cl100k_forced, b.seg_pk)
     glue = b.single() & b.by_pair(_cl100k_glue, b.seg_nk)
-    return nx_at, b.forced(forced, sk >= K_SP, glue, K_N)
+    return nx_at, b.forced(forced, sk >= K_SP, glue, K_N, digits)
 
 
 def _cl100k_forced(sk: torch.Tensor, pk: torch.Tensor) -> torch.Tensor:
@@ -871,15 +893,19 @@ def _chain(b: _Batch, nx_at, forced: torch.Tensor, frontier: torch.Tensor) -> to
     return marked
 
 
-_SPLITTERS = {"gpt2": (_gpt2, "gpt2", K_NONE), "cl100k": (_cl100k, "cl100k", K_NONE), "o200k": (_o200k, "o200k", O_NONE)}
-_NUMBA_RULES = {"gpt2": 0, "cl100k": 1, "o200k": 2}  # kernels.regex_split_numba.GPT2, CL100K, O200K
+# (builder, family of its kind table, the table's NONE kind) per rule
+_SPLITTERS = {"gpt2": (_gpt2, "gpt2", K_NONE), "cl100k": (_cl100k, "cl100k", K_NONE), "o200k": (_o200k, "o200k", O_NONE),
+              "llama3": (functools.partial(_cl100k, end_first=False), "cl100k", K_NONE),
+              "qwen2": (functools.partial(_cl100k, digits=1, end_first=False), "cl100k", K_NONE)}
+# kernels.regex_split_numba.GPT2, CL100K, O200K, LLAMA3, QWEN2
+_NUMBA_RULES = {"gpt2": 0, "cl100k": 1, "o200k": 2, "llama3": 3, "qwen2": 4}
 
 
 @functools.lru_cache(maxsize=8)
 def _numba_tables(rule: str) -> tuple[np.ndarray, np.ndarray, int]:
     """(kind table, contraction-letter table, rule code) of ``rule`` for the numba kernel."""
     family = _RULE[rule]
-    return _kind_table(family).numpy(), _letter_table(family == "gpt2").numpy(), _NUMBA_RULES[family]
+    return _kind_table(_SPLITTERS[family][1]).numpy(), _letter_table(family == "gpt2").numpy(), _NUMBA_RULES[family]
 
 
 def split(text: Ragged, rule: str) -> Words:
@@ -887,7 +913,7 @@ def split(text: Ragged, rule: str) -> Words:
     the classes tiktoken reads (:func:`class_tables`).
 
     ``text`` holds codepoints (:func:`gputok.ingest.codepoints`); ``rule`` is one of
-    ``gpt2``/``r50k``/``p50k``, ``cl100k``, ``o200k``. Word starts/ends index ``text.values``.
+    ``gpt2``/``r50k``/``p50k``, ``cl100k``, ``o200k``, ``llama3``, ``qwen2``. Word starts/ends index ``text.values``.
     CPU tensors go through the numba kernel (``kernels/regex_split_numba.py``, one matcher per
     text), others through the tensor ops of :func:`split_torch`, its twin.
 
@@ -912,7 +938,7 @@ def split_torch(text: Ragged, rule: str) -> Words:
     CUDA path, and the reference the numba kernel is tested against."""
     if rule not in _RULE:
         raise ValueError(f"unknown split rule {rule!r}; known: {sorted(_RULE)} (or use split_with_regex)")
-    build, family, none = _SPLITTERS[_RULE[rule]]
+    build, family, none = _SPLITTERS[_RULE[rule]]  # family: that of the kind table
     device = text.values.device
     offsets = text.offsets.to(device)
     n = text.values.numel()

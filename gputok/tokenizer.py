@@ -93,6 +93,11 @@ class Tokenizer:
     'hello, unaffable world!'
     """
 
+    #: The default ``max_length`` of ``tok(...)`` (a model folder's ``model_max_length``; None: none).
+    model_max_length: int | None = None
+    #: A model folder's chat template (Jinja text), kept for the caller; gputok does not render it.
+    chat_template: str | None = None
+
     def __init__(self, model: WordPiece, *, normalizer: normalizers.Normalizer | None = None,
                  pre_tokenizer: pre_tokenizers.BertPreTokenizer | None = None,
                  post_processor: TemplateProcessing | None = None, decoder: Any = None,
@@ -216,6 +221,16 @@ class Tokenizer:
             raise FileFormatError(f"{path}: {e}") from e
         raise ValueError(f"{path}: SentencePiece model type {MODEL_TYPE_NAMES[model.model_type]!r} is not "
                          "supported; supported: ['unigram', 'bpe']")
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike) -> Tokenizer:
+        """A local model folder (or one tokenizer file) as ``transformers.AutoTokenizer`` reads it
+        offline: tokenizer.json, else tokenizer.model, vocab.txt or vocab.json + merges.txt, with
+        the added tokens, special tokens and ``model_max_length`` of its config files; never a
+        network call (:mod:`gputok.pretrained`)."""
+        from .pretrained import from_pretrained
+
+        return from_pretrained(cls, path)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> Tokenizer:
@@ -572,6 +587,8 @@ class Tokenizer:
         truncation = {True: "longest_first", False: None}.get(truncation, truncation)
         if truncation is not None and truncation not in TRUNCATION_STRATEGIES:
             raise ValueError(f"truncation={truncation!r}; choose True, False or one of {TRUNCATION_STRATEGIES}")
+        if (truncation or padding == "max_length") and max_length is None:
+            max_length = self.model_max_length
         if (truncation or padding == "max_length") and max_length is None:
             raise ValueError(f"truncation={truncation!r} / padding={padding!r} need max_length=")
         if padding_side not in ("left", "right"):

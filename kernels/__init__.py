@@ -13,7 +13,7 @@ triton: ``<op>_numba.py`` beside the Triton ``<op>.py`` of the same contract, ea
 contract and its reference in the docstring. A kernel is sequential over its rows; a batch's
 chunks run on Python threads at once (``gputok._cpu_threads``), which nogil lets run in parallel.
 By stage: ``ingest_numba``; ``normalize_numba``, ``charsmap_numba``, ``sentencepiece_whitespace``;
-``word_split_numba``, ``regex_split_numba``; ``word_cache_numba``; ``wordpiece_match_numba``,
+``word_split_numba``, ``regex_split_numba``, ``user_pieces_numba``; ``word_cache_numba``; ``wordpiece_match_numba``,
 ``bpe_symbols_numba`` + ``bpe_heap``, ``unigram_sentence``, ``unigram_words_numba``,
 ``unigram_finish_numba``, ``unigram_sample_numba``, ``unigram_nbest_numba`` (sharing
 ``unigram_trie_numba``); ``scatter_numba``; ``postprocess_numba``; ``decode_numba``; training:

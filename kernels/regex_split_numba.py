@@ -1,4 +1,4 @@
-"""The gpt2 / cl100k / o200k regex splits on the CPU, one left-to-right matcher per text: a numba kernel.
+"""The gpt2 / cl100k / o200k / llama3 / qwen2 regex splits on the CPU, one left-to-right matcher per text: a numba kernel.
 
 Contract: for every text row of ``values`` (codepoints, rows cut by ``offsets``), the spans of
 ``regex.finditer(PATTERNS[rule], text)`` with the classes tiktoken reads
@@ -29,7 +29,9 @@ import numpy as np
 
 from ._numba import kernel
 
-GPT2, CL100K, O200K = 0, 1, 2
+# LLAMA3: cl100k's first spelling (Llama 3's): ``\s*[\r\n]+`` before the end-of-text rule;
+# QWEN2: LLAMA3 with single digits (``\p{N}`` for ``\p{N}{1,3}``).
+GPT2, CL100K, O200K, LLAMA3, QWEN2 = 0, 1, 2, 3, 4
 
 # gpt2 / cl100k kinds (gputok.regex_split.K_*)
 K_L, K_N, K_O, K_APOS, K_SP, K_OWS, K_NL = 0, 1, 2, 3, 4, 5, 6
@@ -64,6 +66,29 @@ def _contraction(values, letters, p, e):
     if (c1 == L_L and c2 == L_L) or (c1 == L_V and c2 == L_E) or (c1 == L_R and c2 == L_E):
         return 3
     return 0
+
+
+@kernel
+def _whitespace_end(values, kinds, i, e, sp, ows, nl, end_first):
+    """End of the whitespace match at ``i`` (a space ``sp``, other whitespace ``ows`` or newline
+    ``nl`` kind): with ``end_first``, ``\\s++$`` first (cl100k); then ``\\s*[\\r\\n]+`` (to the
+    run's last newline), ``\\s+(?!\\S)`` (all but the last char, or all at the text's end), ``\\s+``."""
+    last_nl = i - 1
+    r = i
+    while r < e:
+        kind = _at(values, kinds, r)
+        if kind == nl:
+            last_nl = r
+        elif kind != sp and kind != ows:
+            break
+        r += 1
+    if r == e and end_first:
+        return e
+    if last_nl >= i:
+        return last_nl + 1
+    if r == e:
+        return e
+    return r - 1 if r - i >= 2 else r
 
 
 @kernel
@@ -113,22 +138,25 @@ def _letters_end(values, kinds, p, e):
 
 
 @kernel
-def _other_then_newlines(values, kinds, p, e):
-    """``[^\\s\\p{L}\\p{N}]++[\\r\\n]*+`` from ``p`` (an other character)."""
+def _other_then_newlines(values, kinds, p, e, other, other2, nl):
+    """``[^\\s\\p{L}\\p{N}]++[\\r\\n]*+`` from ``p`` (an other character): the run of kinds
+    ``other``/``other2``, then the run of ``nl`` (cl100k; DeepSeek's ``[\\p{P}\\p{S}]+[\\r\\n]*``)."""
     while p < e:
         k = _at(values, kinds, p)
-        if k != K_O and k != K_APOS:
+        if k != other and k != other2:
             break
         p += 1
-    while p < e and _at(values, kinds, p) == K_NL:
+    while p < e and _at(values, kinds, p) == nl:
         p += 1
     return p
 
 
 @kernel
-def _cl100k_end(values, kinds, letters, i, e):
+def _cl100k_end(values, kinds, letters, i, e, digits, end_first):
     """``'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}++|\\p{N}{1,3}+|
-    ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`` at ``i``."""
+    ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*+|\\s++$|\\s*[\\r\\n]|\\s+(?!\\S)|\\s`` at ``i``, with
+    groups of up to ``digits`` digits (3; 1 for Qwen's ``\\p{N}``); ``end_first`` False: Llama 3's
+    ``\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`` (a run reaching the text's end gives its newlines first)."""
     k = _at(values, kinds, i)
     if k == K_APOS:
         n = _contraction(values, letters, i, e)
@@ -141,28 +169,15 @@ def _cl100k_end(values, kinds, letters, i, e):
         return _letters_end(values, kinds, i + 2, e)
     if k == K_N:
         p = i + 1
-        while p < e and p < i + 3 and _at(values, kinds, p) == K_N:
+        while p < e and p < i + digits and _at(values, kinds, p) == K_N:
             p += 1
         return p
     if k == K_O or k == K_APOS:
-        return _other_then_newlines(values, kinds, i + 1, e)
+        return _other_then_newlines(values, kinds, i + 1, e, K_O, K_APOS, K_NL)
     if k == K_SP and (nk == K_O or nk == K_APOS):
-        return _other_then_newlines(values, kinds, i + 2, e)
+        return _other_then_newlines(values, kinds, i + 2, e, K_O, K_APOS, K_NL)
     # whitespace: \s++$, then \s*[\r\n] (to the run's last newline), \s+(?!\S), \s
-    last_nl = i - 1
-    r = i
-    while r < e:
-        k = _at(values, kinds, r)
-        if k == K_NL:
-            last_nl = r
-        elif k != K_SP and k != K_OWS:
-            break
-        r += 1
-    if r == e:
-        return e
-    if last_nl >= i:
-        return last_nl + 1
-    return r - 1 if r - i >= 2 else i + 1
+    return _whitespace_end(values, kinds, i, e, K_SP, K_OWS, K_NL, end_first)
 
 
 @kernel
@@ -245,25 +260,12 @@ def _o200k_end(values, kinds, letters, i, e):
             p += 1
         return p
     # whitespace: \s*[\r\n]+ (to the run's last newline), \s+(?!\S), \s+
-    last_nl = i - 1
-    r = i
-    while r < e:
-        kind = _at(values, kinds, r)
-        if kind == O_NL:
-            last_nl = r
-        elif kind != O_SP and kind != O_OWS:
-            break
-        r += 1
-    if last_nl >= i:
-        return last_nl + 1
-    if r == e:
-        return e
-    return r - 1 if r - i >= 2 else r
+    return _whitespace_end(values, kinds, i, e, O_SP, O_OWS, O_NL, False)
 
 
 @kernel
 def regex_split_numba(values, offsets, kinds, letters, rule):
-    """(starts, ends, text_offsets), int64: the matches of ``rule`` (GPT2, CL100K, O200K) in every
+    """(starts, ends, text_offsets), int64: the matches of ``rule`` (GPT2, CL100K, O200K, LLAMA3, QWEN2) in every
     text row; ``kinds``/``letters``: the rule's kind table and contraction-letter table."""
     n = values.size
     texts = offsets.size - 1
@@ -280,7 +282,9 @@ def regex_split_numba(values, offsets, kinds, letters, rule):
             if rule == GPT2:
                 j = _gpt2_end(values, kinds, letters, i, e)
             elif rule == CL100K:
-                j = _cl100k_end(values, kinds, letters, i, e)
+                j = _cl100k_end(values, kinds, letters, i, e, 3, True)
+            elif rule == LLAMA3 or rule == QWEN2:
+                j = _cl100k_end(values, kinds, letters, i, e, 1 if rule == QWEN2 else 3, False)
             else:
                 j = _o200k_end(values, kinds, letters, i, e)
             i = j if j > i else i + 1  # (every character is matched: j > i)
@@ -292,3 +296,117 @@ def regex_split_numba(values, offsets, kinds, letters, rule):
     if w:
         ends[w - 1] = offsets[texts]
     return out_starts, ends, text_offsets
+
+
+# DeepSeek-V3's three Splits (gputok.regex_split.DEEPSEEK_V3): kinds of its per-codepoint table
+D_N, D_CJK, D_AP, D_AL, D_L, D_M, D_PS, D_SP, D_OWS, D_NL, D_X = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+
+
+@kernel
+def _deepseek_letters(k):  # [\p{L}\p{M}]
+    return k == D_AL or k == D_L or k == D_M
+
+
+@kernel
+def _deepseek_third_end(values, kinds, i, e):
+    """End of the match of DeepSeek-V3's third regex at ``i`` within the piece ending at ``e``
+    (``[!-/:-@[-`{-~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|
+    \\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``), or -1 where none matches."""
+    k = _at(values, kinds, i)
+    nk = _at(values, kinds, i + 1) if i + 1 < e else -1
+    if k == D_AP and nk == D_AL:
+        p = i + 2
+        while p < e and _at(values, kinds, p) == D_AL:
+            p += 1
+        return p
+    p = -1
+    if _deepseek_letters(k):
+        p = i + 1
+    elif k != D_NL and k != D_AP and k != D_PS and _deepseek_letters(nk):
+        p = i + 2
+    if p >= 0:
+        while p < e and _deepseek_letters(_at(values, kinds, p)):
+            p += 1
+        return p
+    if k == D_AP or k == D_PS:
+        return _other_then_newlines(values, kinds, i + 1, e, D_AP, D_PS, D_NL)
+    if k == D_SP and (nk == D_AP or nk == D_PS):
+        return _other_then_newlines(values, kinds, i + 2, e, D_AP, D_PS, D_NL)
+    if k != D_SP and k != D_OWS and k != D_NL:
+        return -1
+    return _whitespace_end(values, kinds, i, e, D_SP, D_OWS, D_NL, False)
+
+
+@kernel
+def _deepseek_third(values, inner, i, pe, starts, ends, w):
+    """The pieces of the third regex on ``[i, pe)`` (matches, and the runs no match covers),
+    written at ``w``; returns the new ``w``. ``inner``: the kinds without the digit / CJK override."""
+    gap = -1
+    while i < pe:
+        j = _deepseek_third_end(values, inner, i, pe)
+        if j < 0:
+            if gap < 0:
+                gap = i
+            i += 1
+            continue
+        if gap >= 0:
+            starts[w] = gap
+            ends[w] = i
+            w += 1
+            gap = -1
+        starts[w] = i
+        ends[w] = j
+        w += 1
+        i = j
+    if gap >= 0:
+        starts[w] = gap
+        ends[w] = pe
+        w += 1
+    return w
+
+
+@kernel
+def deepseek_split_numba(values, offsets, kinds, inner):
+    """(starts, ends, text_offsets), int64: the pieces of DeepSeek-V3's Sequence of three
+    Isolated Splits (digits ``\\p{N}{1,3}``, CJK runs, then the third regex on every piece: what
+    the first two left and the CJK runs too; text that no match covers kept as pieces) in every
+    text row. ``kinds``: digits and CJK marked (``D_N``, ``D_CJK``); ``inner``: without them."""
+    n = values.size
+    texts = offsets.size - 1
+    starts = np.empty(n, np.int64)
+    ends = np.empty(n, np.int64)
+    text_offsets = np.empty(texts + 1, np.int64)
+    text_offsets[0] = 0
+    w = 0
+    for t in range(texts):
+        i = offsets[t]
+        e = offsets[t + 1]
+        while i < e:
+            k = _at(values, kinds, i)
+            if k == D_N:  # \p{N}{1,3}, from the start of each run
+                p = i + 1
+                while p < e and p < i + 3 and _at(values, kinds, p) == D_N:
+                    p += 1
+                starts[w] = i
+                ends[w] = p
+                w += 1
+                i = p
+                continue
+            if k == D_CJK:  # the run, split again by the third regex
+                p = i + 1
+                while p < e and _at(values, kinds, p) == D_CJK:
+                    p += 1
+                w = _deepseek_third(values, inner, i, p, starts, ends, w)
+                i = p
+                continue
+            # a piece of neither: up to the next digit or CJK character; the third regex on it
+            pe = i + 1
+            while pe < e:
+                kind = _at(values, kinds, pe)
+                if kind == D_N or kind == D_CJK:
+                    break
+                pe += 1
+            w = _deepseek_third(values, inner, i, pe, starts, ends, w)
+            i = pe
+        text_offsets[t + 1] = w
+    return starts[:w].copy(), ends[:w].copy(), text_offsets

@@ -76,3 +76,25 @@ def whitespace_rules_numba(values, offsets, unit, add_dummy_prefix, remove_extra
             source_unit[at] = unit[i]
             at += 1
     return out, out_offsets, source_unit
+
+
+@kernel
+def append_to_nonempty(values, offsets, source, code):
+    """``treat_whitespace_as_suffix``'s dummy ``code`` ('▁' or ' ') after each non-empty text:
+    ``(out, out_offsets, out_source)``; the appended character's source is its text's last one."""
+    texts = offsets.size - 1
+    out_offsets = np.zeros(texts + 1, np.int64)
+    for t in range(texts):
+        out_offsets[t + 1] = out_offsets[t] + (offsets[t + 1] - offsets[t]) + (1 if offsets[t + 1] > offsets[t] else 0)
+    out = np.empty(out_offsets[texts], values.dtype)
+    out_source = np.empty(out_offsets[texts], source.dtype)
+    for t in range(texts):
+        at = out_offsets[t]
+        for i in range(offsets[t], offsets[t + 1]):
+            out[at] = values[i]
+            out_source[at] = source[i]
+            at += 1
+        if offsets[t + 1] > offsets[t]:
+            out[at] = code
+            out_source[at] = source[offsets[t + 1] - 1]
+    return out, out_offsets, out_source

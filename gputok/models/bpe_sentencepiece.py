@@ -14,8 +14,11 @@ when no piece holds ``▁`` right after another character, the text is cut befor
 ``▁`` (:class:`MergeSafeSplit`), which gives the same ids as one word per text and lets the
 batch deduplicate words. Otherwise each text is one word (correct, and slower).
 
-Left out: ``USER_DEFINED`` and ``UNUSED`` pieces, and pieces made of characters that are not
-pieces themselves (SentencePiece can still form those); such models raise ValueError.
+User-defined pieces are matched whole before the merges (:mod:`gputok.models.user_pieces`: the
+word split cuts each match out as a word, whose id is its piece's). Left out: ``UNUSED`` pieces
+(SentencePiece merges through them and splits an unused result back into the pair that made
+it), and pieces made of characters that are not pieces themselves (SentencePiece can still form
+those); such models raise ValueError.
 Memory: the merge table, ~4 hash slots of 16 bytes per (piece, cut) pair.
 """
 
@@ -29,21 +32,21 @@ from .. import _dispatch
 from ..kernels import word_split_numba
 from ..pre_tokenizers import Words, _words, whole_texts, words_from_starts
 from ..ragged import Ragged
-from ..sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, SentencePieceModel
+from ..sentencepiece_model import BYTE, CONTROL, NORMAL, UNKNOWN, UNUSED, USER_DEFINED, SentencePieceModel
 from .bpe import BPE
+from .user_pieces import UserPieces, UserPieceSplit
 
 ESCAPED_SPACE = "\u2581"
 
 
 def from_sentencepiece_model(model: SentencePieceModel, *, source: str = "<model>") -> BPE:
     """The :class:`BPE` of a SentencePiece BPE model (``sentencepiece_model.read_model``)."""
-    kinds = {p.type for p in model.pieces} - {NORMAL, UNKNOWN, CONTROL, BYTE}
+    kinds = {p.type for p in model.pieces} - {NORMAL, UNKNOWN, CONTROL, BYTE, USER_DEFINED}
     if kinds:
-        names = {4: "USER_DEFINED", 5: "UNUSED"}
-        raise ValueError(f"{source}: SentencePiece BPE models with {sorted(names.get(k, str(k)) for k in kinds)} "
-                         "pieces are not supported; supported piece types: NORMAL, UNKNOWN, CONTROL, BYTE")
-    if model.treat_whitespace_as_suffix:
-        raise ValueError(f"{source}: treat_whitespace_as_suffix=true SentencePiece models are not supported")
+        names = {UNUSED: "UNUSED"}
+        raise ValueError(f"{source}: SentencePiece BPE models with {sorted(names.get(k, str(k)) for k in kinds)} pieces "
+                         "are not supported (SentencePiece merges through an unused piece and splits it back "
+                         "afterwards); supported piece types: NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE")
     tokens = [p.piece for p in model.pieces]
     normal = {p.piece: i for i, p in enumerate(model.pieces) if p.type == NORMAL}
     stray = sorted({c for piece in normal for c in piece if c not in normal})
@@ -65,10 +68,28 @@ def from_sentencepiece_model(model: SentencePieceModel, *, source: str = "<model
         by_score.setdefault(model.pieces[i].score, []).append(piece)
     tied = [p for group in by_score.values() if len(group) > 1 for p in group if len(p) > 1]
     unk = [p.piece for p in model.pieces if p.type == UNKNOWN]
-    bpe = BPE(None, merges, tokens=tokens, unk_token=unk[0] if unk else None, fuse_unk=True,
+    user = {p.piece: i for i, p in enumerate(model.pieces) if p.type == USER_DEFINED and p.piece}
+    bpe = (UserPiecesBPE if user else BPE)(None, merges, tokens=tokens, unk_token=unk[0] if unk else None, fuse_unk=True,
               byte_fallback=model.byte_fallback, ignore_merges=False, tie_chars="".join(sorted(set("".join(tied)))))
     bpe._merges_to_save = _huggingface_ranks  # only a saved file needs them
+    if user:
+        bpe.user_pieces = UserPieces(user)
     return bpe
+
+
+class UserPiecesBPE(BPE):
+    """A SentencePiece BPE with user-defined pieces: a word that is one (the word split made each
+    match a word) is that piece, whatever the merges would make of it."""
+
+    user_pieces: UserPieces
+
+    def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
+        ids, ends = super().encode_words(words)
+        starts, stops = words.offsets[:-1], words.offsets[1:]
+        forced = self.user_pieces.ids_of(words.values, starts, stops)
+        if not (forced >= 0).any():
+            return ids, ends
+        return UserPieces.force(ids, ends, forced, (stops - starts).cpu().numpy())
 
 
 def _huggingface_ranks(bpe: BPE) -> dict[tuple[int, int], tuple[int, int]]:
@@ -83,26 +104,32 @@ def sentencepiece_tokenizer(model: SentencePieceModel, tokenizer_class, *, sourc
     """A ``tokenizer_class`` (gputok.Tokenizer) for a BPE SentencePieceModel: SentencePiece's
     normalizer, the merge-safe word split, the BPE above, SentencePiece's decoder. No special
     tokens are added, as SentencePiece's ``encode`` adds none; control pieces keep their ids."""
-    from ..normalizers import SentencePieceNormalizer
+    from .sentencepiece_options import sentencepiece_normalizer
     from .unigram import SentencePieceDecoder
 
     bpe = from_sentencepiece_model(model, source=source)
     spec = model.normalizer
-    normalizer = SentencePieceNormalizer(spec.precompiled_charsmap, add_dummy_prefix=spec.add_dummy_prefix,
-                                         remove_extra_whitespaces=spec.remove_extra_whitespaces,
-                                         escape_whitespaces=spec.escape_whitespaces)
-    return tokenizer_class(bpe, normalizer=normalizer,
-                           pre_tokenizer=merge_safe_split(bpe, ESCAPED_SPACE if spec.escape_whitespaces else " "),
-                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix))
+    normalizer = sentencepiece_normalizer(model)
+    user = frozenset(bpe.user_pieces.pieces) if isinstance(bpe, UserPiecesBPE) else frozenset()
+    pre_tokenizer = merge_safe_split(bpe, ESCAPED_SPACE if spec.escape_whitespaces else " ", matched_whole=user)
+    if isinstance(bpe, UserPiecesBPE):
+        pre_tokenizer = UserPieceSplit(pre_tokenizer, bpe.user_pieces)
+    return tokenizer_class(bpe, normalizer=normalizer, pre_tokenizer=pre_tokenizer,
+                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix
+                                                        and not model.treat_whitespace_as_suffix,
+                                                        unk_piece=bpe.unk_token, unk_surface=model.unk_surface,
+                                                        control=frozenset(p.piece for p in model.pieces if p.type == CONTROL)))
 
 
-def merge_safe_split(bpe: BPE, char: str = ESCAPED_SPACE) -> MergeSafeSplit:
+def merge_safe_split(bpe: BPE, char: str = ESCAPED_SPACE, *, matched_whole: frozenset[str] = frozenset()) -> MergeSafeSplit:
     """The word split for a BPE that sees whole texts: before runs of ``char`` if no token of
     ``bpe`` holds ``char`` right after another character, else none (each text one word).
     Never with a ``continuing_subword_prefix`` or ``end_of_word_suffix`` (a cut makes the
     characters beside it a word's first or last, which take them), nor when ``fuse_unk`` joins
-    an unknown ``char`` to the unknown character before it into one ``<unk>``."""
-    crossing = any(t is not None and any(a != char and b == char for a, b in zip(t, t[1:])) for t in bpe.tokens)
+    an unknown ``char`` to the unknown character before it into one ``<unk>``. ``matched_whole``:
+    tokens no merge forms (user-defined pieces, cut out before the merges)."""
+    crossing = any(t is not None and t not in matched_whole and any(a != char and b == char for a, b in zip(t, t[1:]))
+                   for t in bpe.tokens)
     edges_marked = bool(bpe.continuing_subword_prefix or bpe.end_of_word_suffix)
     unknown_fused = bpe.fuse_unk and char not in bpe.vocab
     return MergeSafeSplit(None if crossing or edges_marked or unknown_fused else char)

@@ -6,8 +6,8 @@ probabilities) sum highest. Candidates arrive at each end position in SentencePi
 start) and a later one wins only if strictly better. A character no usable single-character
 piece covers gets an unk candidate scored ``min_score - 10`` (min over normal pieces);
 consecutive unks become one unk token, or, with ``byte_fallback``, the UTF-8 bytes of the
-character as ``<0xNN>`` pieces. User-defined pieces score ``bytes * max_score - 0.1`` (so they
-win, as in SentencePiece's encoder); unused pieces never match.
+character as ``<0xNN>`` pieces. User-defined pieces score ``bytes * max_score + 1.0`` (as in
+SentencePiece 0.2's encoder); unused pieces never match.
 
 Batched as three tensor passes over the unique words, laid out *column by column* (words sorted
 longest first; the nodes after ``e`` characters of all words at least ``e`` long are one run, see
@@ -365,7 +365,9 @@ class Unigram:
             max_score = max([FLT_MIN] + normal)
             self.unk_score = _f32(min_score - UNK_PENALTY)
             matchable = {i for i, t in enumerate(self.types) if t in (NORMAL, USER_DEFINED)}
-            score64 = [_f32(_f32(len(p.encode()) * _f32(max_score)) - 0.1) if t == USER_DEFINED else s
+            # SentencePiece 0.2's bonus for user-defined pieces: length * max_score + 1.0 (max_score is
+            # at least FLT_MIN, so ~1.0 for a model of log probabilities; 0.1.x subtracted 0.1).
+            score64 = [_f32(_f32(len(p.encode()) * _f32(max_score)) + 1.0) if t == USER_DEFINED else s
                        for p, s, t in zip(self.pieces, self.scores, self.types)]
         else:
             self.unk_score = min(self.scores) - UNK_PENALTY
@@ -965,8 +967,6 @@ class Unigram:
         if not unknown:
             raise ValueError("the SentencePiece model has no unknown piece (type UNKNOWN); SentencePiece itself "
                              "refuses such a model: retrain it with an unk piece")
-        if model.treat_whitespace_as_suffix:
-            raise ValueError("treat_whitespace_as_suffix=true SentencePiece models are not supported")
         return cls([(p.piece, p.score) for p in model.pieces], unk_id=unknown[0], byte_fallback=model.byte_fallback,
                    types=[p.type for p in model.pieces], sentencepiece=True)
 
@@ -1089,15 +1089,15 @@ def sentencepiece_tokenizer(model, tokenizer_class):
     """A ``tokenizer_class`` (gputok.Tokenizer) for a Unigram SentencePieceModel: its normalizer,
     ``▁`` word split, Unigram model and decoder. No special tokens are added (SentencePiece's
     ``encode`` adds none); control pieces keep their ids."""
-    from ..normalizers import SentencePieceNormalizer
+    from .sentencepiece_options import sentencepiece_normalizer
 
     unigram = Unigram.from_sentencepiece_model(model)
     spec = model.normalizer
-    normalizer = SentencePieceNormalizer(spec.precompiled_charsmap, add_dummy_prefix=spec.add_dummy_prefix,
-                                         remove_extra_whitespaces=spec.remove_extra_whitespaces,
-                                         escape_whitespaces=spec.escape_whitespaces)
+    normalizer = sentencepiece_normalizer(model)
     return tokenizer_class(unigram, normalizer=normalizer, pre_tokenizer=MetaspaceSplit(split=unigram.splits_at_space),
-                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix,
+                           # (with the dummy space as a suffix, SentencePiece's decode keeps it)
+                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix
+                                                        and not model.treat_whitespace_as_suffix,
                                                         unk_piece=unigram.pieces[unigram.unk_id],
                                                         unk_surface=model.unk_surface,
                                                         control=frozenset(p.piece for p in model.pieces if p.type == CONTROL)))

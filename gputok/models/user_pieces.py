@@ -1,0 +1,100 @@
+"""SentencePiece BPE's ``USER_DEFINED`` pieces: matched whole in the normalized text before the merges.
+
+SentencePiece's BPE (``bpe_model.cc``) takes, from the start of the normalized text, the longest
+user-defined piece at each position (its ``PrefixMatcher``) as one frozen symbol that never
+merges, and merges the text between. :class:`UserPieces` holds the pieces as a table for the
+numba kernels of ``kernels/user_pieces_numba.py``; :class:`UserPieceSplit` wraps a pre-tokenizer
+so that every match is a word of its own (and no other word crosses one); the model then gives
+each such word its piece's id (:meth:`UserPieces.force`). (SentencePiece's Unigram instead puts
+user pieces in its lattice with a bonus score: :mod:`gputok.models.unigram`.)
+
+A word that equals a user piece is always a match (the scan would have taken it at its start),
+so the model finds the matches again from the words' characters (:meth:`UserPieces.ids_of`).
+
+Left out: SentencePiece also leaves a user piece written in the *raw* text out of its normalizer
+(gputok normalizes it: the same wherever the normalizer does not change the piece's characters,
+e.g. ``<tool>``; not for a piece holding ``▁`` or characters the charsmap rewrites).
+Memory: the table, 4 bytes per codepoint of the pieces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..pre_tokenizers import Words
+from ..ragged import Ragged
+
+
+class UserPieces:
+    """The user-defined pieces (``{piece: id}``) as a table sorted by first codepoint, longer first.
+
+    >>> u = UserPieces({"<a>": 7, "<ab>": 8})
+    >>> u.ids_of(torch.tensor([ord(c) for c in "<ab>x<a>"]), torch.tensor([0, 4, 5]), torch.tensor([4, 5, 8])).tolist()
+    [8, -1, 7]
+    """
+
+    def __init__(self, pieces: dict[str, int]) -> None:
+        order = sorted(pieces, key=lambda p: (ord(p[0]), -len(p), p))
+        self.pieces = {p: pieces[p] for p in order}
+        codes = [np.array([ord(c) for c in p], dtype=np.int64) for p in order]
+        self.firsts = np.array([c[0] for c in codes], dtype=np.int64)
+        self.piece_offsets = np.cumsum([0] + [len(c) for c in codes]).astype(np.int64)
+        self.piece_values = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int64)
+        self.piece_ids = np.array([pieces[p] for p in order], dtype=np.int64)
+
+    def __bool__(self) -> bool:
+        return bool(self.pieces)
+
+    def _table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.firsts, self.piece_offsets, self.piece_values
+
+    def cut(self, text: Ragged, words: Words) -> Words:
+        """``words`` of ``text`` with every user-piece match a word of its own."""
+        from ..kernels.user_pieces_numba import cut_at_user_pieces
+
+        device = text.values.device
+        starts, ends, offsets = cut_at_user_pieces(
+            text.values.cpu().numpy().astype(np.int64), text.offsets.cpu().numpy(), words.starts.cpu().numpy(),
+            words.ends.cpu().numpy(), words.text_offsets.cpu().numpy(), *self._table())
+        return Words(*(torch.from_numpy(a).to(device) for a in (starts, ends, offsets)))
+
+    def ids_of(self, values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> np.ndarray:
+        """The id of the user piece each word ``values[starts[i]:ends[i]]`` is, else -1 (int64 numpy)."""
+        from ..kernels.user_pieces_numba import user_piece_ids
+
+        return user_piece_ids(values.cpu().numpy().astype(np.int64), starts.cpu().numpy(), ends.cpu().numpy(),
+                              *self._table(), self.piece_ids)
+
+    @staticmethod
+    def force(piece_ids: Ragged, piece_ends: Ragged, forced: np.ndarray, lengths: np.ndarray) -> tuple[Ragged, Ragged]:
+        """Rows of tokens with every row whose ``forced`` id is >= 0 replaced by that one token."""
+        from ..kernels.user_pieces_numba import force_rows
+
+        device = piece_ids.values.device
+        ids, ends, offsets = force_rows(piece_ids.values.cpu().numpy(), piece_ends.values.cpu().numpy(),
+                                        piece_ids.offsets.cpu().numpy(), forced, lengths)
+        offsets_t = torch.from_numpy(offsets).to(device)
+        return Ragged(torch.from_numpy(ids).to(device), offsets_t), Ragged(torch.from_numpy(ends).to(device), offsets_t)
+
+
+class UserPieceSplit:
+    """A pre-tokenizer (``inner``) whose words are cut at the user-piece matches, each match a
+    word; saved as ``inner`` (huggingface matches such pieces as added tokens instead)."""
+
+    def __init__(self, inner, pieces: UserPieces) -> None:
+        self.inner, self.pieces = inner, pieces
+        self.rewrite = getattr(inner, "rewrite", None)
+
+    def __call__(self, text: Ragged) -> Words:
+        return self.pieces.cut(text, self.inner(text))
+
+    def __getattr__(self, name: str) -> Any:  # split, char, ...: the inner pre-tokenizer's
+        if name in ("inner", "pieces"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def to_json(self) -> dict[str, Any] | None:
+        return self.inner.to_json()

@@ -1,0 +1,127 @@
+"""SentencePiece models trained by sentencepiece itself with each option that changes encoding.
+
+For Unigram and BPE: the trainer options (split_digits, split_by_unicode_script, split_by_number,
+split_by_whitespace, treat_whitespace_as_suffix, allow_whitespace_only_pieces, add_dummy_prefix
+off, remove_extra_whitespaces off), user-defined and control pieces, byte fallback, and unused
+pieces (marked in a trained model's file). Each model is trained once per session on ASSETS
+text (small and fast) and must give sentencepiece's ids, 0 mismatches, on a slice of the parity
+corpus (all of it with ``GPUTOK_FULL=1``), hand-picked edge cases and random Unicode; decode too.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from gputok import Tokenizer
+from gputok.sentencepiece_model import UNUSED, read_model, write_model
+
+spm = pytest.importorskip("sentencepiece")
+
+OPTIONS = {
+    "base": {},
+    "split_digits": {"split_digits": True},
+    "no_split_by_unicode_script": {"split_by_unicode_script": False},
+    "no_split_by_number": {"split_by_number": False},
+    "no_split_by_whitespace": {"split_by_whitespace": False},
+    "treat_whitespace_as_suffix": {"treat_whitespace_as_suffix": True},
+    "allow_whitespace_only_pieces": {"allow_whitespace_only_pieces": True, "remove_extra_whitespaces": False},
+    "no_add_dummy_prefix": {"add_dummy_prefix": False},
+    "no_remove_extra_whitespaces": {"remove_extra_whitespaces": False},
+    # "▁the▁" crosses words; "12" cuts digit runs; "<ctrl>" is a control piece (never matched in text)
+    "user_defined_and_control": {"user_defined_symbols": ["<tool>", "foo", "▁the▁", "12"], "control_symbols": ["<ctrl>"]},
+    "byte_fallback": {"byte_fallback": True},
+}
+MODEL_TYPES = ("unigram", "bpe")
+EDGE_CASES = ["", " ", "  hello   world  ", "foo<tool>bar 12345 <ctrl> the x", "\t a\u3000b  \n", "1234567890 12 112",
+              "in the regulation of the cell", "don't  stop ▁ now", "中文字符 和 English", "e\u0301 \u00e9 ﬁ ①",
+              "the the the▁the", "\U0001F600 emoji \U0001F600\U0001F600"]
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, parity_lines):
+    """{(model_type, option): path of a .model trained by sentencepiece}, trained on first use."""
+    folder = tmp_path_factory.mktemp("sentencepiece-options")
+    text = [line for line in parity_lines[::40] if line.strip()][:6000]
+    paths: dict[tuple[str, str], str] = {}
+
+    def get(model_type: str, option: str) -> str:
+        if (model_type, option) not in paths:
+            prefix = str(folder / f"{model_type}-{option}")
+            spm.SentencePieceTrainer.train(sentence_iterator=iter(text), model_prefix=prefix, model_type=model_type,
+                                           vocab_size=1500, character_coverage=0.9995, minloglevel=2,
+                                           num_threads=1, **OPTIONS[option])
+            paths[model_type, option] = prefix + ".model"
+        return paths[model_type, option]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def texts(parity_lines):
+    full = os.environ.get("GPUTOK_FULL")
+    real = parity_lines if full else parity_lines[1::150]
+    rng = random.Random(18)
+    pool = [(0x20, 0x7F), (0xA0, 0x2000), (0x2000, 0x2BFF), (0x3000, 0x3100), (0x4E00, 0x4F00), (0x1F600, 0x1F650)]
+    randoms = []
+    for _ in range(400):
+        chars = []
+        for _ in range(rng.randrange(0, 40)):
+            lo, hi = rng.choice(pool)
+            chars.append(" " if rng.random() < 0.2 else chr(rng.randrange(lo, hi)))
+        randoms.append("".join(chars))
+    return real + EDGE_CASES + randoms
+
+
+def assert_parity(path: str, texts: list[str]) -> None:
+    sp = spm.SentencePieceProcessor(model_file=path)
+    tok = Tokenizer.from_sentencepiece(path)
+    ours, theirs = tok.encode_batch(texts), sp.encode(texts)
+    bad = [i for i in range(len(texts)) if ours[i] != theirs[i]]
+    print(f"\n{os.path.basename(path)}: {len(texts)} texts, {len(bad)} mismatched")
+    assert not bad, [(texts[i][:80], [tok.id_to_token(t) for t in ours[i][:12]], [sp.id_to_piece(t) for t in theirs[i][:12]])
+                     for i in bad[:3]]
+    sample = [t for t in texts[:2000] if "\ufffd" not in t]
+    assert [tok.decode(ids) for ids in ours[:len(sample)]] == sp.decode(theirs[:len(sample)])
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_trained_with_option(trained, texts, model_type, option):
+    assert_parity(trained(model_type, option), texts)
+
+
+def _with_unused_pieces(path: str, out) -> str:
+    """The model with every 7th multi-character piece and one letter marked UNUSED, as a file may."""
+    model = read_model(path)
+    normal = [i for i, p in enumerate(model.pieces) if p.type == 1]
+    for i in normal[10::7]:
+        if len(model.pieces[i].piece) > 1:
+            model.pieces[i].type = UNUSED
+    single = next(i for i in normal if len(model.pieces[i].piece) == 1 and model.pieces[i].piece.isalpha())
+    model.pieces[single].type = UNUSED
+    write_model(model, out)
+    return str(out)
+
+
+def test_unused_pieces_unigram(trained, texts, tmp_path):
+    assert_parity(_with_unused_pieces(trained("unigram", "base"), tmp_path / "unused.model"), texts)
+
+
+def test_unused_pieces_bpe_are_refused_clearly(trained, tmp_path):
+    path = _with_unused_pieces(trained("bpe", "base"), tmp_path / "unused.model")
+    with pytest.raises(ValueError, match=r"\['UNUSED'\] pieces are not supported \(SentencePiece merges through"):
+        Tokenizer.from_sentencepiece(path)
+
+
+def test_user_defined_piece_bonus_is_sentencepieces(trained):
+    # Unigram: a user piece is in the lattice with SentencePiece 0.2's bonus (not always taken);
+    # BPE: matched whole before the merges (always taken).
+    for model_type in MODEL_TYPES:
+        path = trained(model_type, "user_defined_and_control")
+        sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
+        lines = ["in the catabolism of the cell", "the regulation of the chemical"]
+        assert tok.encode_batch(lines) == sp.encode(lines)
+        assert tok.token_to_id("▁the▁") == sp.piece_to_id("▁the▁")
