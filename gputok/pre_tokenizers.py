@@ -149,7 +149,7 @@ class BertPreTokenizer:
 
 
 class Split:
-    """huggingface's Split (a Regex; a String: :class:`CharSplit`), every behavior and invert: the named rules (gpt2, cl100k, o200k spellings) run a numba kernel, any other regex the ``regex`` module per text (slower).
+    """huggingface's Split (a Regex; a String: :class:`CharSplit`), every behavior and invert: the named rules (gpt2, cl100k, o200k, llama3, qwen2) and any regex that splits as one of them (``gputok.split_recognition``) run a numba kernel, any other regex the ``regex`` module per text (slower).
 
     Words are the matches of a regex, as tiktoken splits text before BPE.
 
