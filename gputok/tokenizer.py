@@ -35,6 +35,7 @@ import torch
 
 from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers
 from ._atomic import write_atomic
+from ._transformers_api import TransformersAPI
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import TextInput, as_texts, codepoints
@@ -78,8 +79,13 @@ class Encoded:
     spans: torch.Tensor | None  # [tokens, 2] start/end character offsets into each text
 
 
-class Tokenizer:
-    """A WordPiece (for now) tokenizer that encodes whole batches with tensor ops.
+class Tokenizer(TransformersAPI):
+    """A WordPiece, BPE or Unigram tokenizer that encodes whole batches with compiled kernels.
+
+    Loaded from a huggingface ``tokenizer.json`` (:meth:`from_file`), a BERT ``vocab.txt``, a
+    tiktoken file, GPT-2 files or a SentencePiece model; ``tok(texts)`` gives padded tensors with
+    transformers' options and names (:class:`gputok._transformers_api.TransformersAPI`: special
+    token attributes, ``get_vocab``, ``tokenize``, ``batch_decode`` ...).
 
     >>> tok = Tokenizer.from_vocab(gputok_example_vocab())
     >>> tok.encode_batch(["Hello, unaffable world!"])
@@ -479,7 +485,7 @@ class Tokenizer:
         return self.encode_batch([text], None if pair is None else [pair], add_special_tokens=add_special_tokens,
                                  allowed_special=allowed_special, disallowed_special=disallowed_special)[0]
 
-    def __call__(self, texts: TextInput | Sequence[TextInput], text_pair: TextInput | Sequence[TextInput] | None = None, *,
+    def _encode_tensors(self, texts: TextInput | Sequence[TextInput], text_pair: TextInput | Sequence[TextInput] | None = None, *,
                  add_special_tokens: bool = True, padding: bool | str = True, truncation: bool | str = False,
                  max_length: int | None = None, stride: int = 0, pad_to_multiple_of: int | None = None,
                  padding_side: str = "right", return_offsets: bool = False,
@@ -487,21 +493,8 @@ class Tokenizer:
                  device: torch.device | str | None = None,
                  allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = ()
                  ) -> dict[str, torch.Tensor]:
-        """Encode a batch into tensors [rows, length] on ``device``.
-
-        Returns ``input_ids`` and ``attention_mask``; ``token_type_ids`` with
-        ``return_token_type_ids`` (default: :attr:`uses_token_types`, as huggingface
-        ``transformers`` returns them for BERT and not for GPT-2); ``offsets`` ([rows, length, 2]
-        character spans into each text, (0, 0) for special and pad tokens) with
-        ``return_offsets``; ``overflow_to_sample_mapping`` with ``return_overflowing_tokens``.
-        ``padding``: True/"longest" (default), "max_length", or False/"do_not_pad", which returns
-        the ragged ids flat, with ``row_offsets``.
-
-        Added tokens written in the text: ``allowed_special`` ("all", the default, as huggingface
-        does, or a set) become their ids; those in ``disallowed_special`` ("all": every added token
-        not allowed) raise ValueError; any other is plain text. tiktoken's defaults are
-        ``allowed_special=set(), disallowed_special="all"``.
-        """
+        """:meth:`__call__` (in :class:`gputok._transformers_api.TransformersAPI`, which documents
+        the options) after transformers' defaults are resolved: a dict of tensors."""
         texts = as_texts(texts)
         pairs = None if text_pair is None else as_texts(text_pair)
         if pairs is not None and len(pairs) != len(texts):
@@ -667,6 +660,8 @@ class Tokenizer:
 
     @functools.cached_property
     def _pad_id(self) -> int:
+        if self.__dict__.get("_user_special_tokens", {}).get("pad_token") is not None:  # tok.pad_token = ...
+            return self.pad_token_id
         padding = self._extra.get("padding") or {}
         if "pad_id" in padding:
             return int(padding["pad_id"])
@@ -674,8 +669,13 @@ class Tokenizer:
         return 0 if pad_id is None else pad_id
 
     # ---- decoding -----------------------------------------------------------------------
-    def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
-        if isinstance(ids, torch.Tensor):
+    def decode(self, ids: Sequence[int] | torch.Tensor | np.ndarray, *, skip_special_tokens: bool = True) -> str | list[str]:
+        """The text of token ids: a 1-D list, tensor or numpy array (or one id) gives a string, a
+        2-D one a list of strings (as :meth:`batch_decode`)."""
+        many = self._decode_any(ids, skip_special_tokens)
+        if many is not None:
+            return many
+        if isinstance(ids, (torch.Tensor, np.ndarray)):
             ids = ids.tolist()
         if _dispatch.on_cpu_kernels(torch.device("cpu")) and self._decode_table is not None:
             decoded = self._decode_kernel([ids], skip_special_tokens)
