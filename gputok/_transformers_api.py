@@ -261,6 +261,21 @@ class TransformersAPI:
         return BatchEncoding({k: _as_lists(v, None if padded or k in _PER_ROW else out["row_offsets"], one_text)
                               for k, v in out.items() if k != "row_offsets"})
 
+    def datasets_map_fn(self, text_column: str = "text", pair_column: str | None = None, *, padding: bool | str = False,
+                        **options: Any) -> DatasetsMapFunction:
+        """A function for ``datasets.Dataset.map(fn, batched=True)``: each batch's ``text_column``
+        (and ``pair_column``) encoded into the columns transformers' tokenizers give
+        (``input_ids``, ``attention_mask``, ``token_type_ids`` where the tokenizer uses them, and
+        whatever ``options`` ask: ``truncation``, ``max_length``, ``return_special_tokens_mask``...),
+        as numpy arrays that datasets turns into Arrow columns without Python lists; rows unpadded
+        unless ``padding`` says otherwise.
+
+        It pickles small and the same before and after use (the tokenizer pickles as its source
+        file: :mod:`gputok._loading`), so datasets fingerprints it in milliseconds and a second
+        identical ``map`` (in this process or another) loads the cached result.
+        """
+        return DatasetsMapFunction(self, text_column, pair_column, dict(options, padding=padding))
+
     def _decode_any(self, ids: Any, skip_special_tokens: bool) -> str | list[str] | None:
         """``decode`` of a 2-D input (a list of strings) or of one id (its text); None for a 1-D input."""
         if isinstance(ids, (torch.Tensor, np.ndarray)):
@@ -280,6 +295,28 @@ for _name in SPECIAL_TOKEN_NAMES:  # bos_token, bos_token_id, eos_token, ...
     setattr(TransformersAPI, _name, _special_token_property(_name))
     setattr(TransformersAPI, _name + "_id", _special_id_property(_name))
 del _name
+
+class DatasetsMapFunction:
+    """``Tokenizer.datasets_map_fn``'s function: a batch dict of columns -> a dict of numpy columns."""
+
+    def __init__(self, tokenizer: TransformersAPI, text_column: str, pair_column: str | None, options: dict[str, Any]):
+        self.tokenizer, self.text_column, self.pair_column, self.options = tokenizer, text_column, pair_column, options
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        try:
+            texts = batch[self.text_column]
+            pairs = None if self.pair_column is None else batch[self.pair_column]
+        except KeyError as e:
+            raise KeyError(f"column {e.args[0]!r} is not in the dataset; its columns: {sorted(batch)}; pass "
+                           "datasets_map_fn(text_column=..., pair_column=...)") from None
+        out = self.tokenizer(texts, pairs, return_tensors="np", **self.options)
+        if "row_offsets" not in out:  # padded: 2-D arrays, one row per example
+            return dict(out)
+        cuts = out.pop("row_offsets")[1:-1]
+        if self.options.get("return_attention_mask", True):
+            out["attention_mask"] = np.ones_like(out["input_ids"])
+        return {name: values if name in _PER_ROW else np.split(values, cuts) for name, values in out.items()}
+
 
 _PER_ROW = frozenset({"overflow_to_sample_mapping", "length"})
 

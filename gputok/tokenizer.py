@@ -22,7 +22,6 @@ import functools
 import itertools
 import json
 import os
-import pickle
 import re
 import tempfile
 from collections.abc import Sequence, Set
@@ -33,8 +32,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers
+from . import _cpu_threads, _dispatch, _loading, _validate, decoders, normalizers, pre_tokenizers
 from ._atomic import write_atomic
+from ._loading import cached_loader
 from ._transformers_api import TransformersAPI
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
@@ -117,14 +117,11 @@ class Tokenizer(TransformersAPI):
             self._id_to_token[t.id] = t.content
 
     def __reduce__(self):
-        """Pickled by the plain pickler whatever pickler asks: torch's multiprocessing pickler (a
-        DataLoader sending its collate function to spawned workers) moves each CPU tensor it meets
-        into shared memory in place, which would leave the numpy views of the tables that the CPU
-        kernels keep (models, normalizers) pointing at freed memory in this process."""
-        return _unpickled, (type(self), pickle.dumps(self.__dict__, protocol=pickle.HIGHEST_PROTOCOL))
+        """Pickled as its source file and options, or its state (see :mod:`gputok._loading`)."""
+        return _loading.reduce(self)
 
     # ---- loading and saving -------------------------------------------------------------
-    @classmethod
+    @cached_loader(files=("path",))
     def from_vocab(cls, path: str | os.PathLike, *, lowercase: bool = True, strip_accents: bool | None = None,
                    clean_text: bool = True, handle_chinese_chars: bool = True, unk_token: str = "[UNK]",
                    cls_token: str = "[CLS]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
@@ -156,7 +153,7 @@ class Tokenizer(TransformersAPI):
                    decoder=decoders.WordPieceDecoder(prefix=wordpieces_prefix),
                    added_tokens=sorted((AddedToken(vocab[t], t) for t in specials), key=lambda t: t.id))
 
-    @classmethod
+    @cached_loader(files=("path",))
     def from_tiktoken(cls, path: str | os.PathLike, *, pattern: str = "cl100k",
                       special_tokens: dict[str, int] | None = None) -> Tokenizer:
         """A tiktoken ``.tiktoken`` file with its split ``pattern``: a rule name ("gpt2", "r50k",
@@ -170,7 +167,7 @@ class Tokenizer(TransformersAPI):
         return cls(model, pre_tokenizer=pre_tokenizers.Split.tiktoken(pattern), decoder=decoders.ByteLevelDecoder(),
                    added_tokens=specials)
 
-    @classmethod
+    @cached_loader(files=("vocab_json", "merges_txt"))
     def from_gpt2_files(cls, vocab_json: str | os.PathLike, merges_txt: str | os.PathLike) -> Tokenizer:
         """GPT-2 style ``vocab.json`` + ``merges.txt``, as huggingface's ``ByteLevelBPETokenizer``."""
         try:
@@ -189,7 +186,7 @@ class Tokenizer(TransformersAPI):
             raise FileFormatError(f"{vocab_json}, {merges_txt}: {e}") from e
         return cls(model, pre_tokenizer=pre_tokenizers.ByteLevel(), decoder=decoders.ByteLevelDecoder())
 
-    @classmethod
+    @cached_loader(files=("path",))
     def from_sentencepiece(cls, path: str | os.PathLike) -> Tokenizer:
         """A SentencePiece ``.model`` file: ids equal to ``SentencePieceProcessor.encode`` (no BOS/EOS).
 
@@ -226,7 +223,7 @@ class Tokenizer(TransformersAPI):
             raise ValueError(f"cannot read tokenizer file {path}: {e}") from e
         return cls.from_str(text, source=str(path))
 
-    @classmethod
+    @cached_loader(texts=("text",), ignore=("source",))
     def from_str(cls, text: str, *, source: str = "<string>") -> Tokenizer:
         """Load a huggingface ``tokenizer.json`` from its text; ``source`` names it in errors.
 
@@ -768,12 +765,6 @@ class Tokenizer(TransformersAPI):
         first_values, first_offsets = csr(first)
         later_values, later_offsets = (first_values, first_offsets) if later is first else csr(later)
         return first_values, first_offsets, later_values, later_offsets, skip, missing, errors
-
-
-def _unpickled(cls: type[Tokenizer], state: bytes) -> Tokenizer:
-    tokenizer = cls.__new__(cls)
-    tokenizer.__dict__.update(pickle.loads(state))
-    return tokenizer
 
 
 def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.PathLike) -> dict[str, int]:

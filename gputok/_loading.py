@@ -1,0 +1,222 @@
+"""Fast loading and small, deterministic pickles of tokenizers.
+
+Loading a large vocabulary builds tables (hash maps of merges and tokens, byte tables) that take
+seconds of Python; huggingface ``tokenizers`` loads the same file in a fraction of a second. So each
+``Tokenizer.from_*`` loader is wrapped by :func:`cached_loader`: the tokenizer it builds is stored
+in the disk cache (``gputok._cache.cache_dir() / "tokenizers"``) under the sha256 of what defines
+it (the loader, the bytes of its files or its text, its options, and gputok's own source code and
+library versions, so an edited gputok never reads a stale table), and the next load of the same
+content, in any process, unpickles that instead of building again.
+
+The tokenizer also remembers that recipe, and pickles as it: the loader's name, the bytes of its
+source file (a tokenizer.json's text, a .tiktoken file...) and its options, plus the settings made
+through the API (the word cache switched off, ``pad_token`` and the other special tokens,
+``model_max_length``). So a pickle is the size of the source file plus a few hundred bytes and is
+the same before and after the tokenizer is used (its word cache and tables are never in it): what
+``datasets.Dataset.map`` needs to fingerprint a function quickly and find its cache again.
+Unpickling calls the loader again, which finds its tables in the disk cache. A tokenizer without
+a recipe (trained, or built from components), or whose components were replaced since it
+loaded, pickles its state as before, caches left out.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import os
+import pickle
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ._cache import cache_dir
+
+# Sources smaller than this load in milliseconds: not worth a file in the cache.
+MIN_CACHED_BYTES = 1 << 16
+# Tables kept on disk (each the size of the loaded tokenizer: ~40 MB for cl100k); the oldest go first.
+MAX_CACHED_TOKENIZERS = 16
+# The attributes whose reassignment makes a tokenizer differ from what its recipe loads.
+_COMPONENTS = ("model", "normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens", "_extra")
+# Settings made through the API after loading, carried in the pickle beside the recipe.
+_SETTINGS = ("_user_special_tokens", "_model_max_length")
+
+
+def cached_loader(*, files: tuple[str, ...] = (), texts: tuple[str, ...] = (), ignore: tuple[str, ...] = ()
+                  ) -> Callable[[Callable], Callable]:
+    """Wrap a ``Tokenizer.from_*`` classmethod body: ``files`` name its path arguments, ``texts``
+    its text arguments; the other arguments (but ``ignore``: names for error messages) are its
+    options. See the module docstring."""
+
+    def wrap(loader: Callable) -> Callable:
+        signature = inspect.signature(loader)
+
+        @functools.wraps(loader)
+        def load(cls, *args: Any, **kwargs: Any):
+            bound = signature.bind(cls, *args, **kwargs)
+            bound.apply_defaults()
+            arguments = dict(bound.arguments)
+            arguments.pop(next(iter(signature.parameters)))  # cls
+            try:
+                contents = {name: Path(arguments[name]).read_bytes() for name in files}
+            except (OSError, TypeError):
+                return loader(cls, *args, **kwargs)  # the loader says what is wrong with the path
+            contents.update({name: arguments[name] for name in texts})
+            options = {k: v for k, v in arguments.items() if k not in files and k not in texts and k not in ignore}
+            key = _key(loader.__name__, contents, options)
+            size = sum(len(c) for c in contents.values())
+            tokenizer = _read_cached(cls, key) if key is not None and size >= MIN_CACHED_BYTES else None
+            if tokenizer is None:
+                tokenizer = loader(cls, *args, **kwargs)
+                if key is not None and size >= MIN_CACHED_BYTES:
+                    _write_cached(tokenizer, key)
+            remember_recipe(tokenizer, (loader.__name__, contents, options))
+            return tokenizer
+
+        return classmethod(load)
+
+    return wrap
+
+
+def remember_recipe(tokenizer, recipe: tuple[str, dict[str, Any], dict[str, Any]]) -> None:
+    tokenizer._recipe = recipe
+    tokenizer._recipe_components = _components(tokenizer)
+
+
+def reduce(tokenizer) -> tuple:
+    """``Tokenizer.__reduce__``: the recipe and the API settings when the tokenizer still is what
+    its recipe loads, else its state (caches left out). Pickled by the plain pickler whatever
+    pickler asks: torch's multiprocessing pickler (a DataLoader sending its collate function to
+    spawned workers) moves each CPU tensor it meets into shared memory in place, which would leave
+    the numpy views of the tables that the CPU kernels keep pointing at freed memory here."""
+    recipe = tokenizer.__dict__.get("_recipe")
+    settings = {name: tokenizer.__dict__[name] for name in _SETTINGS if name in tokenizer.__dict__}
+    settings["word_cache"] = tokenizer.word_cache is not None
+    if recipe is not None and tokenizer.__dict__.get("_recipe_components") == _components(tokenizer):
+        name, contents, options = recipe
+        return _from_recipe, (type(tokenizer), name, contents, options, settings)
+    return _from_state, (type(tokenizer), state_bytes(tokenizer))
+
+
+def state_bytes(tokenizer) -> bytes:
+    """The tokenizer's attributes pickled, without what is rebuilt on use (caches, patterns,
+    tables) or only describes how it was loaded."""
+    state = {k: v for k, v in tokenizer.__dict__.items() if k not in _REBUILT}
+    state["_patterns"] = {}
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# Attributes made on use (functools.cached_property) or describing the load: never pickled.
+_REBUILT = frozenset({"_pad_id", "_decode_table", "_special_tokens", "_hf_id_to_token", "_hf_vocab", "_recipe",
+                      "_recipe_components"})
+
+
+def _components(tokenizer) -> tuple:
+    return tuple(id(getattr(tokenizer, name, None)) for name in _COMPONENTS) + (len(tokenizer.added_tokens),)
+
+
+def _from_state(cls: type, state: bytes):
+    tokenizer = cls.__new__(cls)
+    tokenizer.__dict__.update(pickle.loads(state))
+    return tokenizer
+
+
+def _from_recipe(cls: type, name: str, contents: dict[str, Any], options: dict[str, Any], settings: dict[str, Any]):
+    arguments = dict(options)
+    for argument, content in contents.items():
+        arguments[argument] = _source_file(content) if isinstance(content, bytes) else content
+    tokenizer = getattr(cls, name)(**arguments)
+    if not settings.pop("word_cache"):
+        tokenizer.word_cache = None
+    tokenizer.__dict__.update(settings)
+    if "_user_special_tokens" in settings:
+        tokenizer.__dict__.pop("_special_tokens", None)
+        for role, token in settings["_user_special_tokens"].items():
+            setattr(tokenizer, role, token)
+    return tokenizer
+
+
+def _source_file(content: bytes) -> str:
+    """A file holding ``content`` (a pickled tokenizer's source file, for its loader), kept in the
+    cache under its sha256."""
+    path = cache_dir() / "sources" / hashlib.sha256(content).hexdigest()
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_replace(path, content)
+    return str(path)
+
+
+@functools.lru_cache(maxsize=1)
+def _code_version() -> str:
+    """A hash of gputok's own source files and the versions its pickled tables depend on."""
+    import numpy
+    import torch
+
+    package = Path(__file__).parent
+    digest = hashlib.sha256(f"{sys.version}|{torch.__version__}|{numpy.__version__}".encode())
+    for path in sorted([*package.rglob("*.py"), *(package / "kernels").resolve().glob("*.py")]):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _key(name: str, contents: dict[str, Any], options: dict[str, Any]) -> str | None:
+    try:
+        described = json.dumps(options, sort_keys=True, default=_plain)
+    except TypeError:  # an option with no stable spelling: no disk cache
+        return None
+    digest = hashlib.sha256(f"{_code_version()}|{name}|{described}".encode())
+    for argument, content in sorted(contents.items()):
+        digest.update(argument.encode())
+        digest.update(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(type(value).__name__)
+
+
+def _cached_path(key: str) -> Path:
+    return cache_dir() / "tokenizers" / f"{key}.pickle"
+
+
+def _read_cached(cls: type, key: str):
+    try:
+        state = _cached_path(key).read_bytes()
+        return _from_state(cls, state)
+    except FileNotFoundError:
+        return None
+    except Exception:  # a damaged or foreign file: build again (and overwrite it)
+        return None
+
+
+def _write_cached(tokenizer, key: str) -> None:
+    path = _cached_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_replace(path, state_bytes(tokenizer))
+        kept = sorted(path.parent.glob("*.pickle"), key=lambda p: p.stat().st_mtime)
+        for old in kept[:-MAX_CACHED_TOKENIZERS]:
+            old.unlink(missing_ok=True)
+    except OSError:  # a read-only or full cache: loading still works, only slower next time
+        pass
+
+
+def _write_replace(path: Path, content: bytes) -> None:
+    """Write beside ``path`` and move into place: readers in other processes see all or nothing."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
