@@ -8,8 +8,9 @@
 """
 
 from . import data
+from ._cpu_threads import num_threads as get_num_threads, set_num_threads
 from .tokenizer import AddedToken, Tokenizer
 from .training import train, train_from_counts
 
-__all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts"]
+__all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts", "set_num_threads", "get_num_threads"]
 __version__ = "0.1.0"

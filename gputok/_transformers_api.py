@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import _cpu_threads
 from .ingest import TextInput
 
 #: transformers' ``model_max_length`` of a tokenizer that does not know its model's limit.
@@ -230,12 +231,13 @@ class TransformersAPI:
         if padding == "max_length" and max_length is None and self.model_max_length < VERY_LARGE_INTEGER:
             max_length = self.model_max_length
         with_offsets = return_offsets or return_offsets_mapping or return_special_tokens_mask
-        out = self._encode_tensors(
-            texts, text_pair, add_special_tokens=add_special_tokens, padding=padding, truncation=truncation or False,
-            max_length=max_length, stride=stride, pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side,
-            return_offsets=with_offsets, return_overflowing_tokens=return_overflowing_tokens,
-            return_token_type_ids=return_token_type_ids, device=device, allowed_special=allowed_special,
-            disallowed_special=disallowed_special)
+        with _cpu_threads.gputok_threads():
+            out = self._encode_tensors(
+                texts, text_pair, add_special_tokens=add_special_tokens, padding=padding,
+                truncation=truncation or False, max_length=max_length, stride=stride,
+                pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side, return_offsets=with_offsets,
+                return_overflowing_tokens=return_overflowing_tokens, return_token_type_ids=return_token_type_ids,
+                device=device, allowed_special=allowed_special, disallowed_special=disallowed_special)
         padded = "row_offsets" not in out
         if return_special_tokens_mask:  # no character span: a template token, or padding
             spans = out["offsets"]
