@@ -35,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from . import _cpu_threads
 from ._cache import cache_dir
 
 # Sources smaller than this load in milliseconds: not worth a file in the cache.
@@ -67,13 +69,16 @@ def cached_loader(*, files: tuple[str, ...] = (), texts: tuple[str, ...] = (), i
                 contents = {name: Path(arguments[name]).read_bytes() for name in files}
             except (OSError, TypeError):
                 return loader(cls, *args, **kwargs)  # the loader says what is wrong with the path
+            if not all(isinstance(arguments[name], str) for name in texts):
+                return loader(cls, *args, **kwargs)  # and with a text that is not one
             contents.update({name: arguments[name] for name in texts})
             options = {k: v for k, v in arguments.items() if k not in files and k not in texts and k not in ignore}
             key = _key(loader.__name__, contents, options)
             size = sum(len(c) for c in contents.values())
             tokenizer = _read_cached(cls, key) if key is not None and size >= MIN_CACHED_BYTES else None
             if tokenizer is None:
-                tokenizer = loader(cls, *args, **kwargs)
+                with _cpu_threads.gputok_threads():  # its torch ops on one thread (see gputok._cpu_threads)
+                    tokenizer = loader(cls, *args, **kwargs)
                 if key is not None and size >= MIN_CACHED_BYTES:
                     _write_cached(tokenizer, key)
             remember_recipe(tokenizer, (loader.__name__, contents, options))
@@ -122,7 +127,21 @@ class _CompactPickler(pickle.Pickler):
     read-only mapping that makes the dict on first use (unpickling the dict took ~140 ms of the
     ~300 ms a cached cl100k load took)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._storages: dict[int, torch.Tensor] = {}  # data pointer -> the tensor pickled with that storage
+
     def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is torch.Tensor and obj.device.type == "cpu":
+            # Raw bytes (torch.load's path is ~3x slower); a second tensor on the same storage as
+            # a view of the first, so views stay views.
+            base = self._storages.get(obj.untyped_storage().data_ptr()) if obj.numel() else None
+            if base is not None and base is not obj and base.dtype == obj.dtype and not obj.requires_grad:
+                return torch.as_strided, (base, tuple(obj.shape), obj.stride(), obj.storage_offset())
+            if _whole_cpu_tensor(obj):
+                if obj.numel():
+                    self._storages[obj.untyped_storage().data_ptr()] = obj
+                return torch.from_numpy, (obj.numpy(),)
         # (never called for exact dicts, lists...: their owners' states are rewritten instead)
         if isinstance(obj, type) or not hasattr(obj, "__dict__") or type(obj).__reduce_ex__ is not object.__reduce_ex__:
             return NotImplemented
@@ -139,6 +158,17 @@ class _CompactPickler(pickle.Pickler):
             if arrays is not None:
                 state[k] = PairMap(*arrays)
         return _restore, (type(obj), state)
+
+
+def _whole_cpu_tensor(tensor: torch.Tensor) -> bool:
+    """A plain CPU tensor that is its whole storage (so no other tensor's view is lost by
+    pickling its values alone) and that numpy can hold."""
+    return (tensor.device.type == "cpu" and not tensor.requires_grad and tensor.layout == torch.strided
+            and tensor.is_contiguous() and tensor.storage_offset() == 0 and tensor.dtype not in _NOT_NUMPY
+            and tensor.untyped_storage().nbytes() == tensor.numel() * tensor.element_size())
+
+
+_NOT_NUMPY = frozenset({torch.bfloat16, torch.complex32, torch.float8_e4m3fn, torch.float8_e5m2})
 
 
 @functools.lru_cache(maxsize=None)

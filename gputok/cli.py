@@ -79,14 +79,14 @@ def _encode(args: argparse.Namespace) -> int:
     from ._atomic import check_output_paths, write_atomic
     from .ingest import read_lines
 
-    suffix = Path(args.output).suffix.lower()
-    if suffix not in OUTPUT_FORMATS:
-        raise SystemExit(f"gputok encode: cannot tell what to write to {args.output}; give -o one of these extensions: "
-                         + "; ".join(f"{k} ({v})" for k, v in OUTPUT_FORMATS.items()))
     try:
         check_output_paths({"-o": args.output})  # before the tokenizer loads and the inputs are read
     except ValueError as e:
         raise SystemExit(f"gputok encode: {e}") from e
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in OUTPUT_FORMATS:
+        raise SystemExit(f"gputok encode: cannot tell what to write to {args.output}; give -o one of these extensions: "
+                         + "; ".join(f"{k} ({v})" for k, v in OUTPUT_FORMATS.items()))
     try:
         tok = load_tokenizer(args.tokenizer, pattern=args.pattern, merges=args.merges)
     except ValueError as e:
