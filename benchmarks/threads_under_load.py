@@ -64,9 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     configs = [None, *args.counts]
     results: dict[str, dict[str, list[float]]] = {"collate": {}, "count": {}}
     try:
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
+            order = configs[round_ % len(configs):] + configs[:round_ % len(configs)]  # each goes first in turn
             for task in results:
-                for threads in configs:
+                for threads in order:
                     command = [sys.executable, __file__, "--worker", task, "--megabytes", str(args.megabytes)]
                     if threads is not None:
                         command += ["--threads", str(threads)]
@@ -77,11 +78,12 @@ def main(argv: list[str] | None = None) -> int:
             process.kill()
     print(f"{args.busy} spinning processes beside each run (shared machine: other work may run too); "
           f"best of {args.rounds} interleaved rounds, each in a fresh process")
-    print("| task | " + " | ".join(f"threads {c}" for c in results["collate"]) + " | default / best explicit |")
+    names = ["default", *map(str, args.counts)]
+    print("| task | " + " | ".join(f"threads {c}" for c in names) + " | default / best explicit |")
     print("|---|" + "---:|" * (len(configs) + 1))
     summary = {}
     for task, unit in (("collate", "ms/batch of 32"), ("count", f"s counting {args.megabytes} MB")):
-        best = {name: min(values) for name, values in results[task].items()}
+        best = {name: min(results[task][name]) for name in names}
         ratio = best["default"] / min(v for k, v in best.items() if k != "default")
         summary[task] = {"best": best, "all": results[task], "default_over_best_explicit": ratio, "unit": unit}
         print(f"| {task} ({unit}) | " + " | ".join(f"{v:.2f}" for v in best.values()) + f" | {ratio:.2f}x |")
