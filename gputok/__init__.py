@@ -8,6 +8,7 @@
 """
 
 from . import data
+from ._cpu_threads import num_threads as get_num_threads, set_num_threads
 from .embeddings import extend_embeddings
 from .encode_corpus import encode_corpus
 from .extending import extend, extend_with_report
@@ -15,5 +16,5 @@ from .tokenizer import AddedToken, Tokenizer
 from .training import train, train_from_counts
 
 __all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts", "extend", "extend_with_report",
-           "extend_embeddings", "encode_corpus"]
+           "extend_embeddings", "encode_corpus", "set_num_threads", "get_num_threads"]
 __version__ = "0.1.0"

@@ -11,13 +11,23 @@ a thread hand-off: ``MIN_CHUNK_CHARS`` (measured below).
 Each worker thread sets its own torch thread count to 1 (a per-thread setting under OpenMP);
 the caller's is restored after each map, as ``torch.set_num_threads`` also updates the default
 that threads started later take.
+
+How many threads (:func:`num_threads`): ``gputok.set_num_threads(n)`` (or ``--threads`` on the
+command line) if given, else torch's count in the calling thread (``torch.get_num_threads()``,
+the cores by default). Those are chunk threads, which wait without spinning. The torch ops
+between gputok's kernels run on one intra-op thread (:func:`gputok_threads`): torch's OpenMP
+threads spin while they wait for each other, so on a machine whose cores are busy with other work
+two of them made training's word counting 2-8x slower than one (measured: ``benchmarks/
+threads_under_load.py``), and those ops are too small to gain from more.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -39,13 +49,60 @@ _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
 _pool_lock = threading.Lock()
 _local = threading.local()
+_threads: int | None = None  # gputok.set_num_threads
+
+
+def set_num_threads(threads: int | None) -> None:
+    """The threads gputok uses on the CPU (None: torch's count in the calling thread, the default)."""
+    global _threads
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads={threads!r}; pass a positive int, or None for torch's thread count")
+    _threads = threads
+
+
+def num_threads() -> int:
+    """The threads gputok uses now: :func:`set_num_threads`'s, else the calling thread's torch
+    count (taken before :func:`gputok_threads` set it to one)."""
+    if _threads is not None:
+        return _threads
+    return getattr(_local, "caller_threads", None) or torch.get_num_threads()
+
+
+@contextlib.contextmanager
+def gputok_threads() -> Iterator[None]:
+    """Run gputok's work: torch ops on one intra-op thread (see the module docstring), the
+    caller's count restored after; :func:`num_threads` still reads the caller's."""
+    if getattr(_local, "caller_threads", None) is not None:  # nested: already set
+        yield
+        return
+    before = torch.get_num_threads()
+    _local.caller_threads = before
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        _local.caller_threads = None
+        if before != 1:
+            torch.set_num_threads(before)
+
+
+def with_gputok_threads(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` run under :func:`gputok_threads` (a decorator for gputok's entry points)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with gputok_threads():
+            return fn(*args, **kwargs)
+
+    return run
 
 
 def chunks(texts: Sequence[str]) -> list[Sequence[str]] | None:
-    """``texts`` cut into consecutive chunks of about equal characters, one per torch thread of
-    the calling thread; None when one chunk is best (one thread, a small batch, or the caller is
+    """``texts`` cut into consecutive chunks of about equal characters, one per thread of
+    :func:`num_threads`; None when one chunk is best (one thread, a small batch, or the caller is
     a chunk's worker already)."""
-    threads = torch.get_num_threads()
+    threads = num_threads()
     if threads < 2 or getattr(_local, "worker", False) or len(texts) < 2:
         return None
     ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
@@ -70,12 +127,12 @@ def _as_worker(fn: Callable[[Sequence[str]], T], part: Sequence[str]) -> T:
 def map_chunks(fn: Callable[[Sequence[str]], T], parts: list[Sequence[str]]) -> list[T]:
     """``[fn(part) for part in parts]``, run in parallel on a shared pool of worker threads."""
     global _pool, _pool_size
-    threads = torch.get_num_threads()
+    threads = torch.get_num_threads()  # the caller's, restored below
     with _pool_lock:
         if _pool is None or _pool_size < len(parts):
             if _pool is not None:
                 _pool.shutdown(wait=False)
-            _pool_size = max(len(parts), threads)
+            _pool_size = max(len(parts), num_threads())
             _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="gputok")
         pool = _pool
     try:

@@ -21,14 +21,58 @@ from pathlib import Path
 import numpy as np
 
 
-def load_tokenizer(path: str):
+# Tokenizer files gputok encode reads, by extension (a GPT-2 vocab.json needs --merges).
+TOKENIZER_FORMATS = {".json": "a huggingface tokenizer.json (or a GPT-2 vocab.json with --merges merges.txt)",
+                     ".txt": "a BERT vocab.txt", ".tiktoken": "tiktoken ranks (split rule from the file name or --pattern)",
+                     ".model": "a SentencePiece model"}
+# Output files gputok encode writes, by extension.
+OUTPUT_FORMATS = {".txt": "one line of space-separated ids per input line",
+                  ".npz": "arrays ids (int32) and offsets (int64, rows = input lines)",
+                  ".npy": "every id in order, one array (uint16 if the vocabulary fits, else uint32; no line bounds)",
+                  ".bin": "the same ids as raw little-endian uint16/uint32 (nanoGPT's format; no line bounds)"}
+
+
+def load_tokenizer(path: str, *, pattern: str | None = None, merges: str | None = None):
+    """The tokenizer in ``path``, read by its extension (``TOKENIZER_FORMATS``)."""
     from .tokenizer import Tokenizer
 
     if not Path(path).is_file():
         raise SystemExit(f"gputok: tokenizer file {path} does not exist")
-    if path.endswith(".txt"):
+    suffix = Path(path).suffix.lower()
+    if suffix not in TOKENIZER_FORMATS:
+        raise SystemExit(f"gputok: cannot tell the format of tokenizer file {path}; known: "
+                         + "; ".join(f"{k} ({v})" for k, v in TOKENIZER_FORMATS.items()))
+    if merges is not None:
+        return Tokenizer.from_gpt2_files(path, merges)
+    if suffix == ".txt":
         return Tokenizer.from_vocab(path)
+    if suffix == ".model":
+        return Tokenizer.from_sentencepiece(path)
+    if suffix == ".tiktoken":
+        rule = pattern or _split_rule_of(Path(path).stem)
+        if rule is None:
+            raise SystemExit(f"gputok: which split rule does {path} use? pass --pattern (gpt2, r50k_base, p50k_base, "
+                             "cl100k_base, o200k_base, or a regex)")
+        return Tokenizer.from_tiktoken(path, pattern=rule)
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    if '"model"' not in text:
+        raise SystemExit(f"gputok: {path} has no \"model\": a GPT-2 vocab.json? pass --merges merges.txt with it")
     return Tokenizer.from_file(path)
+
+
+def _split_rule_of(stem: str) -> str | None:
+    """The tiktoken split rule a file's name says (``cl100k_base.tiktoken``, ``gpt2.tiktoken``)."""
+    for name in ("o200k", "cl100k", "p50k", "r50k", "gpt2"):
+        if name in stem.lower():
+            return name
+    return None
+
+
+def _add_threads(parser: argparse.ArgumentParser) -> None:
+    """``--threads`` for a subcommand (``gputok.set_num_threads``; read in :func:`main`)."""
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads gputok uses (default: torch's count, the cores; gputok's torch ops run on "
+                             "one thread whatever this says, see README 'CPU threads')")
 
 
 def _encode(args: argparse.Namespace) -> int:
@@ -42,11 +86,18 @@ def _encode(args: argparse.Namespace) -> int:
         check_output_paths({"-o": args.output})  # before the tokenizer loads and the inputs are read
     except ValueError as e:
         raise SystemExit(f"gputok encode: {e}") from e
-    tok = load_tokenizer(args.tokenizer)
+    suffix = Path(args.output).suffix.lower()
+    if suffix not in OUTPUT_FORMATS:
+        raise SystemExit(f"gputok encode: cannot tell what to write to {args.output}; give -o one of these extensions: "
+                         + "; ".join(f"{k} ({v})" for k, v in OUTPUT_FORMATS.items()))
+    try:
+        tok = load_tokenizer(args.tokenizer, pattern=args.pattern, merges=args.merges)
+    except ValueError as e:
+        raise SystemExit(f"gputok encode: {e}") from e
     for name in args.inputs:
         if not Path(name).is_file():
             raise SystemExit(f"gputok: input file {name} does not exist")
-    as_npz = Path(args.output).suffix == ".npz"
+    as_arrays = suffix != ".txt"
 
     def write(tmp: Path) -> None:
         values, lengths = [], []
@@ -58,7 +109,7 @@ def _encode(args: argparse.Namespace) -> int:
                         batch = tok(lines[i : i + args.batch_size], padding=False, device=args.device,
                                     add_special_tokens=not args.no_special_tokens)
                         ids, offsets = batch["input_ids"].cpu(), batch["row_offsets"].cpu()
-                        if as_npz:
+                        if as_arrays:
                             values.append(ids.to(torch.int32).numpy())
                             lengths.append((offsets[1:] - offsets[:-1]).numpy())
                         else:
@@ -66,11 +117,18 @@ def _encode(args: argparse.Namespace) -> int:
                             text_out.writelines(" ".join(map(str, flat[bounds[j] : bounds[j + 1]])) + "\n"
                                                 for j in range(len(bounds) - 1))
                         bar.update(offsets.numel() - 1)
-        if as_npz:
+        if as_arrays:
+            ids = np.concatenate(values) if values else np.zeros(0, dtype=np.int32)
             lens = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
             with open(tmp, "wb") as f:
-                np.savez(f, ids=np.concatenate(values) if values else np.zeros(0, dtype=np.int32),
-                         offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
+                if suffix == ".npz":
+                    np.savez(f, ids=ids, offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
+                else:
+                    stream = ids.astype(np.uint16 if len(tok) <= 1 << 16 else np.uint32)
+                    if suffix == ".npy":
+                        np.save(f, stream)
+                    else:
+                        f.write(stream.astype(stream.dtype.newbyteorder("<")).tobytes())
 
     write_atomic({args.output: write})
     return 0
@@ -151,6 +209,7 @@ def _train_parser(sub) -> None:
     tr.add_argument("--max-token-length", type=int, default=None, help="no token longer than N characters")
     tr.add_argument("--device", default="cpu", help="cpu or cuda")
     tr.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_threads(tr)
     tr.add_argument("-o", "--output", required=True, help="the huggingface tokenizer.json to write")
     tr.add_argument("--vocab-txt", default=None, help="also write a WordPiece vocab.txt")
     tr.add_argument("--vocab-json", default=None, help="also write a BPE vocab.json (with --merges-txt)")
@@ -251,14 +310,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gputok", description="GPU-batched tensor tokenizer")
     sub = parser.add_subparsers(dest="command", required=True)
     enc = sub.add_parser("encode", help="token ids of every line of text files")
-    enc.add_argument("--tokenizer", required=True, help="a huggingface tokenizer.json or a BERT vocab.txt")
+    enc.add_argument("--tokenizer", required=True,
+                     help="tokenizer.json, vocab.txt (BERT), .tiktoken or SentencePiece .model (by extension)")
+    enc.add_argument("--pattern", default=None, help=".tiktoken: the split rule (default: from the file name)")
+    enc.add_argument("--merges", default=None, help="with a GPT-2 vocab.json as --tokenizer: its merges.txt")
     enc.add_argument("inputs", nargs="+", help="UTF-8 text files (invalid bytes become U+FFFD)")
     enc.add_argument("-o", "--output", required=True,
-                     help="OUT.txt: one line of space-separated ids per input line; OUT.npz: arrays ids, offsets")
+                     help="; ".join(f"OUT{k}: {v}" for k, v in OUTPUT_FORMATS.items()))
     enc.add_argument("--batch-size", type=int, default=65536, help="lines per batch (default 65536)")
     enc.add_argument("--device", default="cpu", help="cpu or cuda")
     enc.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP]")
     enc.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_threads(enc)
     _train_parser(sub)
     from . import cli_domain
 
@@ -274,6 +337,13 @@ def main(argv: list[str] | None = None) -> int:
         return bench_main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if getattr(args, "threads", None) is not None:
+        from ._cpu_threads import set_num_threads
+
+        try:
+            set_num_threads(args.threads)
+        except ValueError as e:
+            parser.error(f"--threads: {e}")
     if args.command == "train":
         return _train(args)
     if args.command in ("extend", "fertility"):

@@ -22,7 +22,6 @@ import functools
 import itertools
 import json
 import os
-import pickle
 import re
 import tempfile
 from collections.abc import Callable, Sequence, Set
@@ -33,8 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _cpu_threads, _dispatch, _validate, decoders, normalizers, pre_tokenizers, processors
+from . import _cpu_threads, _dispatch, _loading, _validate, decoders, normalizers, pre_tokenizers, processors
 from ._atomic import write_atomic
+from ._loading import cached_loader
+from ._transformers_api import TransformersAPI
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import TextInput, as_texts, codepoints
@@ -83,8 +84,13 @@ class Encoded:
     spans: torch.Tensor | None  # [tokens, 2] start/end character offsets into each text
 
 
-class Tokenizer:
-    """A WordPiece (for now) tokenizer that encodes whole batches with tensor ops.
+class Tokenizer(TransformersAPI):
+    """A WordPiece, BPE or Unigram tokenizer that encodes whole batches with compiled kernels.
+
+    Loaded from a huggingface ``tokenizer.json`` (:meth:`from_file`), a BERT ``vocab.txt``, a
+    tiktoken file, GPT-2 files or a SentencePiece model; ``tok(texts)`` gives padded tensors with
+    transformers' options and names (:class:`gputok._transformers_api.TransformersAPI`: special
+    token attributes, ``get_vocab``, ``tokenize``, ``batch_decode`` ...).
 
     >>> tok = Tokenizer.from_vocab(gputok_example_vocab())
     >>> tok.encode_batch(["Hello, unaffable world!"])
@@ -121,15 +127,11 @@ class Tokenizer:
             self._id_to_token[t.id] = t.content
 
     def __reduce__(self):
-        """Pickled by the plain pickler whatever pickler asks: torch's multiprocessing pickler (a
-        DataLoader sending its collate function to spawned workers) moves each CPU tensor it meets
-        into shared memory in place, which would leave the numpy views of the tables that the CPU
-        kernels keep (models, normalizers) pointing at freed memory in this process."""
-        state = {k: v for k, v in self.__dict__.items() if k != "_whole_kernel"}  # remade on first use
-        return _unpickled, (type(self), pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        """Pickled as its source file and options, or its state (see :mod:`gputok._loading`)."""
+        return _loading.reduce(self)
 
     # ---- loading and saving -------------------------------------------------------------
-    @classmethod
+    @cached_loader(files=("path",))
     def from_vocab(cls, path: str | os.PathLike, *, lowercase: bool = True, strip_accents: bool | None = None,
                    clean_text: bool = True, handle_chinese_chars: bool = True, unk_token: str = "[UNK]",
                    cls_token: str = "[CLS]", sep_token: str = "[SEP]", pad_token: str = "[PAD]",
@@ -161,7 +163,7 @@ class Tokenizer:
                    decoder=decoders.WordPieceDecoder(prefix=wordpieces_prefix),
                    added_tokens=sorted((AddedToken(vocab[t], t) for t in specials), key=lambda t: t.id))
 
-    @classmethod
+    @cached_loader(files=("path",))
     def from_tiktoken(cls, path: str | os.PathLike, *, pattern: str = "cl100k",
                       special_tokens: dict[str, int] | None = None) -> Tokenizer:
         """A tiktoken ``.tiktoken`` file with its split ``pattern``: a rule name ("gpt2", "r50k",
@@ -175,7 +177,7 @@ class Tokenizer:
         return cls(model, pre_tokenizer=pre_tokenizers.Split.tiktoken(pattern), decoder=decoders.ByteLevelDecoder(),
                    added_tokens=specials)
 
-    @classmethod
+    @cached_loader(files=("vocab_json", "merges_txt"))
     def from_gpt2_files(cls, vocab_json: str | os.PathLike, merges_txt: str | os.PathLike) -> Tokenizer:
         """GPT-2 style ``vocab.json`` + ``merges.txt``, as huggingface's ``ByteLevelBPETokenizer``."""
         try:
@@ -194,7 +196,7 @@ class Tokenizer:
             raise FileFormatError(f"{vocab_json}, {merges_txt}: {e}") from e
         return cls(model, pre_tokenizer=pre_tokenizers.ByteLevel(), decoder=decoders.ByteLevelDecoder())
 
-    @classmethod
+    @cached_loader(files=("path",))
     def from_sentencepiece(cls, path: str | os.PathLike) -> Tokenizer:
         """A SentencePiece ``.model`` file: ids equal to ``SentencePieceProcessor.encode`` (no BOS/EOS).
 
@@ -241,7 +243,7 @@ class Tokenizer:
             raise ValueError(f"cannot read tokenizer file {path}: {e}") from e
         return cls.from_str(text, source=str(path))
 
-    @classmethod
+    @cached_loader(texts=("text",), ignore=("source",))
     def from_str(cls, text: str, *, source: str = "<string>") -> Tokenizer:
         """Load a huggingface ``tokenizer.json`` from its text; ``source`` names it in errors.
 
@@ -554,7 +556,7 @@ class Tokenizer:
         return self.encode_batch([text], None if pair is None else [pair], add_special_tokens=add_special_tokens,
                                  allowed_special=allowed_special, disallowed_special=disallowed_special)[0]
 
-    def __call__(self, texts: TextInput | Sequence[TextInput], text_pair: TextInput | Sequence[TextInput] | None = None, *,
+    def _encode_tensors(self, texts: TextInput | Sequence[TextInput], text_pair: TextInput | Sequence[TextInput] | None = None, *,
                  add_special_tokens: bool = True, padding: bool | str = True, truncation: bool | str = False,
                  max_length: int | None = None, stride: int = 0, pad_to_multiple_of: int | None = None,
                  padding_side: str = "right", return_offsets: bool = False,
@@ -562,21 +564,8 @@ class Tokenizer:
                  device: torch.device | str | None = None,
                  allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = ()
                  ) -> dict[str, torch.Tensor]:
-        """Encode a batch into tensors [rows, length] on ``device``.
-
-        Returns ``input_ids`` and ``attention_mask``; ``token_type_ids`` with
-        ``return_token_type_ids`` (default: :attr:`uses_token_types`, as huggingface
-        ``transformers`` returns them for BERT and not for GPT-2); ``offsets`` ([rows, length, 2]
-        character spans into each text, (0, 0) for special and pad tokens) with
-        ``return_offsets``; ``overflow_to_sample_mapping`` with ``return_overflowing_tokens``.
-        ``padding``: True/"longest" (default), "max_length", or False/"do_not_pad", which returns
-        the ragged ids flat, with ``row_offsets``.
-
-        Added tokens written in the text: ``allowed_special`` ("all", the default, as huggingface
-        does, or a set) become their ids; those in ``disallowed_special`` ("all": every added token
-        not allowed) raise ValueError; any other is plain text. tiktoken's defaults are
-        ``allowed_special=set(), disallowed_special="all"``.
-        """
+        """:meth:`__call__` (in :class:`gputok._transformers_api.TransformersAPI`, which documents
+        the options) after transformers' defaults are resolved: a dict of tensors."""
         texts = as_texts(texts)
         pairs = None if text_pair is None else as_texts(text_pair)
         if pairs is not None and len(pairs) != len(texts):
@@ -792,6 +781,8 @@ class Tokenizer:
 
     @functools.cached_property
     def _pad_id(self) -> int:
+        if self.__dict__.get("_user_special_tokens", {}).get("pad_token") is not None:  # tok.pad_token = ...
+            return self.pad_token_id
         padding = self._extra.get("padding") or {}
         if "pad_id" in padding:
             return int(padding["pad_id"])
@@ -799,8 +790,13 @@ class Tokenizer:
         return 0 if pad_id is None else pad_id
 
     # ---- decoding -----------------------------------------------------------------------
-    def decode(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = True) -> str:
-        if isinstance(ids, torch.Tensor):
+    def decode(self, ids: Sequence[int] | torch.Tensor | np.ndarray, *, skip_special_tokens: bool = True) -> str | list[str]:
+        """The text of token ids: a 1-D list, tensor or numpy array (or one id) gives a string, a
+        2-D one a list of strings (as :meth:`batch_decode`)."""
+        many = self._decode_any(ids, skip_special_tokens)
+        if many is not None:
+            return many
+        if isinstance(ids, (torch.Tensor, np.ndarray)):
             ids = ids.tolist()
         if _dispatch.on_cpu_kernels(torch.device("cpu")) and self._decode_table is not None:
             decoded = self._decode_kernel([ids], skip_special_tokens)
@@ -939,12 +935,6 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[Seque
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
     return encode
-
-
-def _unpickled(cls: type[Tokenizer], state: bytes) -> Tokenizer:
-    tokenizer = cls.__new__(cls)
-    tokenizer.__dict__.update(pickle.loads(state))
-    return tokenizer
 
 
 def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.PathLike) -> dict[str, int]:

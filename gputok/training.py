@@ -48,6 +48,7 @@ from typing import Any
 import torch
 
 from . import _dispatch, normalizers, pre_tokenizers
+from ._cpu_threads import with_gputok_threads
 from ._memory import big_blocks_unmapped_when_freed, release_free_memory
 from .ragged import Ragged
 from .tokenizer import Tokenizer
@@ -198,6 +199,7 @@ def _as_paths(source) -> list | None:
 
 
 @big_blocks_unmapped_when_freed()
+@with_gputok_threads
 def train_with_summary(files_or_iterator, *, model: str | None = None, preset: str | None = None,
                        vocab_size: int | None = None, min_frequency: int = 2, special_tokens: Sequence[str] | None = None,
                        score: str = "frequency", limit_alphabet: int | None = None,
@@ -294,6 +296,7 @@ def train(files_or_iterator, *, model: str | None = None, preset: str | None = N
 
 
 @big_blocks_unmapped_when_freed()
+@with_gputok_threads
 def train_from_counts(word_counts: Mapping[str, int] | tuple[Ragged, torch.Tensor], *, model: str | None = None,
                       preset: str | None = None, vocab_size: int = 30000, min_frequency: int = 2,
                       special_tokens: Sequence[str] | None = None, score: str = "frequency",

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import _dispatch
+from .. import _cpu_threads, _dispatch
 from .._memory import release_free_memory
 from ..dedup import gather_words, unique_words
 from ..pre_tokenizers import Words
@@ -507,7 +507,7 @@ def _map_batches(fn, items: list) -> list:
     """``[fn(item) for item in items]``; with the numba kernels (which release the GIL) on several
     torch threads, the items run on that many Python threads at once (a pool per call: nothing
     outlives it, so forked workers inherit no threads). Results keep the items' order."""
-    threads = torch.get_num_threads()
+    threads = _cpu_threads.num_threads()  # gputok's count: torch's own is 1 inside gputok's calls
     if threads < 2 or len(items) < 2 or not _dispatch.on_cpu_kernels(torch.device("cpu")):
         return [fn(item) for item in items]
     from concurrent.futures import ThreadPoolExecutor
