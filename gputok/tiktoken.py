@@ -66,18 +66,14 @@ def _known_patterns() -> dict[str, str]:
 
 
 class Encoding:
-    """tiktoken's ``Encoding`` over gputok's kernels.
+    r"""tiktoken's ``Encoding`` over gputok's kernels.
 
-    >>> from gputok import assets
-    >>> ranks = load_tiktoken_bpe(assets.fetch("cl100k-tiktoken"))
-    >>> enc = Encoding("cl100k_base", pat_str=regex_split.PATTERNS["cl100k"], mergeable_ranks=ranks,
-    ...                special_tokens={"<|endoftext|>": 100257})
-    >>> enc.encode("hello world"), enc.encode("hi <|endoftext|>", allowed_special="all")
-    ([15339, 1917], [6151, 220, 100257])
-    >>> enc.encode_ordinary_batch(["hello world", "\\ud83d\\udc4d"])
-    [[15339, 1917], [9468, 239, 235]]
-    >>> enc.decode_with_offsets([15339, 1917])
-    ('hello world', [0, 5])
+    >>> ranks = {bytes([b]): b for b in range(256)} | {b"he": 256, b"ll": 257, b"hell": 258, b"hello": 259}
+    >>> enc = Encoding("tiny", pat_str=r"\S+|\s+", mergeable_ranks=ranks, special_tokens={"<|end|>": 260})
+    >>> enc.encode("hello  hell"), enc.encode("hi<|end|>", allowed_special="all")
+    ([259, 32, 32, 258], [104, 105, 260])
+    >>> enc.decode_with_offsets([259, 32, 258])
+    ('hello hell', [0, 5, 6])
     """
 
     def __init__(self, name: str, *, pat_str: str, mergeable_ranks: dict[bytes, int], special_tokens: dict[str, int],
