@@ -354,3 +354,30 @@ def test_ingest_kernel_joins_pairs_as_utf16_does():
     texts = ["".join(rng.choice(alphabet, size=rng.integers(0, 9))) for _ in range(500)]
     got = codepoints(texts, join_surrogate_pairs=True).tolist()
     assert got == [[ord(c) for c in joined_surrogate_pairs(t)] for t in texts]
+
+
+def test_ingest_torch_path_joins_pairs(monkeypatch):
+    """The tensor-op path (GPUTOK_BACKEND=torch) reads surrogates as the kernel does."""
+    from gputok.ingest import codepoints
+
+    texts = ["\ud83d\udc4d", "\ud83d", "x\udc4d\ud83d\udc4d", ""]
+    kernel = codepoints(texts, join_surrogate_pairs=True).tolist()
+    monkeypatch.setenv("GPUTOK_BACKEND", "torch")
+    assert codepoints(texts, join_surrogate_pairs=True).tolist() == kernel == [[0x1F44D], [0xFFFD], [120, 0xFFFD, 0x1F44D], []]
+
+
+def test_tokenizer_rules(cl100k):
+    """gputok.Tokenizer itself: tiktoken's allowed/disallowed rule (a token in both sets raises),
+    decode(errors=), decode_bytes."""
+    ours, theirs = cl100k
+    tok = ours.to_tokenizer()
+    with pytest.raises(ValueError, match="disallowed"):
+        tok.encode("a<|endoftext|>", allowed_special={"<|endoftext|>"}, disallowed_special={"<|endoftext|>"})
+    assert tok.encode("a<|endoftext|>", allowed_special={"<|endoftext|>"}, disallowed_special="all") == [64, 100257]
+    ids = theirs._encode_bytes(b"ok \xe4\xb8")
+    assert tok.decode(ids, errors="ignore") == theirs.decode(ids, errors="ignore") == "ok "
+    assert tok.decode(ids) == theirs.decode(ids)
+    assert tok.decode_bytes(ids) == b"ok \xe4\xb8"
+    assert tok.decode_bytes_batch([ids, [100257]], skip_special_tokens=True) == [b"ok \xe4\xb8", b""]
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        tok.decode_bytes([10 ** 7])
