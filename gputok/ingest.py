@@ -9,6 +9,9 @@ codepoint indices into them, as in huggingface ``tokenizers``.
 
 Defined results for bad input: bytes that are not valid UTF-8 are decoded with U+FFFD replacement
 characters (the rule of the references), and lone surrogates in ``str`` input become U+FFFD.
+With ``join_surrogate_pairs`` (:mod:`gputok.tiktoken` asks for it) a surrogate pair in a ``str``
+becomes the codepoint it encodes, as tiktoken reads such a string; lone surrogates still become
+U+FFFD.
 Memory: 4 bytes per character (codepoints) or 1 per UTF-8 byte, plus 8 bytes per text.
 """
 
@@ -24,7 +27,7 @@ import torch
 
 from . import _dispatch
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
-from .kernels.ingest_numba import codepoints_numba
+from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba
 from .kernels.ingest_numba import utf8_numba
 
 TextInput = str | bytes
@@ -61,20 +64,43 @@ def without_surrogates(text: str) -> str:
     return text
 
 
+def joined_surrogate_pairs(text: str) -> str:
+    """``text`` with each surrogate pair as the codepoint it encodes and any other surrogate as
+    U+FFFD (what UTF-16 decoding with replacement makes of it: tiktoken's reading of a ``str``).
+
+    >>> high, low = chr(0xD83D), chr(0xDC4D)
+    >>> [hex(ord(c)) for c in joined_surrogate_pairs(high + low + " " + low + high)]
+    ['0x1f44d', '0x20', '0xfffd', '0xfffd']
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
 def _join(texts: Sequence[str]) -> str:
     return without_surrogates("".join(texts))
 
 
-def codepoints(texts: Sequence[str], device: torch.device | str = "cpu") -> Ragged:
-    """Ragged int32 codepoints, one row per text.
+def codepoints(texts: Sequence[str], device: torch.device | str = "cpu", *,
+               join_surrogate_pairs: bool = False) -> Ragged:
+    """Ragged int32 codepoints, one row per text; ``join_surrogate_pairs``: a surrogate pair is
+    its codepoint (:func:`joined_surrogate_pairs`), else each surrogate is U+FFFD.
 
     >>> codepoints(["hé", "", "€", chr(0xD800)]).tolist()
     [[104, 233], [], [8364], [65533]]
+    >>> pair = chr(0xD83D) + chr(0xDC4D)  # U+1F44D in UTF-16
+    >>> codepoints([pair, pair[0], pair[1] + "x"], join_surrogate_pairs=True).tolist()
+    [[128077], [65533], [65533, 120]]
     """
     if _dispatch.on_cpu_kernels(device):  # the codec's code units; surrogates replaced in the kernel
         units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-        values, offsets = codepoints_numba(units, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        kernel = codepoints_pairs_numba if join_surrogate_pairs else codepoints_numba
+        values, offsets = kernel(units, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
         return Ragged(torch.from_numpy(values), torch.from_numpy(offsets))
+    if join_surrogate_pairs:
+        texts = [joined_surrogate_pairs(t) for t in texts]
     encoded = _join(texts).encode("utf-32-le")
     values = torch.from_numpy(np.frombuffer(encoded, dtype=np.int32).copy())
     lengths = torch.from_numpy(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))

@@ -103,6 +103,9 @@ class Tokenizer(TransformersAPI):
     model_max_length: int | None = None
     #: A model folder's chat template (Jinja text), kept for the caller; gputok does not render it.
     chat_template: str | None = None
+    # A surrogate pair in a str input is the codepoint it encodes (tiktoken's reading; gputok.tiktoken
+    # sets it); False: every surrogate is U+FFFD. Character offsets then count the pair as one.
+    join_surrogate_pairs: bool = False
 
     def __init__(self, model: WordPiece, *, normalizer: normalizers.Normalizer | None = None,
                  pre_tokenizer: pre_tokenizers.BertPreTokenizer | None = None,
@@ -366,9 +369,9 @@ class Tokenizer(TransformersAPI):
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
         """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
         whole = self._whole_pipeline_kernel
-        if whole is not None and _dispatch.on_cpu_kernels(device):
+        if whole is not None and not self.join_surrogate_pairs and _dispatch.on_cpu_kernels(device):
             return whole(texts, with_spans)
-        text = codepoints(texts, device)
+        text = codepoints(texts, device, join_surrogate_pairs=self.join_surrogate_pairs)
         if self.normalizer is not None:
             norm, source = self.normalizer(text)
         else:
@@ -746,7 +749,10 @@ class Tokenizer(TransformersAPI):
                 if sets[name] - known:
                     raise ValueError(f"{name} names {sorted(sets[name] - known)}, which are not added tokens "
                                      f"of this tokenizer; known: {sorted(known)}")
-        disallowed = frozenset(sets["disallowed_special"] - sets["allowed_special"])
+        # tiktoken's rule: "all" disallows every token not allowed; a token named in both sets is
+        # disallowed (a text holding it raises).
+        disallowed = frozenset(sets["disallowed_special"] - sets["allowed_special"] if disallowed_special == "all"
+                               else sets["disallowed_special"])
         pattern = self._pattern(disallowed) if disallowed else None
         found = None
         if pattern is not None and pattern.search("".join(texts)):
@@ -790,19 +796,42 @@ class Tokenizer(TransformersAPI):
         return 0 if pad_id is None else pad_id
 
     # ---- decoding -----------------------------------------------------------------------
-    def decode(self, ids: Sequence[int] | torch.Tensor | np.ndarray, *, skip_special_tokens: bool = True) -> str | list[str]:
+    def decode(self, ids: Sequence[int] | torch.Tensor | np.ndarray, *, skip_special_tokens: bool = True,
+               errors: str | None = None) -> str | list[str]:
         """The text of token ids: a 1-D list, tensor or numpy array (or one id) gives a string, a
-        2-D one a list of strings (as :meth:`batch_decode`)."""
-        many = self._decode_any(ids, skip_special_tokens)
+        2-D one a list of strings (as :meth:`batch_decode`). ``errors``: how bytes that are not
+        UTF-8 decode (byte-level BPE: "replace" by default, as tiktoken; "strict", "ignore", ... as
+        ``bytes.decode``)."""
+        many = self._decode_any(ids, skip_special_tokens) if errors is None else None
         if many is not None:
             return many
         if isinstance(ids, (torch.Tensor, np.ndarray)):
             ids = ids.tolist()
         if _dispatch.on_cpu_kernels(torch.device("cpu")) and self._decode_table is not None:
-            decoded = self._decode_kernel([ids], skip_special_tokens)
+            decoded = self._decode_kernel([ids], skip_special_tokens, errors)
             if decoded is not None:
                 return decoded[0]
+        if errors is not None:
+            return self.decode_bytes(ids, skip_special_tokens=skip_special_tokens).decode("utf-8", errors=errors)
         return self._decode_python(ids, skip_special_tokens)
+
+    def decode_bytes(self, ids: Sequence[int] | torch.Tensor, *, skip_special_tokens: bool = False) -> bytes:
+        """The bytes of ``ids`` before any UTF-8 decoding (byte-level BPE: each token's bytes, an
+        added token's UTF-8, as tiktoken's ``decode_bytes``). An id that is no token: ValueError."""
+        return self.decode_bytes_batch([ids.tolist() if isinstance(ids, torch.Tensor) else ids],
+                                       skip_special_tokens=skip_special_tokens)[0]
+
+    def decode_bytes_batch(self, batch: Sequence[Sequence[int]] | torch.Tensor, *,
+                           skip_special_tokens: bool = False) -> list[bytes]:
+        """:meth:`decode_bytes` of each row, all rows in one kernel call."""
+        if self._decode_table is None:  # a decoder the kernel does not cover: its text, as UTF-8
+            return [self._decode_python(row.tolist() if isinstance(row, torch.Tensor) else row,
+                                        skip_special_tokens).encode("utf-8", "surrogatepass") for row in batch]
+        got = self._decode_rows(batch, skip_special_tokens)
+        if isinstance(got, int):
+            raise ValueError(f"token id {got} is outside the vocabulary (size {self.vocab_size})")
+        data, bounds = got
+        return [data[a:b] for a, b in zip(bounds, bounds[1:])]
 
     def _decode_python(self, ids: Sequence[int], skip_special_tokens: bool) -> str:
         """:meth:`decode` token by token: the reference of the decode kernel, and the path of
@@ -822,16 +851,29 @@ class Tokenizer(TransformersAPI):
             tokens.append(token)
         return self.decoder(tokens) if self.decoder is not None else " ".join(tokens)
 
-    def decode_batch(self, batch: Sequence[Sequence[int]] | torch.Tensor, *, skip_special_tokens: bool = True) -> list[str]:
+    def decode_batch(self, batch: Sequence[Sequence[int]] | torch.Tensor, *, skip_special_tokens: bool = True,
+                     errors: str | None = None) -> list[str]:
         if _dispatch.on_cpu_kernels(torch.device("cpu")) and self._decode_table is not None:
-            decoded = self._decode_kernel(batch, skip_special_tokens)
+            decoded = self._decode_kernel(batch, skip_special_tokens, errors)
             if decoded is not None:
                 return decoded
-        return [self.decode(ids, skip_special_tokens=skip_special_tokens) for ids in batch]
+        return [self.decode(ids, skip_special_tokens=skip_special_tokens, errors=errors) for ids in batch]
 
-    def _decode_kernel(self, batch: Sequence[Sequence[int]] | torch.Tensor, skip_special_tokens: bool) -> list[str] | None:
+    def _decode_kernel(self, batch: Sequence[Sequence[int]] | torch.Tensor, skip_special_tokens: bool,
+                       errors: str | None = None) -> list[str] | None:
         """:meth:`decode_batch` by ``gputok.kernels.decode_numba`` (one call for all rows); None
         when an id is not a token (the Python path then raises its error)."""
+        got = self._decode_rows(batch, skip_special_tokens)
+        if isinstance(got, int):
+            return None
+        data, bounds = got
+        errors = errors or self._decode_table[-1]
+        return [data[a:b].decode("utf-8", errors=errors) for a, b in zip(bounds, bounds[1:])]
+
+    def _decode_rows(self, batch: Sequence[Sequence[int]] | torch.Tensor,
+                     skip_special_tokens: bool) -> tuple[bytes, list[int]] | int:
+        """The decoded bytes of all rows and each row's bounds in them (``decode_rows``), or the
+        first id that is not a token (or not an integer: -1)."""
         if isinstance(batch, torch.Tensor):
             rows = batch.reshape(-1, batch.shape[-1]) if batch.dim() else batch.reshape(1, 1)
             flat = rows.to("cpu", torch.int64).contiguous().numpy().reshape(-1)
@@ -842,16 +884,15 @@ class Tokenizer(TransformersAPI):
             try:
                 flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
             except (OverflowError, TypeError, ValueError):
-                return None
+                return -1
             offsets = np.zeros(len(rows) + 1, dtype=np.int64)
             np.cumsum(lengths, out=offsets[1:])
-        first, first_offsets, later, later_offsets, skip, missing, errors = self._decode_table
+        first, first_offsets, later, later_offsets, skip, missing, _ = self._decode_table
         out, out_offsets, bad = decode_rows(flat, offsets, first, first_offsets, later, later_offsets, skip, missing,
                                             skip_special_tokens)
         if bad >= 0:
-            return None
-        data, bounds = out.tobytes(), out_offsets.tolist()
-        return [data[a:b].decode("utf-8", errors=errors) for a, b in zip(bounds, bounds[1:])]
+            return int(flat[bad])
+        return out.tobytes(), out_offsets.tolist()
 
     @property
     def _decodes_bytes(self) -> bool:

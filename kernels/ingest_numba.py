@@ -6,6 +6,12 @@ Returns the int32 codepoints (a writable copy, lone surrogates as U+FFFD) and th
 offsets. Reference: ``gputok.ingest.codepoints`` under the torch backend (``_join`` replaces the
 surrogates with a regex, then the codec's output is copied).
 
+``codepoints_pairs_numba(units, lengths)``: the same, but a high surrogate followed by a low one
+in the same text becomes the one codepoint the pair stands for (and the text a character shorter),
+as tiktoken treats a Python str that holds surrogate pairs; any other surrogate becomes U+FFFD.
+Reference: ``text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")`` per text
+(``gputok.ingest.joined_surrogate_pairs``).
+
 ``utf8_numba(values, offsets)``: the UTF-8 bytes of ragged codepoints (uint8), their int64 row
 offsets and for every byte the int64 index of its codepoint. Reference: the tensor-op path of
 ``gputok.ingest.utf8_bytes``. Two passes: byte counts per row, then the bytes.
@@ -29,6 +35,29 @@ def codepoints_numba(units, lengths):
     for t in range(lengths.size):
         offsets[t + 1] = offsets[t] + lengths[t]
     return values, offsets
+
+
+@kernel
+def codepoints_pairs_numba(units, lengths):
+    values = np.empty(units.size, np.int32)
+    offsets = np.empty(lengths.size + 1, np.int64)
+    offsets[0] = 0
+    at = 0
+    i = 0
+    for t in range(lengths.size):
+        end = i + lengths[t]
+        while i < end:
+            c = units[i]
+            if 0xD800 <= c < 0xDC00 and i + 1 < end and 0xDC00 <= units[i + 1] < 0xE000:
+                c = 0x10000 + ((c - 0xD800) << 10) + (units[i + 1] - 0xDC00)
+                i += 1
+            elif 0xD800 <= c < 0xE000:
+                c = 0xFFFD
+            values[at] = c
+            at += 1
+            i += 1
+        offsets[t + 1] = at
+    return values[:at], offsets
 
 
 @kernel

@@ -323,7 +323,12 @@ class BPE:
         (checked as tiktoken checks them: :func:`gputok.formats.read_tiktoken`)."""
         from ..formats import read_tiktoken
 
-        ranks = read_tiktoken(path)
+        return cls.from_ranks(read_tiktoken(path), source=str(path))
+
+    @classmethod
+    def from_ranks(cls, ranks: dict[bytes, int], *, source: str = "ranks") -> BPE:
+        """tiktoken's ``mergeable_ranks`` (``{token bytes: rank}``, checked by the caller); the ids
+        are the ranks. ``source`` names the ranks in errors."""
         token_bytes: list[bytes | None] = [None] * (max(ranks.values()) + 1)
         for token, rank in ranks.items():
             token_bytes[rank] = token
@@ -336,7 +341,7 @@ class BPE:
         try:
             model = cls(token_bytes, merges, ignore_merges=True)
         except ValueError as e:  # the model's own checks (all 256 single bytes): name the file
-            raise FileFormatError(f"{path}: {e}") from e
+            raise FileFormatError(f"{source}: {e}") from e
         model._merges_to_save = _tiktoken_merges
         return model
 
