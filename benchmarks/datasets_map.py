@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Dataset.map(batched=True), {len(lines):,} lines, {megabytes:.1f} MB, cl100k tokenizer.json "
           f"({path.stat().st_size / 1e6:.1f} MB), best of {args.passes} passes, torch threads "
           f"{__import__('torch').get_num_threads()}, {os.cpu_count()} CPUs (shared machine)")
-    print(f"| engine | load s | map s (incl. fingerprint) | total s |\n|---|---:|---:|---:|")
+    print("| engine | load s | map s (incl. fingerprint) | total s |\n|---|---:|---:|---:|")
     for name, (load, mapped) in best.items():
         print(f"| {name} | {load:.2f} | {mapped:.2f} | {load + mapped:.2f} |")
     print(f"gputok / huggingface time: {ratio:.2f}x; same input_ids: {same}")

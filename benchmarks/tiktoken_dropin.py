@@ -89,7 +89,7 @@ def main() -> None:
     one_string = results["tiktoken encode_ordinary(one string per batch)"]
     print(f"{args.encoding}, {size / 1e6:.1f} MB in {len(lines):,} lines, batch {args.batch:,}, "
           f"{reference:,} tokens, torch threads {torch.get_num_threads()}, {os.cpu_count()} CPUs (best of {args.repeats})")
-    print(f"| call | gputok MB/s | tiktoken best MB/s | tiktoken's best call | ratio |")
+    print("| call | gputok MB/s | tiktoken best MB/s | tiktoken's best call | ratio |")
     print("|---|---:|---:|---|---:|")
     for r in rows:
         print(f"| {r['call']} | {r['gputok_mb_s']:.2f} | {r['tiktoken_mb_s']:.2f} | {r['tiktoken_best']} | "

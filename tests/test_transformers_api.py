@@ -3,7 +3,6 @@ from the same tokenizer.json, on real lines, for every call the README maps."""
 
 import warnings
 
-import numpy as np
 import pytest
 import torch
 
