@@ -327,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
 
     cli_domain.add_parsers(sub)  # extend, fertility
     _encode_corpus_parser(sub)
+    for name in ("extend", "fertility", "encode-corpus"):
+        _add_threads(sub.choices[name])
     sub.add_parser("bench", help="encoding speed against huggingface, tiktoken and sentencepiece, with a figure "
                         "(or: --count-launches, the CUDA path's launches per call; --train, training speed)",
                    add_help=False)

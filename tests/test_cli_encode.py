@@ -101,3 +101,11 @@ def test_threads_option_on_every_command(corpus, tmp_path):
     finally:
         gputok.set_num_threads(None)
     assert _cpu_threads.num_threads() >= 1
+
+
+def test_every_subcommand_takes_threads(capsys):
+    """``--threads`` on every command (bench has its own)."""
+    for command in ("encode", "train", "encode-corpus", "extend", "fertility"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "--threads" in capsys.readouterr().out, command
