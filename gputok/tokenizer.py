@@ -99,8 +99,6 @@ class Tokenizer(TransformersAPI):
     'hello, unaffable world!'
     """
 
-    #: The default ``max_length`` of ``tok(...)`` (a model folder's ``model_max_length``; None: none).
-    model_max_length: int | None = None
     #: A model folder's chat template (Jinja text), kept for the caller; gputok does not render it.
     chat_template: str | None = None
     # A surrogate pair in a str input is the codepoint it encodes (tiktoken's reading; gputok.tiktoken
@@ -579,8 +577,6 @@ class Tokenizer(TransformersAPI):
         truncation = {True: "longest_first", False: None}.get(truncation, truncation)
         if truncation is not None and truncation not in TRUNCATION_STRATEGIES:
             raise ValueError(f"truncation={truncation!r}; choose True, False or one of {TRUNCATION_STRATEGIES}")
-        if (truncation or padding == "max_length") and max_length is None:
-            max_length = self.model_max_length
         if (truncation or padding == "max_length") and max_length is None:
             raise ValueError(f"truncation={truncation!r} / padding={padding!r} need max_length=")
         if padding_side not in ("left", "right"):

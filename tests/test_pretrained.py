@@ -15,8 +15,10 @@ import socket
 import pytest
 
 from gputok import Tokenizer, assets
+from gputok._transformers_api import VERY_LARGE_INTEGER
 
 transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
 
 TEXTS = ["Hello, world!", "Tokenizers on tensors: 12345 naïve café.", "  spaces  and\ttabs\n", "中文 and 😀",
          "I'm here <extra_1> and [NEW]"]
@@ -50,7 +52,8 @@ def lines(parity_lines):
 def bert_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bert")
     hf = transformers.BertTokenizerFast(vocab_file=str(assets.fetch("bert-vocab")), model_max_length=16)
-    hf.add_tokens(["[NEW]"])
+    # normalized=False: gputok refuses added tokens matched in the normalized text (transformers' default)
+    hf.add_tokens([tokenizers.AddedToken("[NEW]", normalized=False)])
     hf.add_special_tokens({"additional_special_tokens": ["<extra_1>"]})
     hf.save_pretrained(str(folder))
     return folder
@@ -65,6 +68,14 @@ def test_bert_folder(bert_folder, lines):
     assert ids_of(ours, lines, truncation=True) == theirs(lines, truncation=True)["input_ids"]
     for token in ("[NEW]", "<extra_1>", "[CLS]"):
         assert ours.token_to_id(token) == theirs.convert_tokens_to_ids(token)
+
+
+def test_normalized_added_token_is_a_clear_error(tmp_path):
+    hf = transformers.BertTokenizerFast(vocab_file=str(assets.fetch("bert-vocab")))
+    hf.add_tokens(["[NEW]"])  # normalized: true, as transformers adds a token by default
+    hf.save_pretrained(str(tmp_path))
+    with pytest.raises(ValueError, match=r"\[NEW\].*normalized = true"):
+        Tokenizer.from_pretrained(tmp_path)
 
 
 def test_bert_folder_without_tokenizer_json(bert_folder, lines, tmp_path):
@@ -123,7 +134,7 @@ def test_config_added_tokens_and_specials_by_hand(tmp_path):
                                            "single_word": False, "special": True}}}))
     (tmp_path / "special_tokens_map.json").write_text(json.dumps({"additional_special_tokens": ["<tool>", "<img>"]}))
     tok = Tokenizer.from_pretrained(tmp_path)
-    assert tok.model_max_length is None  # transformers' "no limit" placeholder
+    assert tok.model_max_length == VERY_LARGE_INTEGER  # transformers' "no limit" placeholder, as transformers
     assert tok.token_to_id("<tool>") == 30522 and tok.token_to_id("<img>") == 30523
     assert tok.encode("a <tool> b <img>") == [101, 1037, 30522, 1038, 30523, 102]
 
