@@ -216,15 +216,23 @@ def _lengths(offsets):
 
 
 @kernel
-def padded_rows(a_offsets, b_offsets, max_length, strategy, stride, overflow, item_seq, item_id, item_type, a_ids,
-                b_ids, a_spans, b_spans, min_width, multiple, left, pad_id, with_types, with_offsets):
-    """``truncate_rows`` then ``padded`` in one call (``b_offsets`` empty: single sequences, B is A):
-    (ids, mask, types, offsets, sample, error); error as ``truncate_rows``'s, the arrays then empty."""
+def _rows_of(a_offsets, b_offsets, max_length, strategy, stride, overflow):
+    """``truncate_rows`` of the sequences' offsets (``b_offsets`` empty: single sequences)."""
     b_lengths = _lengths(b_offsets) if b_offsets.size else np.zeros(0, np.int64)
     sample, a_start, a_len, b_start, b_len, error = truncate_rows(_lengths(a_offsets), b_lengths, max_length,
                                                                   strategy, stride, overflow)
     if error:
         sample = np.zeros(0, np.int64)
+    return sample, a_start, a_len, b_start, b_len, error
+
+
+@kernel
+def padded_rows(a_offsets, b_offsets, max_length, strategy, stride, overflow, item_seq, item_id, item_type, a_ids,
+                b_ids, a_spans, b_spans, min_width, multiple, left, pad_id, with_types, with_offsets):
+    """``truncate_rows`` then ``padded`` in one call (``b_offsets`` empty: single sequences, B is A):
+    (ids, mask, types, offsets, sample, error); error as ``truncate_rows``'s, the arrays then empty."""
+    sample, a_start, a_len, b_start, b_len, error = _rows_of(a_offsets, b_offsets, max_length, strategy, stride,
+                                                             overflow)
     b_ids, b_offsets, b_spans = (b_ids, b_offsets, b_spans) if b_offsets.size else (a_ids, a_offsets, a_spans)
     ids, mask, types, offsets = padded(item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, a_ids,
                                        a_offsets, b_ids, b_offsets, a_spans, b_spans, min_width, multiple, left,
@@ -236,11 +244,8 @@ def padded_rows(a_offsets, b_offsets, max_length, strategy, stride, overflow, it
 def ragged_rows(a_offsets, b_offsets, max_length, strategy, stride, overflow, item_seq, item_id, item_type, a_ids,
                 b_ids, a_spans, b_spans, with_types, with_offsets):
     """``truncate_rows`` then ``ragged`` in one call: (ids, row_offsets, types, offsets, sample, error)."""
-    b_lengths = _lengths(b_offsets) if b_offsets.size else np.zeros(0, np.int64)
-    sample, a_start, a_len, b_start, b_len, error = truncate_rows(_lengths(a_offsets), b_lengths, max_length,
-                                                                  strategy, stride, overflow)
-    if error:
-        sample = np.zeros(0, np.int64)
+    sample, a_start, a_len, b_start, b_len, error = _rows_of(a_offsets, b_offsets, max_length, strategy, stride,
+                                                             overflow)
     b_ids, b_offsets, b_spans = (b_ids, b_offsets, b_spans) if b_offsets.size else (a_ids, a_offsets, a_spans)
     ids, row_offsets, types, offsets = ragged(item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                                               a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, with_types,

@@ -77,7 +77,9 @@ def split_by_class(values, offsets, classes):
 
 
 @kernel
-def split_at_marks(values, offsets, mark, split):
+def _split_at(values, offsets, mark, split, runs):
+    """A word starts at each text's first character and, with ``split``, at each ``mark`` (with
+    ``runs``: at the first ``mark`` of each run of them)."""
     n = values.size
     texts = offsets.size - 1
     starts, ends, text_offsets = _word_buffers(n, texts)
@@ -89,7 +91,7 @@ def split_at_marks(values, offsets, mark, split):
             starts[w] = a
             if split:
                 for p in range(a + 1, b):
-                    if values[p] == mark:
+                    if values[p] == mark and not (runs and values[p - 1] == mark):
                         ends[w] = p
                         w += 1
                         starts[w] = p
@@ -100,25 +102,13 @@ def split_at_marks(values, offsets, mark, split):
 
 
 @kernel
+def split_at_marks(values, offsets, mark, split):
+    return _split_at(values, offsets, mark, split, False)
+
+
+@kernel
 def split_before_runs(values, offsets, mark):
-    n = values.size
-    texts = offsets.size - 1
-    starts, ends, text_offsets = _word_buffers(n, texts)
-    w = 0
-    for t in range(texts):
-        a = offsets[t]
-        b = offsets[t + 1]
-        if b > a:
-            starts[w] = a
-            for p in range(a + 1, b):
-                if values[p] == mark and values[p - 1] != mark:
-                    ends[w] = p
-                    w += 1
-                    starts[w] = p
-            ends[w] = b
-            w += 1
-        text_offsets[t + 1] = w
-    return starts[:w].copy(), ends[:w].copy(), text_offsets
+    return _split_at(values, offsets, mark, True, True)
 
 
 @kernel

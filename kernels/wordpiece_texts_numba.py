@@ -9,7 +9,7 @@ BertPreTokenizer split; WordPiece): int64 token ids, their int64 offsets per tex
 How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
 call instead of a call and its Python glue per stage (at batch 1 the glue was most of the time):
 ``ingest_numba.codepoints_numba`` -> ``normalize_numba.rewrite_table_numba`` ->
-``word_split_numba.split_by_class`` -> the words gathered back to back ->
+``word_split_numba.split_by_class`` -> ``word_split_numba.gather_words`` ->
 ``wordpiece_match_numba._encode`` -> ``scatter_numba.scatter_tokens``. There is no word cache:
 a WordPiece longest match walks each word's characters once through the trie's dense ASCII table,
 about what a cache probe costs (hash, compare, copy). Re-entrant; the caller runs chunks of a large
@@ -22,7 +22,7 @@ from ._numba import kernel
 from .ingest_numba import codepoints_numba
 from .normalize_numba import rewrite_table_numba
 from .scatter_numba import scatter_tokens
-from .word_split_numba import split_by_class
+from .word_split_numba import gather_words, split_by_class
 from .wordpiece_match_numba import _encode
 
 _NO_INDEX = np.zeros(0, np.int64)
@@ -41,16 +41,7 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys
         text, text_offsets, source = values, offsets, np.zeros(0, np.int64)
     starts, ends, word_offsets = split_by_class(text, text_offsets, classes)
     words = starts.size
-    char_offsets = np.empty(words + 1, np.int64)
-    char_offsets[0] = 0
-    for w in range(words):
-        char_offsets[w + 1] = char_offsets[w] + ends[w] - starts[w]
-    chars = np.empty(char_offsets[words], np.int32)
-    for w in range(words):
-        at = char_offsets[w]
-        for p in range(starts[w], ends[w]):
-            chars[at] = text[p]
-            at += 1
+    chars, char_offsets = gather_words(text, starts, ends)
     bound = chars.size + words  # a piece per character, or one unk per word
     piece_ids = np.empty(bound, np.int32)
     piece_ends = np.empty(bound, np.int32)
