@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from . import _cpu_threads
+from .ragged import rows_as_lists
 from .ingest import TextInput
 
 #: transformers' ``model_max_length`` of a tokenizer that does not know its model's limit.
@@ -329,8 +330,7 @@ def _as_lists(value: torch.Tensor, row_offsets: torch.Tensor | None, one_text: b
     if row_offsets is None:
         rows = value.tolist()
     else:
-        flat, bounds = value.tolist(), row_offsets.tolist()
-        rows = [flat[a:b] for a, b in zip(bounds, bounds[1:])]
+        rows = rows_as_lists(value, row_offsets)
     if value.dim() == 3 or (row_offsets is not None and value.dim() == 2):  # offsets: (start, end) tuples
         rows = [[tuple(pair) for pair in row] for row in rows]
     return rows[0] if one_text and len(rows) == 1 else rows

@@ -13,6 +13,7 @@ and the segment helpers below replace per-row Python loops.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,25 @@ class Ragged:
 
     def to(self, device: torch.device | str) -> Ragged:
         return Ragged(self.values.to(device), self.offsets.to(device))
+
+
+def rows_as_lists(values: torch.Tensor | np.ndarray, offsets: torch.Tensor | np.ndarray) -> list[list]:
+    """The rows of flat ``values`` cut at ``offsets`` as Python lists: one conversion of all
+    values, then a slice per row, with the cyclic garbage collector paused: every new list counts
+    towards a collection, and with torch imported a full one walks ~250k objects (65,536 lines of
+    English, 643k tokens: 0.57-0.70 s of slicing with it, 0.03-0.06 s without).
+
+    >>> rows_as_lists(torch.tensor([5, 6, 7]), torch.tensor([0, 2, 2, 3]))
+    [[5, 6], [], [7]]
+    """
+    flat, bounds = values.tolist(), offsets.tolist()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return [flat[a:b] for a, b in zip(bounds, bounds[1:])]
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def nonzero(mask: torch.Tensor) -> torch.Tensor:

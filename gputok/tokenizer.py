@@ -45,7 +45,7 @@ from .models.wordlevel import WordLevel
 from .models.wordpiece import WordPiece, piece_starts
 from .processors import (TRUNCATION_STRATEGIES, TemplateItem, TemplateProcessing, assemble, check_truncation, filled_cells,
                          pad, raise_truncation_error, truncate)
-from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids
+from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, rows_as_lists
 from .word_cache import WordCache
 from .kernels import postprocess_numba
 from .kernels.decode_numba import decode_rows
@@ -549,8 +549,7 @@ class Tokenizer(TransformersAPI):
         """
         out = self(texts, pair_texts, add_special_tokens=add_special_tokens, padding=False,
                    allowed_special=allowed_special, disallowed_special=disallowed_special)
-        flat, bounds = out["input_ids"].tolist(), out["row_offsets"].tolist()
-        return [flat[bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)]
+        return rows_as_lists(out["input_ids"], out["row_offsets"])
 
     def encode(self, text: TextInput, pair: TextInput | None = None, *, add_special_tokens: bool = True,
                allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = ()) -> list[int]:
