@@ -83,6 +83,13 @@ def _join(texts: Sequence[str]) -> str:
     return without_surrogates("".join(texts))
 
 
+def utf32_units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' UTF-32 code units back to back (int32; surrogates kept for the kernels to
+    replace or join) and each text's length (int64): what the CPU ingest kernels read."""
+    units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+    return units, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+
+
 def codepoints(texts: Sequence[str], device: torch.device | str = "cpu", *,
                join_surrogate_pairs: bool = False) -> Ragged:
     """Ragged int32 codepoints, one row per text; ``join_surrogate_pairs``: a surrogate pair is
@@ -95,9 +102,8 @@ def codepoints(texts: Sequence[str], device: torch.device | str = "cpu", *,
     [[128077], [65533], [65533, 120]]
     """
     if _dispatch.on_cpu_kernels(device):  # the codec's code units; surrogates replaced in the kernel
-        units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
         kernel = codepoints_pairs_numba if join_surrogate_pairs else codepoints_numba
-        values, offsets = kernel(units, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        values, offsets = kernel(*utf32_units(texts))
         return Ragged(torch.from_numpy(values), torch.from_numpy(offsets))
     if join_surrogate_pairs:
         texts = [joined_surrogate_pairs(t) for t in texts]

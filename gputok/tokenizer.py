@@ -38,7 +38,7 @@ from ._loading import cached_loader
 from ._transformers_api import TransformersAPI
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
-from .ingest import TextInput, as_texts, codepoints
+from .ingest import TextInput, as_texts, codepoints, utf32_units
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordlevel import WordLevel
@@ -965,9 +965,7 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[Seque
               trie["ascii_children"], model.max_input_chars_per_word, model.unk_id, model.partial_unk)
 
     def encode(texts: Sequence[str], with_spans: bool) -> Encoded:
-        units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-        ids, offsets, spans = wordpiece_texts_numba.encode_texts(units, lengths, *tables, with_spans)
+        ids, offsets, spans = wordpiece_texts_numba.encode_texts(*utf32_units(texts), *tables, with_spans)
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
     return encode
