@@ -49,6 +49,7 @@ from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, ro
 from .word_cache import WordCache
 from .kernels import postprocess_numba
 from .kernels.decode_numba import decode_rows
+from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba
 from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
 from .kernels import wordpiece_texts_numba
 
@@ -366,10 +367,23 @@ class Tokenizer(TransformersAPI):
 
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
         """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
+        if _dispatch.on_cpu_kernels(device):
+            return self._encode_units(*utf32_units(texts), with_spans)
+        return self._encode_codepoints(codepoints(texts, device, join_surrogate_pairs=self.join_surrogate_pairs),
+                                       with_spans)
+
+    def _encode_units(self, units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
+        """The CPU kernels' encode of texts given as UTF-32 code units back to back and each text's
+        length in units (what :func:`gputok.ingest.utf32_units` makes): one call of the whole
+        pipeline's kernel where this pipeline has one, else the stages one kernel each."""
         whole = self._whole_pipeline_kernel
-        if whole is not None and not self.join_surrogate_pairs and _dispatch.on_cpu_kernels(device):
-            return whole(texts, with_spans)
-        text = codepoints(texts, device, join_surrogate_pairs=self.join_surrogate_pairs)
+        if whole is not None and not self.join_surrogate_pairs:
+            return whole(units, lengths, with_spans)
+        values, offsets = (codepoints_pairs_numba if self.join_surrogate_pairs else codepoints_numba)(units, lengths)
+        return self._encode_codepoints(Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), with_spans)
+
+    def _encode_codepoints(self, text: Ragged, with_spans: bool) -> Encoded:
+        """The stages after ingest, one kernel (CPU) or a few tensor ops (other devices) each."""
         if self.normalizer is not None:
             norm, source = self.normalizer(text)
         else:
@@ -439,8 +453,8 @@ class Tokenizer(TransformersAPI):
         return Encoded(Ragged(ids, token_offsets), spans)
 
     @property
-    def _whole_pipeline_kernel(self) -> Callable[[Sequence[str], bool], Encoded] | None:
-        """The stages of :meth:`_encode_plain` as one CPU kernel call, where one exists for this
+    def _whole_pipeline_kernel(self) -> Callable[[np.ndarray, np.ndarray, bool], Encoded] | None:
+        """The stages of :meth:`_encode_units` as one CPU kernel call, where one exists for this
         pipeline (a table normalizer or none, BertPreTokenizer, WordPiece:
         ``gputok.kernels.wordpiece_texts_numba``); None otherwise. Made on first use and dropped
         when a stage is replaced."""
@@ -949,7 +963,7 @@ class Tokenizer(TransformersAPI):
         return first_values, first_offsets, later_values, later_offsets, skip, missing, errors
 
 
-def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[Sequence[str], bool], Encoded] | None:
+def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[np.ndarray, np.ndarray, bool], Encoded] | None:
     """``Tokenizer._whole_pipeline_kernel`` for these stages, or None."""
     table_normalizer = normalizer is None or type(normalizer).__call__ is normalizers.Normalizer.__call__
     if not (table_normalizer and type(pre_tokenizer) is pre_tokenizers.BertPreTokenizer and type(model) is WordPiece):
@@ -964,8 +978,8 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[Seque
               64 - trie["hash_mask"].bit_length(), trie["max_probes"], trie["token_of_node"], trie["ascii_row"],
               trie["ascii_children"], model.max_input_chars_per_word, model.unk_id, model.partial_unk)
 
-    def encode(texts: Sequence[str], with_spans: bool) -> Encoded:
-        ids, offsets, spans = wordpiece_texts_numba.encode_texts(*utf32_units(texts), *tables, with_spans)
+    def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
+        ids, offsets, spans = wordpiece_texts_numba.encode_texts(units, lengths, *tables, with_spans)
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
     return encode
