@@ -474,12 +474,14 @@ def _wrap(result) -> tuple[Ragged, torch.Tensor]:
 
 
 class UnicodeForm(Normalizer):
-    """huggingface's NFC, NFD, NFKC, NFKD: ``unicodedata.normalize`` per text, on the CPU (slower: Python per text).
+    """huggingface's NFC, NFD, NFKC, NFKD, as ``unicodedata.normalize`` gives them.
 
-    Composition depends on the neighbours, so this is no per-codepoint map: texts already in the
-    form (checked by ``unicodedata.is_normalized``, C speed) pass through; each other text is
-    normalized by Python, and its characters' source indices are spread evenly over the
-    original's (character offsets inside such a text are approximate; ids are exact).
+    Composition depends on the neighbours, so this is no per-codepoint map. On the CPU one numba
+    kernel normalizes the batch (``gputok.kernels.nf_forms_numba``, tables from ``unicodedata``
+    in ``gputok.unicode_forms``); elsewhere texts already in the form (checked by
+    ``unicodedata.is_normalized``, C speed) pass through and each other text is normalized by
+    Python. Either way a text's characters' source indices are spread evenly over the original's
+    (character offsets inside a changed text are approximate; ids are exact).
     """
 
     def __init__(self, form: str) -> None:
@@ -489,6 +491,12 @@ class UnicodeForm(Normalizer):
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         import unicodedata
 
+        if _dispatch.on_cpu_kernels(text.device):
+            from . import unicode_forms
+            from .kernels.nf_forms_numba import normalize_form_numba
+
+            return _wrap(normalize_form_numba(text.values.numpy(), text.offsets.numpy(),
+                                              *unicode_forms.kernel_tables(self.form)))
         return _rewrite_per_text(text, lambda s: unicodedata.normalize(self.form, s),
                                  skip=lambda s: unicodedata.is_normalized(self.form, s))
 

@@ -1,0 +1,81 @@
+"""The tables of the Unicode normalization forms (NFC, NFD, NFKC, NFKD), built from ``unicodedata``.
+
+``gputok.kernels.nf_forms_numba`` normalizes a batch from these flat arrays, so its results are
+those of ``unicodedata.normalize`` of this Python (Unicode ``unicodedata.unidata_version``; the
+disk cache is keyed by it, see :func:`gputok.unicode.disk_cached`):
+
+- ``ccc``: the canonical combining class of every codepoint (uint8, 0x110000 entries);
+- ``nfd_*`` / ``nfkd_*``: each codepoint's full decomposition as CSR rows over all codepoints
+  (``offsets`` int32, 0x110001 entries; an empty row: the codepoint is its own decomposition);
+  taken from ``unicodedata.normalize`` of the single character, Hangul syllables included;
+- the primary composites as a dense table over the characters that occur first / second in one
+  (``first_index``, ``second_index``: int16 over all codepoints, -1 elsewhere; ``pair_table``:
+  int32 composite or -1): a character ``c`` with a two-character canonical decomposition ``a b``
+  whose NFC is ``c`` itself (this leaves out the composition exclusions, singletons and
+  non-starter decompositions), and the Hangul LV and LVT syllables.
+
+Building takes ~2 s (a ``unicodedata`` call per codepoint and form); it happens once per
+machine. Memory once loaded: ~14 MB (the two offset arrays and the two index arrays).
+"""
+
+from __future__ import annotations
+
+import functools
+import unicodedata
+
+import numpy as np
+
+from . import unicode
+
+_CODEPOINTS = 0x110000
+_HANGUL = (0xAC00, 19, 21, 28)  # first syllable; L, V, T counts (T index 0: no trailing consonant)
+
+
+@functools.lru_cache(maxsize=1)
+def tables() -> dict[str, np.ndarray]:
+    """The arrays of the module docstring, built once (on disk under gputok's cache dir)."""
+    return unicode.disk_cached("unicode-forms", _build)
+
+
+def kernel_tables(form: str) -> tuple:
+    """The kernel's arguments after ``values, offsets`` for ``form`` (NFC, NFD, NFKC or NFKD)."""
+    t = tables()
+    kind = "nfkd" if form in ("NFKC", "NFKD") else "nfd"
+    return (form in ("NFC", "NFKC"), t["ccc"], t[f"{kind}_offsets"], t[f"{kind}_values"], t["first_index"],
+            t["second_index"], t["pair_table"])
+
+
+def _build() -> dict[str, np.ndarray]:
+    chars = [chr(c) if not 0xD800 <= c <= 0xDFFF else "\ufffd" for c in range(_CODEPOINTS)]
+    arrays = {"ccc": np.fromiter(map(unicodedata.combining, chars), dtype=np.uint8, count=_CODEPOINTS)}
+    for form in ("NFD", "NFKD"):
+        offsets = np.zeros(_CODEPOINTS + 1, dtype=np.int32)
+        values = []
+        for c, ch in enumerate(chars):
+            decomposed = unicodedata.normalize(form, ch)
+            if decomposed != ch:
+                values.extend(map(ord, decomposed))
+            offsets[c + 1] = len(values)
+        arrays[f"{form.lower()}_offsets"] = offsets
+        arrays[f"{form.lower()}_values"] = np.array(values, dtype=np.int32)
+    pairs = []
+    for c, ch in enumerate(chars):
+        parts = unicodedata.decomposition(ch).split()
+        if len(parts) == 2 and not parts[0].startswith("<") and unicodedata.normalize("NFC", ch) == ch:
+            pairs.append((int(parts[0], 16), int(parts[1], 16), c))
+    s_base, l_count, v_count, t_count = _HANGUL
+    for lv in range(l_count * v_count):  # L + V -> LV, then LV + T -> LVT
+        syllable = s_base + lv * t_count
+        pairs.append((0x1100 + lv // v_count, 0x1161 + lv % v_count, syllable))
+        pairs += [(syllable, 0x11A7 + t, syllable + t) for t in range(1, t_count)]
+    firsts = sorted({a for a, _, _ in pairs})
+    seconds = sorted({b for _, b, _ in pairs})
+    first_index = np.full(_CODEPOINTS, -1, dtype=np.int16)
+    second_index = np.full(_CODEPOINTS, -1, dtype=np.int16)
+    first_index[firsts] = np.arange(len(firsts))
+    second_index[seconds] = np.arange(len(seconds))
+    pair_table = np.full((len(firsts), len(seconds)), -1, dtype=np.int32)
+    for a, b, c in pairs:
+        pair_table[first_index[a], second_index[b]] = c
+    arrays.update(first_index=first_index, second_index=second_index, pair_table=pair_table)
+    return arrays

@@ -1,0 +1,147 @@
+"""Unicode normalization forms NFC, NFD, NFKC, NFKD on the CPU: one numba kernel over a batch.
+
+The algorithm of UAX #15 as CPython's ``unicodedata.normalize`` runs it, from flat tables that
+``gputok.unicode_forms`` builds once from that ``unicodedata`` (so the results are its results,
+at its Unicode version):
+
+1. decompose: every codepoint becomes its full (recursive) canonical or compatibility
+   decomposition, Hangul syllables included (``decomp_offsets``: CSR over all codepoints, an
+   empty row meaning "itself"; ``decomp_values``);
+2. canonical ordering: each run of characters with a nonzero combining class (``ccc``) is sorted
+   stably by class (insertion sort; a run longer than 32 by a stable merge sort, so a text of
+   many marks stays O(n log n));
+3. compose (NFC, NFKC): each character that is not blocked from the last starter (nothing
+   between them, or everything between has a lower nonzero class) and forms a primary composite
+   with it replaces that starter; Hangul LV / LVT are pairs of the same table. The pair table is
+   dense over the characters that occur first / second in a pair (``first_index``,
+   ``second_index``: -1 elsewhere; ``pair_table[first, second]``: the composite or -1), so
+   composition exclusions are simply absent from it.
+
+Values that are no Unicode scalar value (surrogates, negatives, > U+10FFFF) are read as U+FFFD,
+as ``gputok.ingest.strings`` decodes them for ``unicodedata``. Each output character's source is
+spread evenly over its text, ``start + j * n // m`` for output j of m from n inputs (the rule of
+``gputok.normalizers._rewrite_per_text`` for a text rewritten as a whole; a text that normalizes
+to itself keeps its indices). Reference: ``unicodedata.normalize`` per text
+(``tests/test_normalize_numba.py``). Memory: the decomposed batch (int32) once, then the output.
+"""
+
+import numpy as np
+
+from ._numba import kernel
+
+_REPLACEMENT = 0xFFFD
+_SHORT_RUN = 32  # runs of marks up to this long are insertion-sorted (real text: 1-3 marks)
+
+
+@kernel
+def _scalar(c):
+    if c < 0 or c > 0x10FFFF or (0xD800 <= c <= 0xDFFF):
+        return _REPLACEMENT
+    return c
+
+
+@kernel
+def _order_marks(buf, lo, hi, ccc):
+    """Canonical ordering of ``buf[lo:hi]``: every run of nonzero classes sorted stably by class."""
+    i = lo
+    while i < hi:
+        if ccc[buf[i]] == 0:
+            i += 1
+            continue
+        j = i
+        while j < hi and ccc[buf[j]] != 0:
+            j += 1
+        if j - i <= _SHORT_RUN:
+            for k in range(i + 1, j):
+                c = buf[k]
+                cc = ccc[c]
+                m = k
+                while m > i and ccc[buf[m - 1]] > cc:
+                    buf[m] = buf[m - 1]
+                    m -= 1
+                buf[m] = c
+        else:
+            classes = np.empty(j - i, np.int64)
+            for k in range(i, j):
+                classes[k - i] = ccc[buf[k]]
+            order = np.argsort(classes, kind="mergesort")
+            run = buf[i:j].copy()
+            for k in range(j - i):
+                buf[i + k] = run[order[k]]
+        i = j
+
+
+@kernel
+def _compose(buf, lo, hi, ccc, first_index, second_index, pair_table):
+    """Canonical composition of ``buf[lo:hi]`` in place; returns the new end."""
+    out = lo
+    starter = -1  # position in the output of the last starter
+    last_class = 0  # class of the last character written after that starter (0: none written)
+    for i in range(lo, hi):
+        c = buf[i]
+        cc = np.int64(ccc[c])
+        if starter >= 0:
+            adjacent = out == starter + 1
+            if adjacent or (last_class != 0 and last_class < cc):
+                f = first_index[buf[starter]]
+                s = second_index[c]
+                if f >= 0 and s >= 0:
+                    composite = pair_table[f, s]
+                    if composite >= 0:
+                        buf[starter] = composite
+                        continue
+        if cc == 0:
+            starter = out
+            last_class = 0
+        else:
+            last_class = cc
+        buf[out] = c
+        out += 1
+    return out
+
+
+@kernel
+def normalize_form_numba(values, offsets, compose, ccc, decomp_offsets, decomp_values, first_index, second_index,
+                         pair_table):
+    """Ragged codepoints (``values``, int64 row ``offsets``) in a normalization form: the int32
+    values, their int64 row offsets and each output's int64 source index (module docstring).
+    ``compose``: NFC / NFKC (else NFD / NFKD); the tables pick canonical or compatibility."""
+    rows = offsets.size - 1
+    sizes = np.empty(rows + 1, np.int64)  # decomposed row starts
+    sizes[0] = 0
+    for t in range(rows):
+        n = 0
+        for i in range(offsets[t], offsets[t + 1]):
+            c = _scalar(values[i])
+            width = decomp_offsets[c + 1] - decomp_offsets[c]
+            n += width if width > 0 else 1
+        sizes[t + 1] = sizes[t] + n
+    buf = np.empty(sizes[rows], np.int32)
+    ends = np.empty(rows, np.int64)
+    for t in range(rows):
+        at = sizes[t]
+        for i in range(offsets[t], offsets[t + 1]):
+            c = _scalar(values[i])
+            lo, hi = decomp_offsets[c], decomp_offsets[c + 1]
+            if lo == hi:
+                buf[at] = c
+                at += 1
+            else:
+                for k in range(lo, hi):
+                    buf[at] = decomp_values[k]
+                    at += 1
+        _order_marks(buf, sizes[t], at, ccc)
+        ends[t] = _compose(buf, sizes[t], at, ccc, first_index, second_index, pair_table) if compose else at
+    out_offsets = np.empty(rows + 1, np.int64)
+    out_offsets[0] = 0
+    for t in range(rows):
+        out_offsets[t + 1] = out_offsets[t] + ends[t] - sizes[t]
+    out = np.empty(out_offsets[rows], np.int32)
+    source = np.empty(out_offsets[rows], np.int64)
+    for t in range(rows):
+        start, n = offsets[t], offsets[t + 1] - offsets[t]
+        at, m = out_offsets[t], out_offsets[t + 1] - out_offsets[t]
+        for j in range(m):
+            out[at + j] = buf[sizes[t] + j]
+            source[at + j] = start + (j * n) // m
+    return out, out_offsets, source

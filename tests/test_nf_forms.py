@@ -1,0 +1,81 @@
+"""The NFC / NFD / NFKC / NFKD kernel (``gputok.kernels.nf_forms_numba``) equals ``unicodedata.normalize``
+per text (the normalizers' Python path, ``_dispatch.use_backend("torch")``), source indices included:
+on every codepoint alone, on random strings built to compose and reorder, and on real text."""
+
+import unicodedata
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from gputok import _dispatch, ingest, unicode_forms
+from gputok import normalizers as N
+from gputok.kernels.nf_forms_numba import normalize_form_numba
+from gputok.ragged import Ragged
+
+FORMS = ("NFC", "NFD", "NFKC", "NFKD")
+
+
+def normalize(values: np.ndarray, offsets: np.ndarray, form: str):
+    return normalize_form_numba(values, offsets, *unicode_forms.kernel_tables(form))
+
+
+def scalar(c: int) -> str:
+    return "\ufffd" if 0xD800 <= c <= 0xDFFF else chr(c)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_codepoint_alone(form):
+    values = np.arange(0x110000, dtype=np.int32)
+    out, offsets, source = normalize(values, np.arange(0x110001, dtype=np.int64), form)
+    expected = [unicodedata.normalize(form, scalar(c)) for c in range(0x110000)]
+    lengths = np.fromiter(map(len, expected), dtype=np.int64, count=0x110000)
+    assert np.array_equal(np.diff(offsets), lengths)
+    assert out.tobytes().decode("utf-32-le") == "".join(expected)
+    assert np.array_equal(source, np.repeat(np.arange(0x110000), lengths))  # one text each: all its own
+
+
+# Characters that decompose, compose, reorder or are Hangul, mixed with marks of every class.
+_MARKS = [c for c in range(0x110000) if unicodedata.combining(chr(c))]
+_DECOMPOSING = [c for c in range(0x30000) if unicodedata.decomposition(chr(c))]
+_char = st.one_of(st.sampled_from(_MARKS), st.sampled_from(_DECOMPOSING), st.integers(0x1100, 0x11FF),
+                  st.integers(0xAC00, 0xD7A3), st.integers(0x41, 0x7A), st.integers(0, 0x10FFFF))
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.lists(st.lists(_char, max_size=24).map(lambda cs: "".join(map(chr, cs))), max_size=6))
+def test_random_strings_match_unicodedata(texts):
+    text = ingest.codepoints(texts)
+    for form in FORMS:
+        normalizer = getattr(N, form)()
+        out, src = normalizer(text)
+        assert ingest.strings(out) == [unicodedata.normalize(form, t) for t in ingest.strings(text)]
+        with _dispatch.use_backend("torch"):
+            ref, ref_src = normalizer(text)
+        assert torch.equal(out.values, ref.values) and torch.equal(out.offsets, ref.offsets)
+        assert torch.equal(src, ref_src)
+
+
+def test_long_runs_of_marks_are_ordered():
+    """Runs longer than the insertion sort's take the merge sort, stably."""
+    rng = np.random.default_rng(0)
+    text = "a" + "".join(chr(c) for c in rng.choice(_MARKS, 500)) + "e\u0301" + "\u0301" * 40
+    out, offsets, _ = normalize(np.frombuffer(text.encode("utf-32-le"), dtype=np.int32),
+                                np.array([0, len(text)], dtype=np.int64), "NFC")
+    assert out.tobytes().decode("utf-32-le") == unicodedata.normalize("NFC", text)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_real_text_and_odd_values(parity_lines, form):
+    texts = parity_lines[::20] + ["", "a\ud800\u0301", "ﬁ Ⅳ ｱﾞ 한국어 e\u0301\u0327"]
+    text = ingest.codepoints(texts)
+    values = torch.cat([text.values, torch.tensor([-5, 0x110000, 0xDC00], dtype=torch.int32)])
+    text = Ragged(values, torch.cat([text.offsets, text.offsets[-1:] + 3]))  # values no codepoint: U+FFFD
+    normalizer = getattr(N, form)()
+    out, src = normalizer(text)
+    with _dispatch.use_backend("torch"):
+        ref, ref_src = normalizer(text)
+    assert out.values.dtype == ref.values.dtype == torch.int32 and src.dtype == ref_src.dtype == torch.int64
+    assert torch.equal(out.offsets, ref.offsets) and torch.equal(out.values, ref.values)
+    assert torch.equal(src, ref_src)
