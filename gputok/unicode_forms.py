@@ -12,7 +12,10 @@ disk cache is keyed by it, see :func:`gputok.unicode.disk_cached`):
   (``first_index``, ``second_index``: int16 over all codepoints, -1 elsewhere; ``pair_table``:
   int32 composite or -1): a character ``c`` with a two-character canonical decomposition ``a b``
   whose NFC is ``c`` itself (this leaves out the composition exclusions, singletons and
-  non-starter decompositions), and the Hangul LV and LVT syllables.
+  non-starter decompositions), and the Hangul LV and LVT syllables;
+- ``quick``: bit i set where a codepoint is a starter that FORMS[i] leaves as it is, and (NFC,
+  NFKC) that composes with nothing before it (neither it nor the start of its decomposition is
+  the second of a pair): a text of such codepoints is already in the form.
 
 Building takes ~2 s (a ``unicodedata`` call per codepoint and form); it happens once per
 machine. Memory once loaded: ~14 MB (the two offset arrays and the two index arrays).
@@ -21,28 +24,32 @@ machine. Memory once loaded: ~14 MB (the two offset arrays and the two index arr
 from __future__ import annotations
 
 import functools
+import hashlib
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 
 from . import unicode
 
 _CODEPOINTS = 0x110000
+FORMS = ("NFC", "NFD", "NFKC", "NFKD")  # bit i of ``quick`` is FORMS[i]'s
 _HANGUL = (0xAC00, 19, 21, 28)  # first syllable; L, V, T counts (T index 0: no trailing consonant)
 
 
 @functools.lru_cache(maxsize=1)
 def tables() -> dict[str, np.ndarray]:
     """The arrays of the module docstring, built once (on disk under gputok's cache dir)."""
-    return unicode.disk_cached("unicode-forms", _build)
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]  # a new build rule: a new file
+    return unicode.disk_cached(f"unicode-forms-{code}", _build)
 
 
 def kernel_tables(form: str) -> tuple:
     """The kernel's arguments after ``values, offsets`` for ``form`` (NFC, NFD, NFKC or NFKD)."""
     t = tables()
     kind = "nfkd" if form in ("NFKC", "NFKD") else "nfd"
-    return (form in ("NFC", "NFKC"), t["ccc"], t[f"{kind}_offsets"], t[f"{kind}_values"], t["first_index"],
-            t["second_index"], t["pair_table"])
+    return (form in ("NFC", "NFKC"), 1 << FORMS.index(form), t["quick"], t["ccc"], t[f"{kind}_offsets"],
+            t[f"{kind}_values"], t["first_index"], t["second_index"], t["pair_table"])
 
 
 def _build() -> dict[str, np.ndarray]:
@@ -78,4 +85,20 @@ def _build() -> dict[str, np.ndarray]:
     for a, b, c in pairs:
         pair_table[first_index[a], second_index[b]] = c
     arrays.update(first_index=first_index, second_index=second_index, pair_table=pair_table)
+    # Quick check: a starter (class 0) that is its own normal form, and in the composed forms is
+    # no second of a pair, leaves a text of such characters as it is.
+    starter = arrays["ccc"] == 0
+    quick = np.zeros(_CODEPOINTS, dtype=np.uint8)
+    for bit, form in enumerate(FORMS):
+        kind = "nfkd" if form in ("NFKC", "NFKD") else "nfd"
+        own = np.diff(arrays[f"{kind}_offsets"]) == 0
+        if form in ("NFC", "NFKC"):  # a character whose decomposition composes back is stable too
+            offsets, values = arrays[f"{kind}_offsets"], arrays[f"{kind}_values"]
+            leading = np.arange(_CODEPOINTS)  # the first character of each decomposition
+            decomposes = np.diff(offsets) > 0
+            leading[decomposes] = values[offsets[:-1][decomposes]]
+            own |= np.array([unicodedata.normalize(form, ch) == ch for ch in chars])
+            own &= (second_index < 0) & (second_index[leading] < 0)
+        quick |= ((own & starter).astype(np.uint8) << bit)
+    arrays["quick"] = quick
     return arrays

@@ -17,12 +17,15 @@ at its Unicode version):
    ``second_index``: -1 elsewhere; ``pair_table[first, second]``: the composite or -1), so
    composition exclusions are simply absent from it.
 
+A text made only of codepoints that the quick-check table (``quick``) marks for the form (starters
+that stay as they are and compose with nothing before them) is copied as it is: most real text.
+
 Values that are no Unicode scalar value (surrogates, negatives, > U+10FFFF) are read as U+FFFD,
 as ``gputok.ingest.strings`` decodes them for ``unicodedata``. Each output character's source is
 spread evenly over its text, ``start + j * n // m`` for output j of m from n inputs (the rule of
 ``gputok.normalizers._rewrite_per_text`` for a text rewritten as a whole; a text that normalizes
 to itself keeps its indices). Reference: ``unicodedata.normalize`` per text
-(``tests/test_normalize_numba.py``). Memory: the decomposed batch (int32) once, then the output.
+(``tests/test_normalize_numba.py``). Memory: the decomposed batch (int32), whose start is returned as the output values, and the sources.
 """
 
 import numpy as np
@@ -101,25 +104,44 @@ def _compose(buf, lo, hi, ccc, first_index, second_index, pair_table):
 
 
 @kernel
-def normalize_form_numba(values, offsets, compose, ccc, decomp_offsets, decomp_values, first_index, second_index,
-                         pair_table):
+def normalize_form_numba(values, offsets, compose, quick_bit, quick, ccc, decomp_offsets, decomp_values, first_index,
+                         second_index, pair_table):
     """Ragged codepoints (``values``, int64 row ``offsets``) in a normalization form: the int32
     values, their int64 row offsets and each output's int64 source index (module docstring).
-    ``compose``: NFC / NFKC (else NFD / NFKD); the tables pick canonical or compatibility."""
+    ``compose``: NFC / NFKC (else NFD / NFKD); the tables pick canonical or compatibility;
+    ``quick & quick_bit``: the codepoints that leave a text of them as it is."""
     rows = offsets.size - 1
     sizes = np.empty(rows + 1, np.int64)  # decomposed row starts
     sizes[0] = 0
+    stable = np.empty(rows, np.bool_)  # the text is in the form already (most real text)
     for t in range(rows):
-        n = 0
+        same = True
         for i in range(offsets[t], offsets[t + 1]):
-            c = _scalar(values[i])
-            width = decomp_offsets[c + 1] - decomp_offsets[c]
-            n += width if width > 0 else 1
+            c = values[i]
+            if 0 <= c < 0x80:  # ASCII is in every form: no table read
+                continue
+            if not quick[_scalar(c)] & quick_bit:
+                same = False
+                break
+        stable[t] = same
+        n = offsets[t + 1] - offsets[t]
+        if not same:  # room for the full decomposition (a stable text's may be longer: it is not made)
+            n = 0
+            for i in range(offsets[t], offsets[t + 1]):
+                c = _scalar(values[i])
+                width = decomp_offsets[c + 1] - decomp_offsets[c]
+                n += width if width > 0 else 1
         sizes[t + 1] = sizes[t] + n
     buf = np.empty(sizes[rows], np.int32)
     ends = np.empty(rows, np.int64)
     for t in range(rows):
         at = sizes[t]
+        if stable[t]:
+            for i in range(offsets[t], offsets[t + 1]):
+                buf[at] = _scalar(values[i])
+                at += 1
+            ends[t] = at
+            continue
         for i in range(offsets[t], offsets[t + 1]):
             c = _scalar(values[i])
             lo, hi = decomp_offsets[c], decomp_offsets[c + 1]
@@ -136,12 +158,12 @@ def normalize_form_numba(values, offsets, compose, ccc, decomp_offsets, decomp_v
     out_offsets[0] = 0
     for t in range(rows):
         out_offsets[t + 1] = out_offsets[t] + ends[t] - sizes[t]
-    out = np.empty(out_offsets[rows], np.int32)
+    # The rows move left within ``buf`` (composition only shortens them): no second buffer to fault in.
     source = np.empty(out_offsets[rows], np.int64)
     for t in range(rows):
         start, n = offsets[t], offsets[t + 1] - offsets[t]
         at, m = out_offsets[t], out_offsets[t + 1] - out_offsets[t]
         for j in range(m):
-            out[at + j] = buf[sizes[t] + j]
+            buf[at + j] = buf[sizes[t] + j]
             source[at + j] = start + (j * n) // m
-    return out, out_offsets, source
+    return buf[: out_offsets[rows]], out_offsets, source

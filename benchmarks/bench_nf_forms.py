@@ -1,0 +1,78 @@
+"""NFC / NFD / NFKC / NFKD on the CPU: the numba kernel against the former path (``unicodedata``
+per text that is not already in the form, source indices from a kernel), one process, interleaved.
+
+Inputs: consecutive lines of the parity corpus (English, Chinese, Shakespeare, GO terms: the
+English and Shakespeare parts are mostly in every form already, which the former path skipped at
+C speed) and the same lines in NFD (every accent decomposed: the former path then rewrote them in
+Python), in batches of 32, 1,024 and 16,384 lines; codepoints made once, outside the timing; best
+of ``--repeats``. Both paths run on the calling thread, so the time reported is that thread's CPU
+time (``time.thread_time``): on a shared, oversubscribed machine wall time mostly measured the
+preemptions of calls longer than a scheduler slice. Prints a table and writes JSON.
+
+    PYTHONPATH=. python benchmarks/bench_nf_forms.py [--repeats 5] [--json bench-results/nf_forms.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import unicodedata
+from pathlib import Path
+
+from gputok import _dispatch, assets, ingest
+from gputok import normalizers as N
+
+
+def former_path(form: str):
+    """The CPU path before the kernel: ``gputok.normalizers._rewrite_per_text`` with ``unicodedata``."""
+    return lambda text: N._rewrite_per_text(text, lambda s: unicodedata.normalize(form, s),
+                                            skip=lambda s: unicodedata.is_normalized(form, s))
+
+
+def best_cpu_of(fn, repeats: int) -> float:
+    """The least thread CPU seconds of ``repeats`` calls of ``fn`` (after one untimed call: compile, tables)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.thread_time()
+        fn()
+        times.append(time.thread_time() - start)
+    return min(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", default="bench-results/nf_forms.json")
+    args = parser.parse_args()
+    lines = assets.parity_corpus().read_text(encoding="utf-8").splitlines()
+    step = max(1, len(lines) // 16384)
+    sample = lines[::step][:16384]
+    inputs = {"parity": sample, "parity-NFD": [unicodedata.normalize("NFD", s) for s in sample]}
+    rows = []
+    print("NF forms on the CPU, thread CPU ms per call (best of %d)" % args.repeats)
+    print(f"{'input':<12}{'form':<6}{'batch':>7}{'chars':>9}{'kernel ms':>11}{'former ms':>11}{'speedup':>9}")
+    for name, texts in inputs.items():
+        for batch in (32, 1024, 16384):
+            text = ingest.codepoints(texts[:batch])
+            for form in ("NFC", "NFD", "NFKC", "NFKD"):
+                with _dispatch.use_backend("numba"):
+                    kernel = getattr(N, form)()
+                    former = former_path(form)
+                    ours = best_cpu_of(lambda: kernel(text), args.repeats)
+                    theirs = best_cpu_of(lambda: former(text), args.repeats)
+                rows.append({"input": name, "form": form, "batch": batch, "chars": text.values.numel(), "kernel_s": ours, "former_s": theirs,
+                             "speedup": theirs / ours})
+                print(f"{name:<12}{form:<6}{batch:>7}{text.values.numel():>9}{ours * 1e3:>11.2f}{theirs * 1e3:>11.2f}{theirs / ours:>8.1f}x",
+                      flush=True)
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"device": "cpu", "cpus": os.cpu_count(), "rows": rows}, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
