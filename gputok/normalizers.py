@@ -507,8 +507,8 @@ class UnicodeForm(Normalizer):
 def _unicode_form(form: str) -> type:
     return type(form, (UnicodeForm,), {"type": form, "__init__": lambda self: UnicodeForm.__init__(self, form),
                                        "from_json": classmethod(lambda cls, spec: cls()),
-                                       "__doc__": f"huggingface's {form}: ``unicodedata`` per text changed (slower: "
-                                                  "Python per text; offsets inside it approximate)."})
+                                       "__doc__": f"huggingface's {form}, as ``unicodedata`` gives it (a numba kernel "
+                                                  "on the CPU; offsets inside a changed text approximate)."})
 
 
 NFC, NFD, NFKC, NFKD = (_unicode_form(f) for f in ("NFC", "NFD", "NFKC", "NFKD"))
