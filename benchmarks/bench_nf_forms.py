@@ -21,6 +21,8 @@ import time
 import unicodedata
 from pathlib import Path
 
+from _timing import best_of
+
 from gputok import _dispatch, assets, ingest
 from gputok import normalizers as N
 
@@ -29,17 +31,6 @@ def former_path(form: str):
     """The CPU path before the kernel: ``gputok.normalizers._rewrite_per_text`` with ``unicodedata``."""
     return lambda text: N._rewrite_per_text(text, lambda s: unicodedata.normalize(form, s),
                                             skip=lambda s: unicodedata.is_normalized(form, s))
-
-
-def best_cpu_of(fn, repeats: int) -> float:
-    """The least thread CPU seconds of ``repeats`` calls of ``fn`` (after one untimed call: compile, tables)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.thread_time()
-        fn()
-        times.append(time.thread_time() - start)
-    return min(times)
 
 
 def main() -> int:
@@ -61,8 +52,8 @@ def main() -> int:
                 with _dispatch.use_backend("numba"):
                     kernel = getattr(N, form)()
                     former = former_path(form)
-                    ours = best_cpu_of(lambda: kernel(text), args.repeats)
-                    theirs = best_cpu_of(lambda: former(text), args.repeats)
+                    ours = best_of(lambda: kernel(text), args.repeats, clock=time.thread_time)
+                    theirs = best_of(lambda: former(text), args.repeats, clock=time.thread_time)
                 rows.append({"input": name, "form": form, "batch": batch, "chars": text.values.numel(), "kernel_s": ours, "former_s": theirs,
                              "speedup": theirs / ours})
                 print(f"{name:<12}{form:<6}{batch:>7}{text.values.numel():>9}{ours * 1e3:>11.2f}{theirs * 1e3:>11.2f}{theirs / ours:>8.1f}x",

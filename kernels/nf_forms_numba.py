@@ -154,10 +154,8 @@ def normalize_form_numba(values, offsets, compose, quick_bit, quick, ccc, decomp
                     at += 1
         _order_marks(buf, sizes[t], at, ccc)
         ends[t] = _compose(buf, sizes[t], at, ccc, first_index, second_index, pair_table) if compose else at
-    out_offsets = np.empty(rows + 1, np.int64)
-    out_offsets[0] = 0
-    for t in range(rows):
-        out_offsets[t + 1] = out_offsets[t] + ends[t] - sizes[t]
+    out_offsets = np.zeros(rows + 1, np.int64)
+    out_offsets[1:] = np.cumsum(ends - sizes[:-1])
     # The rows move left within ``buf`` (composition only shortens them): no second buffer to fault in.
     source = np.empty(out_offsets[rows], np.int64)
     for t in range(rows):
