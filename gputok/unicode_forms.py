@@ -17,8 +17,9 @@ disk cache is keyed by it, see :func:`gputok.unicode.disk_cached`):
   NFKC) that composes with nothing before it (neither it nor the start of its decomposition is
   the second of a pair): a text of such codepoints is already in the form.
 
-Building takes ~2 s (a ``unicodedata`` call per codepoint and form); it happens once per
-machine. Memory once loaded: ~14 MB (the two offset arrays and the two index arrays).
+Building takes ~1 s of CPU (``unicodedata`` calls per codepoint and form, measured 0.7 s); it
+happens once per machine. Memory once loaded: ~16 MB (two int32 offset arrays, two int16 index
+arrays and two uint8 ones over all codepoints), shared by the four forms.
 """
 
 from __future__ import annotations
