@@ -23,7 +23,8 @@ subpart" practice): a byte that cannot start a character, or the longest prefix 
 that the next byte (or the row's end) cuts short, is one U+FFFD; surrogates (ED A0..BF) and
 overlong forms (C0, C1, E0 80..9F, F0 80..8F) are invalid, so no surrogate ever comes out.
 Reference: that decode per row. One pass; the units buffer is sized for the worst case (a unit per
-byte) and returned as a view of its used part.
+byte) and returned as a view of its used part. ``utf8_invalid_rows(data, offsets)``: only the
+bool per row (no units written), for readers that apply a bad-record policy before encoding.
 
 ``rows_matching(match_starts, match_ends, row_offsets)``: a bool per row, True where a byte range
 ``[match_starts[k], match_ends[k])`` touches the row (all rows from the one holding its first byte
@@ -124,6 +125,37 @@ def utf8_numba(values, offsets):
 
 
 @kernel
+def utf8_char(data, i, end):
+    """The codepoint that starts at ``data[i]`` (U+FFFD if invalid), the index after it, and
+    whether it was valid: one step of Python's ``errors="replace"`` decoding."""
+    b = np.int32(data[i])
+    i += 1
+    if b < 0x80:
+        return b, i, True
+    # continuation bytes still needed, and the range the next one must fall in
+    if 0xC2 <= b <= 0xDF:
+        need, c, low, high = 1, b & 0x1F, 0x80, 0xBF
+    elif 0xE0 <= b <= 0xEF:
+        need, c = 2, b & 0x0F
+        low = 0xA0 if b == 0xE0 else 0x80
+        high = 0x9F if b == 0xED else 0xBF
+    elif 0xF0 <= b <= 0xF4:
+        need, c = 3, b & 0x07
+        low = 0x90 if b == 0xF0 else 0x80
+        high = 0x8F if b == 0xF4 else 0xBF
+    else:
+        return np.int32(0xFFFD), i, False
+    while need > 0 and i < end and low <= data[i] <= high:
+        c = (c << 6) | (np.int32(data[i]) & 0x3F)
+        i += 1
+        need -= 1
+        low, high = 0x80, 0xBF
+    if need != 0:
+        return np.int32(0xFFFD), i, False
+    return c, i, True
+
+
+@kernel
 def utf8_units_numba(data, starts, ends):
     rows = starts.size
     total = 0
@@ -136,37 +168,35 @@ def utf8_units_numba(data, starts, ends):
     for t in range(rows):
         i, end, first = starts[t], ends[t], at
         while i < end:
-            b = np.int32(data[i])
-            i += 1
-            if b < 0x80:
-                units[at] = b
+            if data[i] < 0x80:  # ASCII without the call (most bytes of most text)
+                units[at] = data[i]
                 at += 1
-                continue
-            # continuation bytes still needed, and the range the next one must fall in
-            if 0xC2 <= b <= 0xDF:
-                need, c, low, high = 1, b & 0x1F, 0x80, 0xBF
-            elif 0xE0 <= b <= 0xEF:
-                need, c = 2, b & 0x0F
-                low = 0xA0 if b == 0xE0 else 0x80
-                high = 0x9F if b == 0xED else 0xBF
-            elif 0xF0 <= b <= 0xF4:
-                need, c = 3, b & 0x07
-                low = 0x90 if b == 0xF0 else 0x80
-                high = 0x8F if b == 0xF4 else 0xBF
-            else:
-                need, c, low, high = -1, 0, 0, 0
-            while need > 0 and i < end and low <= data[i] <= high:
-                c = (c << 6) | (np.int32(data[i]) & 0x3F)
                 i += 1
-                need -= 1
-                low, high = 0x80, 0xBF
-            if need != 0:
-                c = 0xFFFD
-                invalid[t] = True
+                continue
+            c, i, ok = utf8_char(data, i, end)
             units[at] = c
             at += 1
+            if not ok:
+                invalid[t] = True
         lengths[t] = at - first
     return units[:at], lengths, invalid
+
+
+@kernel
+def utf8_invalid_rows(data, offsets):
+    rows = offsets.size - 1
+    invalid = np.zeros(rows, np.bool_)
+    for t in range(rows):
+        i, end = offsets[t], offsets[t + 1]
+        while i < end:
+            if data[i] < 0x80:
+                i += 1
+                continue
+            _, i, ok = utf8_char(data, i, end)
+            if not ok:
+                invalid[t] = True
+                break
+    return invalid
 
 
 @kernel
