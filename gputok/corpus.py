@@ -19,7 +19,12 @@ the standard library, zstd by ``zstandard`` when it is installed):
 Files are read in blocks of ~``CHUNK_BYTES``, cut after a ``\\n`` (a byte never inside a UTF-8
 character), and each block is decoded and split by one C call: no Python work per line except for
 JSON, whose lines are parsed one by one. Memory: a block's bytes and its strings, whatever the
-corpus size.
+corpus size. With ``as_bytes`` (what ``encode_corpus`` reads on the CPU) no string is made: a
+block is cut into records with numpy (``\\r\\n`` and blank-line blocks as the string path cuts
+them; blocks of whitespace only found on the bytes, decoded only when they hold non-ASCII bytes
+and nothing else), Arrow string/binary columns are viewed through their offsets and data
+buffers, and a numba kernel finds the invalid UTF-8 records the policy acts on
+(:class:`ByteRecords`).
 
 Bad records follow ``on_bad_record``: ``"replace"`` (invalid UTF-8 becomes U+FFFD; a JSON line that
 does not parse, lacks the field or holds a non-string, and a null in a column, become an empty
@@ -316,7 +321,8 @@ class RecordReader:
         """The records, each bad one (invalid UTF-8, or null where ``nulls``), in order, counted
         (replace), marked skipped, or raised (fail). A null record holds no bytes."""
         bad = np.zeros(offsets.size - 1, dtype=bool) if nulls is None else nulls.copy()
-        if data.size and int(data.max()) >= 0x80:  # ASCII is valid UTF-8
+        used = data[offsets[0]:offsets[-1]]  # (an Arrow slice's buffer holds the whole batch's bytes)
+        if used.size and int(used.max()) >= 0x80:  # ASCII is valid UTF-8
             bad |= utf8_invalid_rows(data, offsets)
         skipped = np.zeros(offsets.size - 1, dtype=bool)
         for i in np.flatnonzero(bad).tolist():  # rare: a loop over bad records

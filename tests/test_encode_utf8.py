@@ -4,6 +4,7 @@ for BERT (WordPiece), cl100k (byte-level BPE), a SentencePiece Unigram model and
 (SentencePiece BPE with byte fallback); and the UTF-8 kernel against Python's decoder."""
 
 import random
+import re
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 import gputok
 from gputok import assets
+from gputok.ingest import rows_with
 from gputok.kernels.ingest_numba import utf8_units_numba
 
 # bytes that start, continue, overlong or cut short UTF-8 characters, at the edges of each range
@@ -86,10 +88,9 @@ def _rows(tok, sample_lines) -> list[bytes]:
     rows += [_invalid_row(rng) for _ in range(1500)]
     # added tokens written in the text, beside invalid bytes, and split across two rows
     rows += [b"x " + rng.choice(added).encode("utf-8") + b"\xff y" for _ in range(50)]
-    token = added[0].encode("utf-8")
-    rows += [b"ab" + token[:2], token[2:] + b" " + token + b" cd", b"", token]
     rng.shuffle(rows)
-    return rows
+    token = added[0].encode("utf-8")
+    return rows + [b"ab" + token[:2], token[2:] + b" " + token + b" cd", b"", token]  # a match across two rows
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -109,6 +110,13 @@ def test_encode_utf8_equals_encode_ragged(tok, sample_lines, threads):
     assert torch.equal(got.ids.values, want.ids.values)
     assert torch.equal(got.spans, want.spans)
     assert torch.equal(plain.ids.offsets, plain_want.ids.offsets) and torch.equal(plain.ids.values, plain_want.ids.values)
+
+
+def test_rows_with_marks_rows_a_match_across_rows_overlaps():
+    # "aXa" across rows 0-1 ("a" + "Xa") hides the one inside row 1 ("XaXa"[1:]) from the search
+    data, offsets = _ragged([b"..a", b"XaXa", b"zz", b"aXa", b""])
+    assert rows_with(re.compile("aXa"), data, offsets).tolist() == [True, True, False, True, False]
+    assert rows_with(re.compile("é"), data, offsets).tolist() == [False] * 5
 
 
 def test_encode_utf8_rows_of_a_larger_buffer_and_errors():
