@@ -90,6 +90,33 @@ def _hf_run(corpus: str, tokenizer: str, out: str, mode: str) -> dict:
             "documents": len(lengths)}
 
 
+def _ingest(corpus: str, tokenizer: str, repeat: int) -> dict:
+    """Seconds, best of ``repeat`` in this process, interleaved: reading the file's documents as bytes
+    vs as strings, then encoding the same documents with ``encode_utf8`` vs ``tok(texts)``."""
+    import gputok
+    from gputok.corpus import RecordReader, sources
+
+    tok = gputok.Tokenizer.from_file(tokenizer)
+    source = sources([corpus])[0]
+    times: dict[str, list[float]] = {"read as bytes": [], "read as str": [], "encode_utf8": [], "tok(texts)": []}
+    for _ in range(repeat):
+        start = time.perf_counter()
+        as_bytes = [b.documents() for b in RecordReader().batches(source, as_bytes=True)]
+        times["read as bytes"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        as_str = [[t for t in b if t] for b in RecordReader().batches(source)]
+        times["read as str"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for data, offsets in as_bytes:
+            tok.encode_utf8(data, offsets)
+        times["encode_utf8"].append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for texts in as_str:
+            tok(texts, padding=False, add_special_tokens=False)
+        times["tok(texts)"].append(time.perf_counter() - start)
+    return {name: min(v) for name, v in times.items()}
+
+
 def _measure(which: str, corpus: str, tokenizer: str, out: str, mode: str) -> dict:
     """One run in a fresh process: its result and its peak RSS (MB)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
@@ -167,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gputok / huggingface: {ratio:.2f}x ({ratio_with_load:.2f}x counting the tokenizer load)")
     print(f"gputok (bytes) / gputok-strings: {best['gputok-strings']['seconds'] / best['gputok']['seconds']:.2f}x")
 
+    ingest = _ingest(corpus, tokenizer, args.repeat + 1)
+    print("\nthe stages alone, in this process, best of", args.repeat + 1, "(seconds): "
+          + ", ".join(f"{name} {t:.2f}" for name, t in ingest.items()))
+
     packing = {"lines": _packing(str(work / "gputok-0"), args.seq_len),
                "100 lines": _packing(str(work / "gputok-0"), args.seq_len, join=100)}
     blocks_out = str(work / "blocks")
@@ -178,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:10} {p['documents']:8d} {p['mean_document_tokens']:9.1f} {p['concat']['efficiency']:8.4f} "
               f"{p['best_fit']['efficiency']:9.4f} {p['concat']['seconds']:9.2f} {p['best_fit']['seconds']:10.2f}")
     Path(args.json).write_text(json.dumps({"corpus_bytes": size, "runs": runs, "identical": same, "ratio": ratio,
-                                           "ratio_with_load": ratio_with_load, "packing": packing,
+                                           "ratio_with_load": ratio_with_load, "ingest": ingest, "packing": packing,
                                            "cpus": os.cpu_count()}, indent=1))
     return 0
 

@@ -42,6 +42,7 @@ import torch
 from ._atomic import write_atomic
 from . import _dispatch
 from .corpus import BadRecords, ByteRecords, RecordReader, sources
+from .kernels.documents_numba import wrap_rows
 from .shards import MANIFEST, ShardWriter, file_sha256, shard_dtypes, shard_name
 from .tokenizer import Tokenizer
 
@@ -235,33 +236,22 @@ class _Encoder:
             if texts[1].size < 2:
                 return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
             encoded = self.tokenizer.encode_utf8(*texts)
-            return self._around(encoded.ids.values.numpy(), np.diff(encoded.ids.offsets.numpy()),
-                                self.prefix, self.suffix)
+            return self._around(encoded.ids.values.numpy(), encoded.ids.offsets.numpy(), self.prefix, self.suffix)
         if not texts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         out = self.tokenizer(texts, padding=False, add_special_tokens=self.add_special_tokens, device=self.device)
         ids, offsets = out["input_ids"].cpu().numpy(), out["row_offsets"].cpu().numpy()
-        return self._around(ids, np.diff(offsets), [self.bos] * (self.bos is not None),
-                            [self.eos] * (self.eos is not None))
+        return self._around(ids, offsets, [self.bos] * (self.bos is not None), [self.eos] * (self.eos is not None))
 
     @staticmethod
-    def _around(ids: np.ndarray, lengths: np.ndarray, prefix: list[int], suffix: list[int]
+    def _around(ids: np.ndarray, offsets: np.ndarray, prefix: list[int], suffix: list[int]
                 ) -> tuple[np.ndarray, np.ndarray]:
-        """Each row of ragged ``ids`` with ``prefix`` before it and ``suffix`` after it."""
-        extra = len(prefix) + len(suffix)
-        if not extra:
-            return ids, lengths
-        new_lengths = lengths + extra
-        full = np.empty(int(new_lengths.sum()), dtype=np.int64)
-        new_starts = np.zeros(lengths.size, dtype=np.int64)
-        np.cumsum(new_lengths[:-1], out=new_starts[1:])
-        row = np.repeat(np.arange(lengths.size), lengths)
-        full[np.arange(ids.size) + row * extra + len(prefix)] = ids
-        for k, token_id in enumerate(prefix):
-            full[new_starts + k] = token_id
-        for k, token_id in enumerate(suffix):
-            full[new_starts + new_lengths - len(suffix) + k] = token_id
-        return full, new_lengths
+        """Each row of ragged ``ids`` with ``prefix`` before it and ``suffix`` after it, and the
+        rows' lengths."""
+        if not prefix and not suffix:
+            return ids, np.diff(offsets)
+        return wrap_rows(ids.astype(np.int64, copy=False), offsets.astype(np.int64, copy=False),
+                         np.asarray(prefix, dtype=np.int64), np.asarray(suffix, dtype=np.int64))
 
 
 class _OpenShard:

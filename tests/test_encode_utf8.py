@@ -69,7 +69,8 @@ def sample_lines() -> list[str]:
 
 _TOKENIZERS = {
     "bert": lambda: gputok.Tokenizer.from_file(assets.fetch("bert-tokenizer-json")),
-    "cl100k": lambda: gputok.Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k"),
+    "cl100k": lambda: gputok.Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k",
+                                                     special_tokens={"<|endoftext|>": 100257, "<|fim_prefix|>": 100258}),
     "unigram": lambda: gputok.Tokenizer.from_sentencepiece(str(assets.fetch("sp-test-model"))),
     "mistral": lambda: gputok.Tokenizer.from_sentencepiece(str(assets.fetch("mistral-sp-model"))),
 }
