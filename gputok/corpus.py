@@ -19,7 +19,12 @@ the standard library, zstd by ``zstandard`` when it is installed):
 Files are read in blocks of ~``CHUNK_BYTES``, cut after a ``\\n`` (a byte never inside a UTF-8
 character), and each block is decoded and split by one C call: no Python work per line except for
 JSON, whose lines are parsed one by one. Memory: a block's bytes and its strings, whatever the
-corpus size.
+corpus size. With ``as_bytes`` (what ``encode_corpus`` reads on the CPU) no string is made: a
+block is cut into records with numpy (``\\r\\n`` and blank-line blocks as the string path cuts
+them; blocks of whitespace only found on the bytes, decoded only when they hold non-ASCII bytes
+and nothing else), Arrow string/binary columns are viewed through their offsets and data
+buffers, and a numba kernel finds the invalid UTF-8 records the policy acts on
+(:class:`ByteRecords`).
 
 Bad records follow ``on_bad_record``: ``"replace"`` (invalid UTF-8 becomes U+FFFD; a JSON line that
 does not parse, lacks the field or holds a non-string, and a null in a column, become an empty
@@ -40,6 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
+
+from .kernels.ingest_numba import utf8_invalid_rows
+
 #: Bytes read per block of a text or JSON Lines file (and so per batch of documents).
 CHUNK_BYTES = 1 << 22
 #: Rows per batch of a Parquet/Arrow column or a ``datasets.Dataset``.
@@ -50,6 +59,10 @@ _JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 _ARROW_SUFFIXES = {".arrow", ".feather", ".ipc"}
 _COMPRESSED = (".gz", ".zst", ".zstd")
 _BLANK_LINES = re.compile(r"\n(?:[ \t\r\f\v]*\n)+")
+_BLANK_LINES_BYTES = re.compile(_BLANK_LINES.pattern.encode())
+# bytes of the ASCII characters str.isspace() holds: a block made of these alone is blank
+_ASCII_SPACE = np.zeros(256, dtype=bool)
+_ASCII_SPACE[[c for c in range(128) if chr(c).isspace()]] = True
 
 
 class BadRecordError(ValueError):
@@ -80,6 +93,48 @@ class BadRecords:
         parts = [f"{n} {why} replaced" for why, n in sorted(self.replaced.items())]
         parts += [f"{n} {why} skipped" for why, n in sorted(self.skipped.items())]
         return ", ".join(parts) or "no bad records"
+
+
+@dataclass
+class ByteRecords:
+    """A batch of records as ragged UTF-8 bytes (what :meth:`Tokenizer.encode_utf8` reads): record
+    ``i`` is ``data[offsets[i]:offsets[i + 1]]``, or ``None`` where ``skipped[i]`` (a bad record the
+    policy drops). Bytes are as read: invalid UTF-8 left in a record is replaced when it is decoded.
+
+    >>> batch = ByteRecords(np.frombuffer(b"abc\\xff", np.uint8), np.array([0, 2, 2, 4]), np.array([0, 0, 1], bool))
+    >>> batch.texts(), batch[1:].texts()
+    (['ab', '', None], ['', None])
+    """
+
+    data: np.ndarray  # uint8
+    offsets: np.ndarray  # int64, len(records) + 1; need not start at 0
+    skipped: np.ndarray  # bool per record
+
+    def __len__(self) -> int:
+        return self.offsets.size - 1
+
+    def __getitem__(self, rows: slice) -> ByteRecords:
+        start, stop, _ = rows.indices(len(self))
+        return ByteRecords(self.data, self.offsets[start:stop + 1], self.skipped[start:stop])
+
+    def documents(self) -> tuple[np.ndarray, np.ndarray]:
+        """The bytes and offsets of the records that are documents: neither skipped nor empty
+        (bytes copied only when a skipped record's bytes lie between them)."""
+        lengths = np.diff(self.offsets)
+        keep = ~self.skipped & (lengths > 0)
+        if bool(keep.all()):
+            return self.data, self.offsets
+        if not bool((lengths[~keep] > 0).any()):  # only empty records dropped: the same bytes
+            return self.data, np.append(self.offsets[:-1][keep], self.offsets[-1])
+        byte_keep = np.repeat(keep, lengths)
+        data = self.data[self.offsets[0]:self.offsets[-1]][byte_keep]
+        return data, np.concatenate([[0], np.cumsum(lengths[keep])])
+
+    def texts(self) -> list[str | None]:
+        """The records as Python strings (invalid UTF-8 as U+FFFD), ``None`` for skipped ones."""
+        bounds = self.offsets.tolist()
+        return [None if skip else self.data[a:b].tobytes().decode("utf-8", errors="replace")
+                for a, b, skip in zip(bounds, bounds[1:], self.skipped.tolist())]
 
 
 @dataclass(frozen=True)
@@ -188,17 +243,26 @@ class RecordReader:
         if self.mode not in MODES:
             raise ValueError(f"mode={self.mode!r}; choose one of {MODES}")
 
-    def batches(self, source: Source, on_bytes=None) -> Iterator[list[str | None]]:
+    def batches(self, source: Source, on_bytes=None, *, as_bytes: bool = False
+                ) -> Iterator[list[str | None] | ByteRecords]:
         """The records of ``source`` in order, a batch at a time; ``on_bytes(n)`` after each block of
-        ``n`` bytes of a file is done."""
-        if source.kind in ("text", "jsonl"):
+        ``n`` bytes of a file is done.
+
+        ``as_bytes``: the records of text files and of Arrow string or binary columns come as
+        :class:`ByteRecords` (lines and blocks cut on the bytes, columns taken from their Arrow
+        buffers: no Python object per record); JSON Lines, parsed a line at a time, and string-view
+        columns still come as strings. The same records, bad-record counts and errors either way.
+        """
+        if source.kind == "text" and as_bytes:
+            yield from self._text_byte_batches(source, on_bytes)
+        elif source.kind in ("text", "jsonl"):
             yield from self._text_batches(source, on_bytes)
         elif source.kind == "parquet":
-            yield from self._parquet_batches(source, on_bytes)
+            yield from self._parquet_batches(source, on_bytes, as_bytes)
         elif source.kind == "arrow":
-            yield from self._arrow_batches(source, on_bytes)
+            yield from self._arrow_batches(source, on_bytes, as_bytes)
         else:
-            yield from self._dataset_batches(source)
+            yield from self._dataset_batches(source, as_bytes)
 
     # ---- text and JSON Lines -------------------------------------------------------------
     def _text_batches(self, source: Source, on_bytes) -> Iterator[list[str | None]]:
@@ -237,6 +301,36 @@ class RecordReader:
                                        raw.decode("utf-8", errors="replace"))
         return records
 
+    def _text_byte_batches(self, source: Source, on_bytes) -> Iterator[ByteRecords]:
+        first_record = 0
+        with open_binary(source.path) as f:
+            for block in byte_blocks(f, self.chunk_bytes, self.mode):
+                data = np.frombuffer(block, dtype=np.uint8)
+                not_cr = np.ones(data.size, dtype=bool)  # the \r of each \r\n: read as \n, as _split does
+                not_cr[:-1] = (data[:-1] != 0x0D) | (data[1:] != 0x0A)
+                data = data[not_cr] if not bool(not_cr.all()) else data
+                data, offsets = _lines(data) if self.mode == "lines" else _blocks(data)
+                records = self._checked_utf8(source, data, offsets, first_record)
+                first_record += len(records)
+                yield records
+                if on_bytes is not None:
+                    on_bytes(len(block))
+
+    def _checked_utf8(self, source: Source, data: np.ndarray, offsets: np.ndarray, first_record: int,
+                      nulls: np.ndarray | None = None) -> ByteRecords:
+        """The records, each bad one (invalid UTF-8, or null where ``nulls``), in order, counted
+        (replace), marked skipped, or raised (fail). A null record holds no bytes."""
+        bad = np.zeros(offsets.size - 1, dtype=bool) if nulls is None else nulls.copy()
+        used = data[offsets[0]:offsets[-1]]  # (an Arrow slice's buffer holds the whole batch's bytes)
+        if used.size and int(used.max()) >= 0x80:  # ASCII is valid UTF-8
+            bad |= utf8_invalid_rows(data, offsets)
+        skipped = np.zeros(offsets.size - 1, dtype=bool)
+        for i in np.flatnonzero(bad).tolist():  # rare: a loop over bad records
+            null = nulls is not None and bool(nulls[i])
+            skipped[i] = self._bad(source, first_record + i, "null" if null else "invalid utf-8", "",
+                                   f"{self.text_field!r} is null" if null else "") is None
+        return ByteRecords(data, offsets, skipped)
+
     def _json_texts(self, source: Source, lines: list[str | None], first_record: int) -> list[str | None]:
         out: list[str | None] = []
         for i, line in enumerate(lines):
@@ -269,9 +363,15 @@ class RecordReader:
         return replacement if self.on_bad_record == "replace" else None
 
     # ---- Arrow ---------------------------------------------------------------------------
-    def _column_records(self, source: Source, column, first_record: int) -> list[str | None]:
+    def _column_records(self, source: Source, column, first_record: int,
+                        as_bytes: bool = False) -> list[str | None] | ByteRecords:
         import pyarrow as pa
 
+        if isinstance(column, pa.ChunkedArray):  # a datasets batch is a Table of chunked columns
+            column = column.combine_chunks()
+        if as_bytes and any(kind(column.type) for kind in (pa.types.is_string, pa.types.is_large_string,
+                                                           pa.types.is_binary, pa.types.is_large_binary)):
+            return self._column_bytes(source, column, first_record)
         if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
             raw = column.to_pylist()
             records = []
@@ -294,19 +394,41 @@ class RecordReader:
                 records[i] = self._bad(source, first_record + i, "null", "", f"{self.text_field!r} is null")
         return records
 
-    def _table_batches(self, source: Source, batches, columns: list[str], on_bytes=None, bytes_per_batch=0):
+    def _column_bytes(self, source: Source, column, first_record: int) -> ByteRecords:
+        """A string or binary column's records straight from its offsets and data buffers (no copy
+        unless a null's slot holds bytes)."""
+        import pyarrow as pa
+
+        _, offsets_buffer, data_buffer = column.buffers()
+        large = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
+        offset_type = np.int64 if large else np.int32
+        offsets = np.frombuffer(offsets_buffer, dtype=offset_type)[column.offset:column.offset + len(column) + 1]
+        offsets = offsets.astype(np.int64)
+        data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+        nulls = None
+        if column.null_count:
+            nulls = column.is_null().to_numpy(zero_copy_only=False)
+            if bool((np.diff(offsets)[nulls] > 0).any()):  # Arrow lets a null's slot hold bytes: leave them out
+                keep = np.repeat(~nulls, np.diff(offsets))
+                data = data[offsets[0]:offsets[-1]][keep]
+                lengths = np.where(nulls, 0, np.diff(offsets))
+                offsets = np.concatenate([[0], np.cumsum(lengths)])
+        return self._checked_utf8(source, data, offsets, first_record, nulls)
+
+    def _table_batches(self, source: Source, batches, columns: list[str], on_bytes=None, bytes_per_batch=0,
+                       as_bytes: bool = False):
         if self.text_field not in columns:
             raise ValueError(f"{source.name}: no column {self.text_field!r}; its columns are {columns} "
                              "(choose one with text_field= / --text-field)")
         first_record = 0
         for batch in batches:
-            records = self._column_records(source, batch.column(self.text_field), first_record)
+            records = self._column_records(source, batch.column(self.text_field), first_record, as_bytes)
             first_record += len(records)
             yield records
             if on_bytes is not None and bytes_per_batch:
                 on_bytes(bytes_per_batch)
 
-    def _parquet_batches(self, source: Source, on_bytes) -> Iterator[list[str | None]]:
+    def _parquet_batches(self, source: Source, on_bytes, as_bytes: bool = False) -> Iterator[list[str | None]]:
         import pyarrow.parquet as pq
 
         try:
@@ -318,9 +440,9 @@ class RecordReader:
         per_batch = source.size() * ARROW_ROWS // rows
         yield from self._table_batches(source, file.iter_batches(batch_size=ARROW_ROWS, columns=[self.text_field]
                                                                  if self.text_field in columns else None),
-                                       columns, on_bytes, per_batch)
+                                       columns, on_bytes, per_batch, as_bytes)
 
-    def _arrow_batches(self, source: Source, on_bytes) -> Iterator[list[str | None]]:
+    def _arrow_batches(self, source: Source, on_bytes, as_bytes: bool = False) -> Iterator[list[str | None]]:
         import pyarrow as pa
 
         try:
@@ -332,12 +454,12 @@ class RecordReader:
                 batches = iter(reader)
             except Exception as e:
                 raise ValueError(f"{source.name} is not a readable Arrow IPC file or stream ({e})") from e
-        yield from self._table_batches(source, _sliced(batches), reader.schema.names, on_bytes, 0)
+        yield from self._table_batches(source, _sliced(batches), reader.schema.names, on_bytes, 0, as_bytes)
 
-    def _dataset_batches(self, source: Source) -> Iterator[list[str | None]]:
+    def _dataset_batches(self, source: Source, as_bytes: bool = False) -> Iterator[list[str | None]]:
         data = source.dataset.with_format("arrow")
         batches = data.iter(batch_size=ARROW_ROWS)
-        yield from self._table_batches(source, batches, list(source.dataset.column_names))
+        yield from self._table_batches(source, batches, list(source.dataset.column_names), as_bytes=as_bytes)
 
 
 def _sliced(batches):
@@ -345,6 +467,54 @@ def _sliced(batches):
     for batch in batches:
         for start in range(0, batch.num_rows, ARROW_ROWS):
             yield batch.slice(start, ARROW_ROWS)
+
+
+def _lines(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The lines of a block (``\\r\\n`` already read as ``\\n``): their bytes back to back and
+    their offsets, as ``_split(text, "lines")`` cuts them; no record after a final ``\\n``."""
+    lf = np.flatnonzero(data == 0x0A)
+    ends = lf if data.size and data[-1] == 0x0A else np.append(lf, data.size)
+    offsets = np.zeros(ends.size + 1, dtype=np.int64)
+    offsets[1:] = ends - np.arange(ends.size)  # each line end before it is left out
+    return (data[data != 0x0A] if lf.size else data), offsets
+
+
+def _blocks(data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The blocks of a block of text (``\\r\\n`` already read as ``\\n``), as
+    ``_split(text, "blocks")`` cuts them: the text less its outer ``\\n``, split at blank lines
+    (a bytes regex: every character involved is ASCII), blocks of whitespace only left out."""
+    inner = np.flatnonzero(data != 0x0A)
+    if not inner.size:
+        return data[:0], np.zeros(1, dtype=np.int64)
+    first, last = int(inner[0]), int(inner[-1]) + 1
+    cuts = np.array([m.span() for m in _BLANK_LINES_BYTES.finditer(data[first:last].tobytes())],
+                    dtype=np.int64).reshape(-1, 2) + first
+    starts, ends = np.append(first, cuts[:, 1]), np.append(cuts[:, 0], last)
+    kept = ~_blank(data, starts, ends)
+    starts, ends = starts[kept], ends[kept]
+    inside = np.zeros(data.size + 1, dtype=np.int64)
+    np.add.at(inside, starts, 1)
+    np.add.at(inside, ends, -1)
+    lengths = ends - starts
+    offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return data[np.cumsum(inside[:-1]) > 0], offsets
+
+
+def _blank(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each ``data[starts[k]:ends[k]]`` is whitespace only (``not text.strip()``): decided on
+    the bytes unless a span holds non-ASCII bytes and no other character (then decoded)."""
+    def count(mask: np.ndarray) -> np.ndarray:
+        prefix = np.zeros(mask.size + 1, dtype=np.int64)
+        np.cumsum(mask, out=prefix[1:])
+        return prefix[ends] - prefix[starts]
+
+    ascii_text = count(~_ASCII_SPACE[data] & (data < 0x80))
+    non_ascii = count(data >= 0x80)
+    blank = (ascii_text == 0) & (non_ascii == 0)
+    for k in np.flatnonzero((ascii_text == 0) & (non_ascii > 0)).tolist():  # rare: Unicode spaces, say
+        blank[k] = not data[starts[k]:ends[k]].tobytes().decode("utf-8", errors="replace").strip()
+    return blank
 
 
 def byte_blocks(f: BinaryIO, chunk_bytes: int, mode: str = "lines") -> Iterator[bytes]:

@@ -40,7 +40,9 @@ import numpy as np
 import torch
 
 from ._atomic import write_atomic
-from .corpus import BadRecords, RecordReader, sources
+from . import _dispatch
+from .corpus import BadRecords, ByteRecords, RecordReader, sources
+from .kernels.documents_numba import wrap_rows
 from .shards import MANIFEST, ShardWriter, file_sha256, shard_dtypes, shard_name
 from .tokenizer import Tokenizer
 
@@ -122,7 +124,7 @@ def encode_corpus(inputs: Any, tokenizer: Tokenizer, out: str | os.PathLike, *,
     try:
         for source in srcs:
             count = 0
-            for batch in reader.batches(source, on_bytes):
+            for batch in reader.batches(source, on_bytes, as_bytes=encoder.reads_bytes):
                 count += len(batch)
                 position = 0
                 while position < len(batch):
@@ -211,33 +213,45 @@ def _done_shards(folder: Path, progress_dir: Path) -> set[int]:
 
 
 class _Encoder:
-    """Records -> ids and lengths of their non-empty documents, BOS/EOS added."""
+    """Records -> ids and lengths of their non-empty documents, BOS/EOS added.
+
+    On the CPU kernels documents read as bytes (:class:`ByteRecords`) are encoded by
+    ``tokenizer.encode_utf8`` (no Python string per document) and the template's special tokens
+    ([CLS] ... [SEP], with ``add_special_tokens``) put around them like BOS/EOS: the ids of
+    ``tokenizer(texts, padding=False)``. Other devices get strings and that call.
+    """
 
     def __init__(self, tokenizer: Tokenizer, add_special_tokens: bool, bos: int | None, eos: int | None,
                  device: str | torch.device) -> None:
         self.tokenizer, self.add_special_tokens, self.bos, self.eos = tokenizer, add_special_tokens, bos, eos
         self.device = device
+        self.reads_bytes = _dispatch.on_cpu_kernels(torch.device(device))
+        template = tokenizer.post_processor.single if add_special_tokens and tokenizer.post_processor else []
+        sequence = next((k for k, item in enumerate(template) if item.sequence is not None), len(template))
+        self.prefix = [bos] * (bos is not None) + [item.token_id for item in template[:sequence]]
+        self.suffix = [item.token_id for item in template[sequence + 1:]] + [eos] * (eos is not None)
 
-    def __call__(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, texts: list[str] | tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(texts, tuple):  # a ByteRecords' documents: bytes and offsets
+            if texts[1].size < 2:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            encoded = self.tokenizer.encode_utf8(*texts)
+            return self._around(encoded.ids.values.numpy(), encoded.ids.offsets.numpy(), self.prefix, self.suffix)
         if not texts:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         out = self.tokenizer(texts, padding=False, add_special_tokens=self.add_special_tokens, device=self.device)
         ids, offsets = out["input_ids"].cpu().numpy(), out["row_offsets"].cpu().numpy()
-        lengths = np.diff(offsets)
-        extra = (self.bos is not None) + (self.eos is not None)
-        if not extra:
-            return ids, lengths
-        new_lengths = lengths + extra
-        full = np.empty(int(new_lengths.sum()), dtype=np.int64)
-        new_starts = np.zeros(lengths.size, dtype=np.int64)
-        np.cumsum(new_lengths[:-1], out=new_starts[1:])
-        row = np.repeat(np.arange(lengths.size), lengths)
-        full[np.arange(ids.size) + row * extra + (self.bos is not None)] = ids
-        if self.bos is not None:
-            full[new_starts] = self.bos
-        if self.eos is not None:
-            full[new_starts + new_lengths - 1] = self.eos
-        return full, new_lengths
+        return self._around(ids, offsets, [self.bos] * (self.bos is not None), [self.eos] * (self.eos is not None))
+
+    @staticmethod
+    def _around(ids: np.ndarray, offsets: np.ndarray, prefix: list[int], suffix: list[int]
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Each row of ragged ``ids`` with ``prefix`` before it and ``suffix`` after it, and the
+        rows' lengths."""
+        if not prefix and not suffix:
+            return ids, np.diff(offsets)
+        return wrap_rows(ids.astype(np.int64, copy=False), offsets.astype(np.int64, copy=False),
+                         np.asarray(prefix, dtype=np.int64), np.asarray(suffix, dtype=np.int64))
 
 
 class _OpenShard:
@@ -248,12 +262,18 @@ class _OpenShard:
         self.shard = ShardWriter(folder, shard_name(index), dtypes)
         self.records = self.empty = self.skipped = 0
 
-    def add(self, encoder: _Encoder, records: list[str | None]) -> int:
-        texts = [t for t in records if t]
-        skipped = records.count(None)
+    def add(self, encoder: _Encoder, records: list[str | None] | ByteRecords) -> int:
+        if isinstance(records, ByteRecords):
+            texts = records.documents()
+            skipped = int(records.skipped.sum())
+            documents = texts[1].size - 1
+        else:
+            texts = [t for t in records if t]
+            skipped = records.count(None)
+            documents = len(texts)
         self.records += len(records)
         self.skipped += skipped
-        self.empty += len(records) - len(texts) - skipped
+        self.empty += len(records) - documents - skipped
         ids, lengths = encoder(texts)
         self.shard.add(ids, lengths)
         return int(ids.size)

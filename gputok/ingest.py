@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from os import PathLike
 
+import functools
 import re
 
 import numpy as np
@@ -28,9 +29,10 @@ import torch
 from . import _dispatch
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
 from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba
-from .kernels.ingest_numba import utf8_numba
+from .kernels.ingest_numba import rows_matching, utf8_numba
 
 TextInput = str | bytes
+ByteBuffer = np.ndarray | torch.Tensor | bytes | bytearray | memoryview
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -159,3 +161,64 @@ def utf8_bytes(words: Ragged) -> tuple[Ragged, torch.Tensor]:
     lead = torch.where(w == 1, c, lead_bits | (c >> (6 * (w - 1))))
     values = torch.where(k == 0, lead, 0x80 | payload).to(torch.uint8)
     return Ragged(values, offsets_from_lengths(segment_sum(width, words.offsets))), src
+
+
+def utf8_rows(data: ByteBuffer, offsets: np.ndarray | torch.Tensor | Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Ragged UTF-8 bytes as numpy, without a copy where the input allows: ``data`` (a uint8
+    array or tensor, or any bytes-like object) and ``offsets`` (n + 1 non-decreasing int64 byte
+    offsets into it; row ``t`` is ``data[offsets[t]:offsets[t + 1]]``). ValueError names a bad one.
+
+    >>> data, offsets = utf8_rows(b"hi\\xc3\\xa9", [0, 2, 4])
+    >>> data.dtype, offsets.tolist()
+    (dtype('uint8'), [0, 2, 4])
+    """
+    if isinstance(data, torch.Tensor):
+        data = data.detach().cpu().numpy()
+    elif not isinstance(data, np.ndarray):
+        data = np.frombuffer(data, dtype=np.uint8)
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise ValueError(f"data is {data.dtype} with shape {data.shape}; pass 1-D uint8 UTF-8 bytes")
+    offsets = (offsets.detach().cpu().numpy() if isinstance(offsets, torch.Tensor) else np.asarray(offsets))
+    if offsets.ndim != 1 or offsets.size < 1 or offsets.dtype.kind not in "iu":
+        raise ValueError(f"offsets has shape {offsets.shape} and dtype {offsets.dtype}; pass n + 1 integer row offsets")
+    offsets = offsets.astype(np.int64, copy=False)
+    if offsets[0] < 0 or offsets[-1] > data.size or (offsets.size > 1 and bool((offsets[1:] < offsets[:-1]).any())):
+        raise ValueError(f"offsets must rise from >= 0 to <= len(data) = {data.size}; got {offsets[0]} ... {offsets[-1]}")
+    return data, offsets
+
+
+def rows_with(pattern: re.Pattern, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """A bool per row of ragged UTF-8 bytes: True where ``pattern`` (a ``str`` regex of literal
+    strings, searched as UTF-8 bytes) may match. One search over all the rows' bytes; a match
+    across rows marks every row it touches, so a match inside a row that an earlier one across
+    rows overlapped is still marked. A literal's UTF-8 bytes decode to it wherever they occur,
+    even beside invalid bytes (a UTF-8 character never starts with a continuation byte).
+    """
+    found = [m.span() for m in _as_bytes_pattern(pattern).finditer(memoryview(data[offsets[0]:offsets[-1]]))]
+    if not found:
+        return np.zeros(offsets.size - 1, dtype=bool)
+    spans = np.asarray(found, dtype=np.int64) + offsets[0]
+    return rows_matching(spans[:, 0], spans[:, 1], offsets)
+
+
+@functools.lru_cache(maxsize=64)
+def _as_bytes_pattern(pattern: re.Pattern) -> re.Pattern:
+    # the pattern's escaped literals in UTF-8: ASCII escapes read the same in a bytes regex, and
+    # other characters stand for themselves (re.escape leaves them as they are)
+    return re.compile(pattern.pattern.encode("utf-8", "surrogatepass"))
+
+
+def row_chunks(offsets: np.ndarray, threads: int, min_bytes: int) -> list[tuple[int, int]]:
+    """Consecutive row ranges of about equal bytes, at most ``threads`` of them and none much
+    under ``min_bytes`` (one range when that is all that pays).
+
+    >>> row_chunks(np.array([0, 5, 10, 15, 20]), threads=2, min_bytes=4)
+    [(0, 2), (2, 4)]
+    """
+    rows, total = offsets.size - 1, int(offsets[-1] - offsets[0])
+    parts = min(threads, rows, total // max(min_bytes, 1))
+    if parts < 2:
+        return [(0, rows)]
+    cuts = np.searchsorted(offsets, offsets[0] + total * np.arange(1, parts) // parts, side="left")
+    bounds = [0, *sorted({int(c) for c in cuts if 0 < c < rows}), rows]
+    return list(zip(bounds, bounds[1:]))

@@ -39,6 +39,7 @@ from ._transformers_api import TransformersAPI
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import TextInput, as_texts, codepoints, utf32_units
+from .ingest import ByteBuffer, row_chunks, rows_with, utf8_rows
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordlevel import WordLevel
@@ -50,6 +51,7 @@ from .word_cache import WordCache
 from .kernels import postprocess_numba
 from .kernels.decode_numba import decode_rows
 from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba
+from .kernels.ingest_numba import splice_rows, utf8_units_numba
 from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
 from .kernels import wordpiece_texts_numba
 
@@ -463,6 +465,55 @@ class Tokenizer(TransformersAPI):
         if made is None or any(a is not b for a, b in zip(made[0], stages)):
             made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages))
         return made[1]
+
+    def encode_utf8(self, data: ByteBuffer, offsets: np.ndarray | torch.Tensor | Sequence[int], *,
+                    device: torch.device | str = "cpu", with_spans: bool = False,
+                    allowed: frozenset[str] | None = None) -> Encoded:
+        """:meth:`encode_ragged` of texts given as ragged UTF-8 bytes: ``data`` (a uint8 array or
+        tensor, or bytes) and ``offsets`` (n + 1 byte offsets; text ``t`` is
+        ``data[offsets[t]:offsets[t + 1]]``). The ids (and character spans) equal
+        ``encode_ragged([row.decode("utf-8", errors="replace") for row in rows])``: invalid UTF-8
+        becomes U+FFFD as Python's ``"replace"`` makes it.
+
+        On the CPU kernels no Python string is made for a text: a numba kernel turns the bytes into
+        the UTF-32 units the pipeline reads (``gputok.kernels.ingest_numba.utf8_units_numba``), in
+        chunks of rows over gputok's threads. Only texts in which an added token's text occurs (one
+        search over the bytes) are decoded and encoded as strings, then put back in their place;
+        on other devices every text is.
+        """
+        with _cpu_threads.gputok_threads():
+            data, offsets = utf8_rows(data, offsets)
+            rows = offsets.size - 1
+            pattern = self._pattern(allowed) if allowed != frozenset() else None
+            as_text = np.zeros(rows, dtype=bool) if pattern is None else rows_with(pattern, data, offsets)
+            if pattern is not None and "\ufffd" in pattern.pattern:  # such a token can match a replaced byte
+                as_text |= utf8_units_numba(data, offsets[:-1], offsets[1:])[2]
+            if not _dispatch.on_cpu_kernels(torch.device(device)):
+                as_text[:] = True
+            texts = [data[offsets[t]:offsets[t + 1]].tobytes().decode("utf-8", errors="replace")
+                     for t in np.flatnonzero(as_text).tolist()]
+            if len(texts) == rows:
+                return self.encode_ragged(texts, device=device, with_spans=with_spans, allowed=allowed)
+            starts, ends = offsets[:-1], np.where(as_text, offsets[:-1], offsets[1:])  # text rows left empty here
+
+            def encode(part: tuple[int, int]) -> Encoded:
+                units, lengths, _ = utf8_units_numba(data, starts[part[0]:part[1]], ends[part[0]:part[1]])
+                return self._encode_units(units, lengths, with_spans)
+
+            one_chunk = getattr(self.model, "is_sampling", False) or getattr(_cpu_threads._local, "worker", False)
+            parts = row_chunks(offsets, 1 if one_chunk else _cpu_threads.num_threads(), _cpu_threads.MIN_CHUNK_CHARS)
+            done = [encode(parts[0])] if len(parts) == 1 else _cpu_threads.map_chunks(encode, parts)
+            ids = np.concatenate([d.ids.values.numpy() for d in done])
+            token_offsets = np.zeros(rows + 1, dtype=np.int64)
+            np.cumsum(np.concatenate([np.diff(d.ids.offsets.numpy()) for d in done]), out=token_offsets[1:])
+            spans = np.concatenate([d.spans.numpy() for d in done]) if with_spans else _NO_SPANS
+            if texts:
+                other = self.encode_ragged(texts, device=device, with_spans=with_spans, allowed=allowed)
+                ids, token_offsets, spans = splice_rows(
+                    ids, token_offsets, spans, other.ids.values.numpy(), other.ids.offsets.numpy(),
+                    other.spans.numpy() if with_spans else _NO_SPANS, as_text, with_spans)
+            return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(token_offsets)),
+                           torch.from_numpy(spans) if with_spans else None)
 
     def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:
         """A regex matching the added tokens in ``contents`` (None: all), longest first."""

@@ -15,6 +15,25 @@ Reference: ``text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "repl
 ``utf8_numba(values, offsets)``: the UTF-8 bytes of ragged codepoints (uint8), their int64 row
 offsets and for every byte the int64 index of its codepoint. Reference: the tensor-op path of
 ``gputok.ingest.utf8_bytes``. Two passes: byte counts per row, then the bytes.
+``utf8_units_numba(data, starts, ends)``: rows ``data[starts[t]:ends[t]]`` of UTF-8 bytes (uint8,
+read-only) as the UTF-32 units the CPU kernels read: the int32 codepoints back to back, each row's
+length in codepoints (int64) and whether the row held invalid UTF-8 (bool). Invalid bytes become
+U+FFFD by the rule of Python's ``bytes.decode("utf-8", errors="replace")`` (Unicode's "maximal
+subpart" practice): a byte that cannot start a character, or the longest prefix of a character
+that the next byte (or the row's end) cuts short, is one U+FFFD; surrogates (ED A0..BF) and
+overlong forms (C0, C1, E0 80..9F, F0 80..8F) are invalid, so no surrogate ever comes out.
+Reference: that decode per row. One pass; the units buffer is sized for the worst case (a unit per
+byte) and returned as a view of its used part. ``utf8_invalid_rows(data, offsets)``: only the
+bool per row (no units written), for readers that apply a bad-record policy before encoding.
+
+``rows_matching(match_starts, match_ends, row_offsets)``: a bool per row, True where a byte range
+``[match_starts[k], match_ends[k])`` touches the row (all rows from the one holding its first byte
+to the one holding its last): the rows a regex search over the joined rows may have matched in.
+
+``splice_rows(a_ids, a_offsets, a_spans, b_ids, b_offsets, b_spans, from_b, with_spans)``: one
+ragged batch from two: row ``t`` is row ``t`` of ``a`` where ``from_b[t]`` is False, else the next
+row of ``b`` (``b`` holds exactly the rows taken from it, in order); spans ([tokens, 2] int64)
+follow their ids when ``with_spans``.
 Memory: the outputs only.
 """
 
@@ -103,3 +122,120 @@ def utf8_numba(values, offsets):
                 source[at + k] = i
             at += 4
     return out, out_offsets, source
+
+
+@kernel
+def utf8_char(data, i, end):
+    """The codepoint that starts at ``data[i]`` (U+FFFD if invalid), the index after it, and
+    whether it was valid: one step of Python's ``errors="replace"`` decoding."""
+    b = np.int32(data[i])
+    i += 1
+    if b < 0x80:
+        return b, i, True
+    # continuation bytes still needed, and the range the next one must fall in
+    if 0xC2 <= b <= 0xDF:
+        need, c, low, high = 1, b & 0x1F, 0x80, 0xBF
+    elif 0xE0 <= b <= 0xEF:
+        need, c = 2, b & 0x0F
+        low = 0xA0 if b == 0xE0 else 0x80
+        high = 0x9F if b == 0xED else 0xBF
+    elif 0xF0 <= b <= 0xF4:
+        need, c = 3, b & 0x07
+        low = 0x90 if b == 0xF0 else 0x80
+        high = 0x8F if b == 0xF4 else 0xBF
+    else:
+        return np.int32(0xFFFD), i, False
+    while need > 0 and i < end and low <= data[i] <= high:
+        c = (c << 6) | (np.int32(data[i]) & 0x3F)
+        i += 1
+        need -= 1
+        low, high = 0x80, 0xBF
+    if need != 0:
+        return np.int32(0xFFFD), i, False
+    return c, i, True
+
+
+@kernel
+def utf8_units_numba(data, starts, ends):
+    rows = starts.size
+    total = 0
+    for t in range(rows):
+        total += ends[t] - starts[t]
+    units = np.empty(total, np.int32)
+    lengths = np.empty(rows, np.int64)
+    invalid = np.zeros(rows, np.bool_)
+    at = 0
+    for t in range(rows):
+        i, end, first = starts[t], ends[t], at
+        while i < end:
+            if data[i] < 0x80:  # ASCII without the call (most bytes of most text)
+                units[at] = data[i]
+                at += 1
+                i += 1
+                continue
+            c, i, ok = utf8_char(data, i, end)
+            units[at] = c
+            at += 1
+            if not ok:
+                invalid[t] = True
+        lengths[t] = at - first
+    return units[:at], lengths, invalid
+
+
+@kernel
+def utf8_invalid_rows(data, offsets):
+    rows = offsets.size - 1
+    invalid = np.zeros(rows, np.bool_)
+    for t in range(rows):
+        i, end = offsets[t], offsets[t + 1]
+        while i < end:
+            if data[i] < 0x80:
+                i += 1
+                continue
+            _, i, ok = utf8_char(data, i, end)
+            if not ok:
+                invalid[t] = True
+                break
+    return invalid
+
+
+@kernel
+def rows_matching(match_starts, match_ends, row_offsets):
+    rows = row_offsets.size - 1
+    hit = np.zeros(rows, np.bool_)
+    for k in range(match_starts.size):
+        first = np.searchsorted(row_offsets, match_starts[k], side="right") - 1
+        last = np.searchsorted(row_offsets, match_ends[k] - 1, side="right") - 1
+        for t in range(max(first, 0), min(last, rows - 1) + 1):
+            hit[t] = True
+    return hit
+
+
+@kernel
+def splice_rows(a_ids, a_offsets, a_spans, b_ids, b_offsets, b_spans, from_b, with_spans):
+    rows = from_b.size
+    offsets = np.empty(rows + 1, np.int64)
+    offsets[0] = 0
+    taken = 0
+    for t in range(rows):
+        if from_b[t]:
+            count = b_offsets[taken + 1] - b_offsets[taken]
+            taken += 1
+        else:
+            count = a_offsets[t + 1] - a_offsets[t]
+        offsets[t + 1] = offsets[t] + count
+    ids = np.empty(offsets[rows], a_ids.dtype)
+    spans = np.empty((offsets[rows] if with_spans else 0, 2), np.int64)
+    taken = 0
+    for t in range(rows):
+        if from_b[t]:
+            source, ids_in, spans_in = b_offsets[taken], b_ids, b_spans
+            taken += 1
+        else:
+            source, ids_in, spans_in = a_offsets[t], a_ids, a_spans
+        for k in range(offsets[t + 1] - offsets[t]):
+            ids[offsets[t] + k] = ids_in[source + k]
+            if with_spans:
+                spans[offsets[t] + k, 0] = spans_in[source + k, 0]
+                spans[offsets[t] + k, 1] = spans_in[source + k, 1]
+    return ids, offsets, spans
