@@ -1,0 +1,181 @@
+"""SentencePiece's Unigram segmentation of whole texts, with a word cache kept across calls: the
+words' float64 segmentations where they are provably SentencePiece's float32 ones in context.
+
+Contract: ``segment_cached`` returns what ``unigram_sentence.unigram_sentences_encode`` returns
+(SentencePiece's ids of each sentence, cut at its words: exact), reading and filling ``cache``.
+
+Why this is exact (``gputok.models.unigram``, ``Unigram.encode_in_context``, has the argument):
+SentencePiece runs its float32 Viterbi over the whole sentence, so the rounding of the running
+score decides near ties within a word; no piece holds '▁' after its first character, so in exact
+arithmetic the words are independent. A word's float64 Viterbi (``unigram_words_numba.word_viterbi``)
+records its *margin*, the smallest gap between best and runner-up at any node; where that margin
+is above the worst-case float32 rounding of the sentence's running score at the word,
+``(2 * size + 4) * (magnitude + size * max_abs) * 2**-23`` (``magnitude``: the sum of the sentence's
+words' absolute float64 scores; ``max_abs``: the largest absolute piece or unk score), every
+decision in the word is the same in both, so the word's float64 tokens are SentencePiece's. A
+sentence with one word at or below its bound, or longer than ``whole_chars`` characters, is
+segmented whole by SentencePiece's float32 Viterbi (``unigram_sentence._sentence_row``) instead.
+
+The cache: an open-addressing table (``slot_hash``, ``slot_entry``: entry + 1, 0 empty; linear
+probing, at most half full) over entries (``entry_ints``: chars at, length, tokens at, tokens;
+``entry_floats``: margin, score) whose codepoints, token ids and token ends sit in flat stores
+(``chars``, ``token_ids``, ``token_ends``); ``used`` counts entries, chars and tokens. A word is a
+hit only if its codepoints equal the stored ones (a hash collision costs a miss). Words over
+``max_cached`` characters are not stored. When a store is full the table empties and refills (a
+generational reset). A cache is one thread's (the caller keeps one per thread): no locks.
+Memory: ``gputok._whole_unigram`` sizes it (~12 MB).
+"""
+
+import numpy as np
+
+from ._numba import kernel
+from .unigram_sentence import _sentence_row, cut_best_path
+from .unigram_trie_numba import write_best_path
+from .unigram_words_numba import word_viterbi
+
+_ROUNDING = 2.0 ** -23
+
+
+@kernel
+def _word_hash(values, lo, n):
+    h = np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(n)
+    for i in range(n):
+        h = (h ^ np.uint64(values[lo + i])) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(31)
+    h *= np.uint64(0xD6E8FEB86659FD93)
+    return h ^ (h >> np.uint64(32))
+
+
+@kernel
+def _lookup(values, lo, n, h, slot_hash, slot_entry, entry_ints, chars):
+    """``(entry, slot)``: the word's entry (-1 if absent) and the slot where the probe stopped."""
+    mask = slot_hash.size - 1
+    slot = np.int64(h & np.uint64(mask))
+    while True:
+        e = slot_entry[slot] - 1
+        if e < 0:
+            return -1, slot
+        if slot_hash[slot] == h and entry_ints[e, 1] == n:
+            at = entry_ints[e, 0]
+            same = True
+            for i in range(n):
+                if chars[at + i] != values[lo + i]:
+                    same = False
+                    break
+            if same:
+                return e, slot
+        slot = (slot + 1) & mask
+
+
+@kernel
+def _insert(values, lo, n, h, slot, ids, ends, first_token, tokens, margin, score, slot_hash, slot_entry, entry_ints,
+            entry_floats, chars, token_ids, token_ends, used):
+    """Store the word (its ``tokens`` tokens at ``first_token`` of ``ids`` / ``ends``) at ``slot``
+    (empty, from :func:`_lookup`), emptying the table first if a store is full."""
+    if (used[0] >= entry_ints.shape[0] or used[1] + n > chars.size or used[2] + tokens > token_ids.size
+            or 2 * (used[0] + 1) > slot_entry.size):
+        slot_entry[:] = 0
+        used[:] = 0
+        slot = np.int64(h & np.uint64(slot_hash.size - 1))
+    e = used[0]
+    entry_ints[e, 0] = used[1]
+    entry_ints[e, 1] = n
+    entry_ints[e, 2] = used[2]
+    entry_ints[e, 3] = tokens
+    entry_floats[e, 0] = margin
+    entry_floats[e, 1] = score
+    for i in range(n):
+        chars[used[1] + i] = values[lo + i]
+    for t in range(tokens):
+        token_ids[used[2] + t] = ids[first_token + t]
+        token_ends[used[2] + t] = ends[first_token + t]
+    used[0] += 1
+    used[1] += n
+    used[2] += tokens
+    slot_hash[slot] = h
+    slot_entry[slot] = e + 1
+
+
+@kernel
+def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root_child, narrow_row, narrow_table,
+                   narrow, child_offsets, child_codes, child_nodes, token_of_node, score32, score64, unk_score, unk_id,
+                   reset_threshold, max_abs, whole_chars, max_cached, slot_hash, slot_entry, entry_ints, entry_floats,
+                   chars, token_ids, token_ends, used):
+    """``unigram_sentences_encode``'s ``(ids, ends, offsets)`` with the word cache (see the module
+    notes): ``score32`` / ``score64`` the pieces' float32 / float64 scores."""
+    sentences = sentence_words.size - 1
+    num_words = word_starts.size
+    longest = 0
+    total = 0
+    for k in range(sentences):
+        if sentence_words[k + 1] > sentence_words[k]:
+            size = word_ends[sentence_words[k + 1] - 1] - word_starts[sentence_words[k]]
+            longest = max(longest, size)
+            total += size
+    best32 = np.empty(longest + 1, np.float32)
+    best64 = np.empty(longest + 1, np.float64)
+    second = np.empty(longest + 1, np.float64)
+    start = np.empty(longest + 1, np.int32)
+    piece = np.empty(longest + 1, np.int32)
+    codes = np.empty(longest + 1, np.int32)
+    path = np.empty(longest + 1, np.int32)
+    margins = np.empty(num_words, np.float64)
+    ids = np.empty(total, np.int64)
+    ends = np.empty(total, np.int64)
+    offsets = np.zeros(num_words + 1, np.int64)
+    counts = offsets[1:]
+    unk32 = np.float32(unk_score)
+    threshold = np.float32(reset_threshold)
+    written = 0
+    for k in range(sentences):
+        first = sentence_words[k]
+        last = sentence_words[k + 1]
+        if last == first:
+            continue
+        lo = word_starts[first]
+        n = word_ends[last - 1] - lo
+        if n <= whole_chars:
+            sentence_at = written
+            magnitude = 0.0
+            for w in range(first, last):
+                at = word_starts[w]
+                size = word_ends[w] - at
+                h = _word_hash(values, at, size)
+                e, slot = _lookup(values, at, size, h, slot_hash, slot_entry, entry_ints, chars)
+                if e >= 0:
+                    stored = entry_ints[e, 2]
+                    tokens = entry_ints[e, 3]
+                    for t in range(tokens):
+                        ids[written + t] = token_ids[stored + t]
+                        ends[written + t] = token_ends[stored + t]
+                    margin = entry_floats[e, 0]
+                    score = entry_floats[e, 1]
+                else:
+                    margin, _ = word_viterbi(values, at, size, code_of, root_child, narrow_row, narrow_table, narrow,
+                                             child_offsets, child_codes, child_nodes, token_of_node, score64, unk_score,
+                                             unk_id, best64, second, start, piece, codes)
+                    tokens = write_best_path(start, piece, size, ids, ends, written)
+                    score = best64[size]
+                    if size <= max_cached:
+                        _insert(values, at, size, h, slot, ids, ends, written, tokens, margin, score, slot_hash,
+                                slot_entry, entry_ints, entry_floats, chars, token_ids, token_ends, used)
+                counts[w] = tokens
+                written += tokens
+                margins[w] = margin
+                magnitude += abs(score)
+            fragile = False
+            for w in range(first, last):
+                size = word_ends[w] - word_starts[w]
+                if margins[w] <= (2 * size + 4) * (magnitude + size * max_abs) * _ROUNDING:
+                    fragile = True
+                    break
+            if not fragile:
+                continue
+            written = sentence_at
+            counts[first:last] = 0
+        _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
+                      child_nodes, token_of_node, score32, unk32, unk_id, threshold, best32, start, piece, codes)
+        written = cut_best_path(start, piece, n, lo, first, word_starts, word_ends, path, ids, ends, counts, written)
+    for w in range(num_words):
+        offsets[w + 1] += offsets[w]
+    return ids[:written], ends[:written], offsets
