@@ -11,7 +11,7 @@ SentencePiece's in context) is kept across calls, one per thread that encodes (t
 batch run on several threads at once; a table per thread needs no lock), while the tokenizer's
 ``word_cache`` is the same object: setting it to None turns the cache off, a new ``WordCache``
 starts an empty one (as ``gputok bench`` does for each pass). The caches are not pickled (the
-kernel is rebuilt on use) and a forked child starts with empty ones. Memory: ~15 MB per thread.
+kernel is rebuilt on use) and a forked child starts with empty ones. Memory: 16 MB per thread.
 """
 
 from __future__ import annotations
@@ -37,21 +37,24 @@ _NO_CHARSMAP = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(1, np.int
                 np.zeros(1, np.int64), 0)
 
 
-# The cache's sizes: slots (a power of two, at most half full), entries, stored codepoints and tokens;
-# words over MAX_CACHED_CHARS codepoints are segmented every time.
-CACHE_SLOTS, CACHE_ENTRIES, CACHE_CHARS, CACHE_TOKENS = 1 << 18, 1 << 17, 1 << 20, 1 << 19
+# The cache's sizes: slots (a power of two; at most half of them used) and its store (int32 entries:
+# a word's codepoints and twice its tokens); words over MAX_CACHED_CHARS codepoints are segmented
+# every time.
+CACHE_SLOTS, CACHE_STORE = 1 << 18, 1 << 21
 MAX_CACHED_CHARS = 32
-_NO_CACHE = (np.zeros(1, np.uint64), np.zeros(1, np.int32), np.zeros((0, 4), np.int32), np.zeros((0, 2), np.float64),
-             np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(3, np.int64))
+# A full cache stores no more words; it empties once this many misses since it filled outnumber its
+# hits since then (text in another language or domain).
+CACHE_FULL_MISSES = 1 << 14
 _forks = [0]  # forked children count up: a cache made before the fork is dropped in the child
 os.register_at_fork(after_in_child=lambda: _forks.__setitem__(0, _forks[0] + 1))
 
 
 def _new_cache() -> tuple[np.ndarray, ...]:
-    """An empty word cache (``unigram_cache_numba``'s arrays)."""
-    return (np.zeros(CACHE_SLOTS, np.uint64), np.zeros(CACHE_SLOTS, np.int32), np.empty((CACHE_ENTRIES, 4), np.int32),
-            np.empty((CACHE_ENTRIES, 2), np.float64), np.empty(CACHE_CHARS, np.int32), np.empty(CACHE_TOKENS, np.int32),
-            np.empty(CACHE_TOKENS, np.int32), np.zeros(3, np.int64))
+    """An empty word cache (``unigram_cache_numba``'s arrays: the slots, the store, the counts)."""
+    return np.zeros((CACHE_SLOTS, 4), np.int64), np.empty(CACHE_STORE, np.int32), np.zeros(4, np.int64)
+
+
+_NO_CACHE = (np.zeros((1, 4), np.int64), np.zeros(0, np.int32), np.zeros(4, np.int64))
 
 
 def whole_unigram_kernel(normalizer: Any, pre_tokenizer: Any, model: Any, tokenizer: Any) -> Callable | None:
@@ -75,7 +78,7 @@ def whole_unigram_kernel(normalizer: Any, pre_tokenizer: Any, model: Any, tokeni
               model.byte_fallback)
     score64 = model.score64.numpy()
     cache_settings = (score64, max(float(np.abs(score64).max()), abs(model.unk_score)), WHOLE_SENTENCE_CHARS,
-                      MAX_CACHED_CHARS)
+                      MAX_CACHED_CHARS, CACHE_FULL_MISSES)
     owner = weakref.ref(tokenizer)
     local = threading.local()  # this thread's cache: (the word_cache it stands for, the fork count, arrays)
 

@@ -16,14 +16,17 @@ decision in the word is the same in both, so the word's float64 tokens are Sente
 sentence with one word at or below its bound, or longer than ``whole_chars`` characters, is
 segmented whole by SentencePiece's float32 Viterbi (``unigram_sentence._sentence_row``) instead.
 
-The cache: an open-addressing table (``slot_hash``, ``slot_entry``: entry + 1, 0 empty; linear
-probing, at most half full) over entries (``entry_ints``: chars at, length, tokens at, tokens;
-``entry_floats``: margin, score) whose codepoints, token ids and token ends sit in flat stores
-(``chars``, ``token_ids``, ``token_ends``); ``used`` counts entries, chars and tokens. A word is a
-hit only if its codepoints equal the stored ones (a hash collision costs a miss). Words over
-``max_cached`` characters are not stored. When a store is full the table empties and refills (a
-generational reset). A cache is one thread's (the caller keeps one per thread): no locks.
-Memory: ``gputok._whole_unigram`` sizes it (~12 MB).
+The cache: an open-addressing table of ``slots`` (linear probing, at most half full), one 32-byte
+row per word, read through two views of the same memory: ``slot_ints[s, 0]`` the word's hash (0:
+empty), ``slot_ints[s, 1]`` where its record starts in ``store`` (``<< 16``), its tokens (``<< 8``)
+and its length; ``slot_floats[s, 2]`` and ``[s, 3]`` its margin and float64 score. A record is the
+word's codepoints, then its token ids, then its token ends (int32), so a hit reads two cache lines
+or so: the slot, then the record. A word is a hit only if its codepoints equal the stored ones (a
+hash collision costs a miss). Words over ``max_cached`` (< 256) characters are not stored. When
+the table is half full or the store full, no more words are stored until the misses since then
+outnumber the hits (then both empty and refill: a generational reset). ``used``: words and store
+entries used, hits and misses since the cache filled. A cache is one thread's (the caller keeps one per thread): no locks.
+Memory: ``gputok._whole_unigram`` sizes it (16 MB).
 """
 
 import numpy as np
@@ -38,69 +41,71 @@ _ROUNDING = 2.0 ** -23
 
 @kernel
 def _word_hash(values, lo, n):
+    """A non-zero 63-bit hash of ``values[lo:lo + n]``."""
     h = np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(n)
     for i in range(n):
         h = (h ^ np.uint64(values[lo + i])) * np.uint64(0x100000001B3)
     h ^= h >> np.uint64(31)
     h *= np.uint64(0xD6E8FEB86659FD93)
-    return h ^ (h >> np.uint64(32))
+    h ^= h >> np.uint64(32)
+    return np.int64(h >> np.uint64(1)) | 1
 
 
 @kernel
-def _lookup(values, lo, n, h, slot_hash, slot_entry, entry_ints, chars):
-    """``(entry, slot)``: the word's entry (-1 if absent) and the slot where the probe stopped."""
-    mask = slot_hash.size - 1
-    slot = np.int64(h & np.uint64(mask))
+def _lookup(values, lo, n, h, slot_ints, store):
+    """The word's slot, or ``-1 - slot`` with the empty slot where the probe stopped."""
+    mask = slot_ints.shape[0] - 1
+    slot = h & mask
     while True:
-        e = slot_entry[slot] - 1
-        if e < 0:
-            return -1, slot
-        if slot_hash[slot] == h and entry_ints[e, 1] == n:
-            at = entry_ints[e, 0]
+        key = slot_ints[slot, 0]
+        if key == 0:
+            return -1 - slot
+        packed = slot_ints[slot, 1]
+        if key == h and packed & 0xFF == n:
+            at = packed >> 16
             same = True
             for i in range(n):
-                if chars[at + i] != values[lo + i]:
+                if store[at + i] != values[lo + i]:
                     same = False
                     break
             if same:
-                return e, slot
+                return slot
         slot = (slot + 1) & mask
 
 
 @kernel
-def _insert(values, lo, n, h, slot, ids, ends, first_token, tokens, margin, score, slot_hash, slot_entry, entry_ints,
-            entry_floats, chars, token_ids, token_ends, used):
-    """Store the word (its ``tokens`` tokens at ``first_token`` of ``ids`` / ``ends``) at ``slot``
-    (empty, from :func:`_lookup`), emptying the table first if a store is full."""
-    if (used[0] >= entry_ints.shape[0] or used[1] + n > chars.size or used[2] + tokens > token_ids.size
-            or 2 * (used[0] + 1) > slot_entry.size):
-        slot_entry[:] = 0
+def _insert(values, lo, n, h, slot, ids, ends, first_token, tokens, margin, score, slot_ints, slot_floats, store,
+            used, full_misses):
+    """Store the word (its ``tokens`` tokens at ``first_token`` of ``ids`` / ``ends``) at the empty
+    ``slot`` (from :func:`_lookup`). A full cache stores nothing more until at least ``full_misses``
+    misses since it filled outnumber its hits since then (then it empties: a generational reset),
+    so real text keeps the words that came first, its common ones."""
+    size = n + 2 * tokens
+    if 2 * (used[0] + 1) > slot_ints.shape[0] or used[1] + size > store.size:
+        used[3] += 1
+        if used[3] < full_misses or used[3] <= used[2]:
+            return
+        slot_ints[:, 0] = 0
         used[:] = 0
-        slot = np.int64(h & np.uint64(slot_hash.size - 1))
-    e = used[0]
-    entry_ints[e, 0] = used[1]
-    entry_ints[e, 1] = n
-    entry_ints[e, 2] = used[2]
-    entry_ints[e, 3] = tokens
-    entry_floats[e, 0] = margin
-    entry_floats[e, 1] = score
+        slot = h & (slot_ints.shape[0] - 1)
+    at = used[1]
     for i in range(n):
-        chars[used[1] + i] = values[lo + i]
+        store[at + i] = values[lo + i]
     for t in range(tokens):
-        token_ids[used[2] + t] = ids[first_token + t]
-        token_ends[used[2] + t] = ends[first_token + t]
+        store[at + n + t] = ids[first_token + t]
+        store[at + n + tokens + t] = ends[first_token + t]
     used[0] += 1
-    used[1] += n
-    used[2] += tokens
-    slot_hash[slot] = h
-    slot_entry[slot] = e + 1
+    used[1] += size
+    slot_ints[slot, 1] = (at << 16) | (tokens << 8) | n
+    slot_floats[slot, 2] = margin
+    slot_floats[slot, 3] = score
+    slot_ints[slot, 0] = h
 
 
 @kernel
 def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root_child, narrow_row, narrow_table,
                    narrow, child_offsets, child_codes, child_nodes, token_of_node, score32, score64, unk_score, unk_id,
-                   reset_threshold, max_abs, whole_chars, max_cached, slot_hash, slot_entry, entry_ints, entry_floats,
-                   chars, token_ids, token_ends, used):
+                   reset_threshold, max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used):
     """``unigram_sentences_encode``'s ``(ids, ends, offsets)`` with the word cache (see the module
     notes): ``score32`` / ``score64`` the pieces' float32 / float64 scores."""
     sentences = sentence_words.size - 1
@@ -126,6 +131,7 @@ def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root
     counts = offsets[1:]
     unk32 = np.float32(unk_score)
     threshold = np.float32(reset_threshold)
+    slot_floats = slot_ints.view(np.float64)
     written = 0
     for k in range(sentences):
         first = sentence_words[k]
@@ -141,15 +147,17 @@ def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root
                 at = word_starts[w]
                 size = word_ends[w] - at
                 h = _word_hash(values, at, size)
-                e, slot = _lookup(values, at, size, h, slot_hash, slot_entry, entry_ints, chars)
-                if e >= 0:
-                    stored = entry_ints[e, 2]
-                    tokens = entry_ints[e, 3]
+                slot = _lookup(values, at, size, h, slot_ints, store)
+                if slot >= 0:
+                    used[2] += used[3] > 0  # a hit since the cache filled
+                    packed = slot_ints[slot, 1]
+                    stored = packed >> 16
+                    tokens = (packed >> 8) & 0xFF
                     for t in range(tokens):
-                        ids[written + t] = token_ids[stored + t]
-                        ends[written + t] = token_ends[stored + t]
-                    margin = entry_floats[e, 0]
-                    score = entry_floats[e, 1]
+                        ids[written + t] = store[stored + size + t]
+                        ends[written + t] = store[stored + size + tokens + t]
+                    margin = slot_floats[slot, 2]
+                    score = slot_floats[slot, 3]
                 else:
                     margin, _ = word_viterbi(values, at, size, code_of, root_child, narrow_row, narrow_table, narrow,
                                              child_offsets, child_codes, child_nodes, token_of_node, score64, unk_score,
@@ -157,8 +165,8 @@ def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root
                     tokens = write_best_path(start, piece, size, ids, ends, written)
                     score = best64[size]
                     if size <= max_cached:
-                        _insert(values, at, size, h, slot, ids, ends, written, tokens, margin, score, slot_hash,
-                                slot_entry, entry_ints, entry_floats, chars, token_ids, token_ends, used)
+                        _insert(values, at, size, h, -1 - slot, ids, ends, written, tokens, margin, score, slot_ints,
+                                slot_floats, store, used, full_misses)
                 counts[w] = tokens
                 written += tokens
                 margins[w] = margin

@@ -38,8 +38,8 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
                  rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
                  suffix_code, mark, split, sentences_are_texts, code_of, root_child, narrow_row, narrow_table, narrow,
                  child_offsets, child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id,
-                 reset_threshold, byte_ids, byte_fallback, cached, score64, max_abs, whole_chars, max_cached, slot_hash,
-                 slot_entry, entry_ints, entry_floats, chars, token_ids, token_ends, used, with_spans):
+                 reset_threshold, byte_ids, byte_fallback, cached, score64, max_abs, whole_chars, max_cached, full_misses,
+                 slot_ints, store, used, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths. ``charsmap``:
     whether there is a charsmap (its rules: ``charsmap_rewrite_numba``'s arrays); ``suffix_code``:
     the dummy suffix's codepoint (-1: none); ``mark``/``split``: the Metaspace split;
@@ -65,8 +65,7 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
         ids, piece_ends, token_offsets = segment_cached(
             text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
             child_codes, child_nodes, token_of_node, piece_score, score64, unk_score, unk_id, reset_threshold, max_abs,
-            whole_chars, max_cached, slot_hash, slot_entry, entry_ints, entry_floats, chars, token_ids, token_ends,
-            used)
+            whole_chars, max_cached, full_misses, slot_ints, store, used)
     else:
         ids, piece_ends, token_offsets = unigram_sentences_encode(
             text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,

@@ -95,9 +95,8 @@ def test_cache_resets_when_full(monkeypatch, lines):
     path = MODELS["trained-8000"]()
     sp = spm.SentencePieceProcessor(model_file=path)
     monkeypatch.setattr(_whole_unigram, "CACHE_SLOTS", 256)
-    monkeypatch.setattr(_whole_unigram, "CACHE_ENTRIES", 100)
-    monkeypatch.setattr(_whole_unigram, "CACHE_CHARS", 400)
-    monkeypatch.setattr(_whole_unigram, "CACHE_TOKENS", 150)
+    monkeypatch.setattr(_whole_unigram, "CACHE_STORE", 700)
+    monkeypatch.setattr(_whole_unigram, "CACHE_FULL_MISSES", 20)
     tok = gputok.Tokenizer.from_sentencepiece(path)
     texts = lines[:400]
     want = sp.encode(texts)
