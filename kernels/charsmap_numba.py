@@ -131,3 +131,91 @@ def charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets,
                 unit[at] = i
                 at += 1
     return out, out_offsets, unit
+
+
+SPACE, ESCAPED_SPACE = 32, 0x2581
+
+
+@kernel
+def normalize_sentencepiece(values, offsets, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
+                            key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
+                            escape_whitespaces):
+    """SentencePiece's whole normalizer in one pass per text: :func:`charsmap_rewrite_numba` (where
+    ``charsmap``, else the identity) then ``sentencepiece_whitespace.whitespace_rules_numba`` of its
+    output, the same ``(out, out_offsets, source)``: each unit's codepoints go through the
+    whitespace rules as they are written (a space after a space, or first, goes unless a non-space
+    came before it in its own unit; trailing spaces, and '▁' when escaping, are taken back off the
+    end; the dummy prefix goes before the first kept codepoint). The outputs grow as needed (a
+    rule may write several codepoints). Memory: the outputs, 12 bytes per codepoint."""
+    texts = offsets.size - 1
+    limit = direct.size
+    cap = values.size + texts + 16
+    out = np.empty(cap, np.int32)
+    source = np.empty(cap, np.int64)
+    out_offsets = np.zeros(texts + 1, np.int64)
+    scratch = np.empty(max(max_long, 1), np.uint64)
+    prefix = ESCAPED_SPACE if escape_whitespaces else SPACE
+    at = 0
+    for t in range(texts):
+        i, end = offsets[t], offsets[t + 1]
+        text_at = at
+        after_space = True  # the previous rewritten codepoint (kept or not) was a space, or none came yet
+        first = True
+        while i < end:
+            unit = i
+            c = values[i]
+            kind = 0  # the unit writes: 0 the codepoint ``single``, 1 table values, 2 a longer rule's values
+            single = c
+            lo, hi = 0, 1
+            if charsmap:
+                if c < 0 or c >= limit:
+                    raise ValueError("a codepoint outside the charsmap's table (0..0x10FFFF)")
+                d = direct[c]
+                rule = -1
+                if d & START and i + 1 < end:
+                    c2 = values[i + 1]
+                    if 0 <= c2 < limit and direct[c2] & CONTINUE:
+                        rule = _longest(values, i, end, hashes, order, key_values, key_offsets, max_long, scratch)
+                if rule >= 0:
+                    kind, lo, hi = 2, rule_offsets[rule], rule_offsets[rule + 1]
+                    i += key_offsets[rule + 1] - key_offsets[rule]
+                else:
+                    if d & SEVERAL:
+                        kind, lo, hi = 1, table_offsets[c], table_offsets[c + 1]
+                    else:
+                        single = d & CODEPOINT
+                    i += 1
+            else:
+                i += 1
+            if at + hi - lo + 1 > cap:
+                cap = max(2 * cap, at + hi - lo + 1)
+                grown = np.empty(cap, np.int32)
+                grown[:at] = out[:at]
+                out = grown
+                grown_source = np.empty(cap, np.int64)
+                grown_source[:at] = source[:at]
+                source = grown_source
+            non_space_in_unit = False
+            for k in range(lo, hi):
+                ch = rule_values[k] if kind == 2 else table_values[k] if kind == 1 else single
+                if remove_extra_whitespaces:
+                    space = ch == SPACE
+                    dropped = space and after_space and not non_space_in_unit
+                    after_space = space
+                    if not space:
+                        non_space_in_unit = True
+                    if dropped:
+                        continue
+                if first and add_dummy_prefix:
+                    out[at] = prefix
+                    source[at] = unit
+                    at += 1
+                first = False
+                out[at] = ESCAPED_SPACE if ch == SPACE and escape_whitespaces else ch
+                source[at] = unit
+                at += 1
+        if remove_extra_whitespaces:  # trailing spaces ('▁' too when escaping), the prefix with them if nothing is left
+            while at > text_at and (out[at - 1] == SPACE or (escape_whitespaces and out[at - 1] == ESCAPED_SPACE)):
+                at -= 1
+        out_offsets[t + 1] = at
+    return out[:at], out_offsets, source[:at]
