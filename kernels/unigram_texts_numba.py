@@ -10,8 +10,8 @@ Unicode).
 
 How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
 call instead of a call and its Python glue per stage: ``ingest_numba.codepoints_numba`` ->
-``charsmap_numba.normalize_sentencepiece`` (the charsmap rewrite and SentencePiece's whitespace
-rules in one pass; then ``sentencepiece_whitespace.append_to_nonempty`` for a dummy suffix) ->
+``charsmap_numba.charsmap_rewrite_numba`` -> ``sentencepiece_whitespace.whitespace_rules_numba``
+(then ``append_to_nonempty`` for a dummy suffix) ->
 ``word_split_numba.split_at_marks`` -> ``unigram_sentence.unigram_sentences_encode``
 (SentencePiece's float32 Viterbi over each whole text, its tokens cut at the words: exact by
 construction, see ``gputok.models.unigram``) or, with the word cache,
@@ -22,10 +22,10 @@ Re-entrant; the caller runs chunks of a large batch on its threads.
 import numpy as np
 
 from ._numba import kernel
-from .charsmap_numba import normalize_sentencepiece
+from .charsmap_numba import charsmap_rewrite_numba
 from .ingest_numba import codepoints_numba
 from .scatter_numba import scatter_tokens
-from .sentencepiece_whitespace import append_to_nonempty
+from .sentencepiece_whitespace import append_to_nonempty, whitespace_rules_numba
 from .unigram_cache_numba import segment_cached
 from .unigram_finish_numba import unigram_finish_numba
 from .unigram_sentence import unigram_sentences_encode
@@ -50,10 +50,14 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     (``unigram_cache_numba.segment_cached``, whose arguments follow). Returns ``(ids, token_offsets,
     spans, missing)``."""
     values, offsets = codepoints_numba(units, lengths)
-    text, text_offsets, source = normalize_sentencepiece(values, offsets, charsmap, direct, table_values, table_offsets,
-                                                         hashes, order, key_values, key_offsets, rule_values,
-                                                         rule_offsets, max_long, add_dummy_prefix,
-                                                         remove_extra_whitespaces, escape_whitespaces)
+    if charsmap:
+        out, out_offsets, unit = charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets, hashes,
+                                                        order, key_values, key_offsets, rule_values, rule_offsets,
+                                                        max_long)
+    else:
+        out, out_offsets, unit = values, offsets, np.arange(values.size)
+    text, text_offsets, source = whitespace_rules_numba(out, out_offsets, unit, add_dummy_prefix,
+                                                        remove_extra_whitespaces, escape_whitespaces)
     if suffix_code >= 0:
         text, text_offsets, source = append_to_nonempty(text, text_offsets, source, suffix_code)
     starts, ends, word_offsets = split_at_marks(text, text_offsets, mark, split)

@@ -7,7 +7,6 @@ import random
 import threading
 
 import pytest
-import numpy as np
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -138,29 +137,3 @@ def test_sampling_keeps_its_path(sp_test_tokenizer):
         sampled = sp_test_tokenizer.encode_batch(texts)
     assert len({tuple(ids) for ids in sampled}) > 1  # each occurrence drew its own
 
-
-# Codepoints the nmt_nfkc charsmap rewrites to spaces, to several codepoints or to a space and more
-# (U+00A8 -> " \u0308"), with spaces, '▁', combining marks and Hangul jamo (longer rules).
-TRICKY = " \u3000\u00a0\u00a8\u2581\ufdfa\u3300\ufb01a\u0301e\u1100\u1161\u11a8x\t\n\u200b\uff21"
-
-
-@pytest.mark.parametrize("options", [(True, True, True), (False, True, True), (True, False, True), (True, True, False),
-                                     (False, False, False)])
-@settings(max_examples=60, deadline=None)
-@given(texts=st.lists(st.text(st.sampled_from(TRICKY), max_size=12), max_size=6))
-def test_fused_normalizer_equals_charsmap_then_whitespace_rules(sp_test_tokenizer, options, texts):
-    from gputok.kernels.charsmap_numba import charsmap_rewrite_numba, normalize_sentencepiece
-    from gputok.kernels.sentencepiece_whitespace import whitespace_rules_numba
-
-    charsmap = sp_test_tokenizer.normalizer.precompiled.charsmap
-    rules = charsmap._numpy_rules_build()
-    values, offsets = codepoints_numba(*utf32_units(texts))
-    for rewrite in (True, False):
-        if rewrite:
-            out, out_offsets, unit = charsmap_rewrite_numba(values, offsets, *rules)
-        else:
-            out, out_offsets, unit = values, offsets, np.arange(values.size)
-        want = whitespace_rules_numba(out, out_offsets, unit, *options)
-        got = normalize_sentencepiece(values, offsets, rewrite, *rules, *options)
-        for a, b in zip(got, want):
-            assert np.array_equal(a, b)
