@@ -77,27 +77,28 @@ def whole_unigram_kernel(normalizer: Any, pre_tokenizer: Any, model: Any, tokeni
               -1 if model.unk_id is None else model.unk_id, SCORE_RESET_THRESHOLD, model.byte_ids.numpy(),
               model.byte_fallback)
     score64 = model.score64.numpy()
-    cache_settings = (score64, max(float(np.abs(score64).max()), abs(model.unk_score)), WHOLE_SENTENCE_CHARS,
-                      MAX_CACHED_CHARS, CACHE_FULL_MISSES)
+    max_abs = max(float(np.abs(score64).max()), abs(model.unk_score))
     owner = weakref.ref(tokenizer)
     local = threading.local()  # this thread's cache: (the word_cache it stands for, the fork count, arrays)
 
-    def cache_arrays() -> tuple[bool, tuple[np.ndarray, ...]]:
+    def cache_arrays() -> tuple[int, tuple[np.ndarray, ...]]:
+        """``segment_cached``'s ``whole_chars`` (-1: no cache) and this thread's cache."""
         word_cache = owner().word_cache
         if word_cache is None:
-            return False, _NO_CACHE
+            return -1, _NO_CACHE
         made = getattr(local, "cache", None)
         if made is None or made[0]() is not word_cache or made[1] != _forks[0]:
             made = local.cache = (weakref.ref(word_cache), _forks[0], _new_cache())
-        return True, made[2]
+        return WHOLE_SENTENCE_CHARS, made[2]
 
     def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
         if model.is_sampling:  # a sample per word occurrence, from the stage path
             values, offsets = unigram_texts_numba.codepoints_numba(units, lengths)
             return owner()._encode_codepoints(Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), with_spans)
-        cached, cache = cache_arrays()
-        ids, offsets, spans, missing = unigram_texts_numba.encode_texts(units, lengths, *tables, cached, *cache_settings,
-                                                                        *cache, with_spans)
+        whole_chars, cache = cache_arrays()
+        ids, offsets, spans, missing = unigram_texts_numba.encode_texts(
+            units, lengths, *tables, score64, max_abs, whole_chars, MAX_CACHED_CHARS, CACHE_FULL_MISSES, *cache,
+            with_spans)
         if missing:
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
                              "give the model an unk piece")

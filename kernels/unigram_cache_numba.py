@@ -32,7 +32,7 @@ Memory: ``gputok._whole_unigram`` sizes it (16 MB).
 import numpy as np
 
 from ._numba import kernel
-from .unigram_sentence import _sentence_row, cut_best_path
+from .unigram_sentence import _sentence_row, cut_best_path, sentence_sizes
 from .unigram_trie_numba import write_best_path
 from .unigram_words_numba import word_viterbi
 
@@ -110,13 +110,7 @@ def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root
     notes): ``score32`` / ``score64`` the pieces' float32 / float64 scores."""
     sentences = sentence_words.size - 1
     num_words = word_starts.size
-    longest = 0
-    total = 0
-    for k in range(sentences):
-        if sentence_words[k + 1] > sentence_words[k]:
-            size = word_ends[sentence_words[k + 1] - 1] - word_starts[sentence_words[k]]
-            longest = max(longest, size)
-            total += size
+    longest, total = sentence_sizes(word_starts, word_ends, sentence_words)
     best32 = np.empty(longest + 1, np.float32)
     best64 = np.empty(longest + 1, np.float64)
     second = np.empty(longest + 1, np.float64)

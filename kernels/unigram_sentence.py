@@ -119,6 +119,20 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
 
 
 @kernel
+def sentence_sizes(word_starts, word_ends, sentence_words):
+    """The longest sentence's characters and all sentences' (sentence ``k``: words
+    ``sentence_words[k] .. sentence_words[k + 1]``, from its first word's start to its last one's end)."""
+    longest = 0
+    total = 0
+    for k in range(sentence_words.size - 1):
+        if sentence_words[k + 1] > sentence_words[k]:
+            size = word_ends[sentence_words[k + 1] - 1] - word_starts[sentence_words[k]]
+            longest = max(longest, size)
+            total += size
+    return longest, total
+
+
+@kernel
 def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, code_of, root_child, narrow_row,
                              narrow_table, narrow, child_offsets, child_codes, child_nodes, token_of_node, piece_score,
                              unk_score, unk_id, reset_threshold):
@@ -135,13 +149,7 @@ def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, cod
     """
     sentences = sentence_words.size - 1
     num_words = word_starts.size
-    longest = 0
-    total = 0
-    for k in range(sentences):
-        if sentence_words[k + 1] > sentence_words[k]:
-            size = word_ends[sentence_words[k + 1] - 1] - word_starts[sentence_words[k]]
-            longest = max(longest, size)
-            total += size
+    longest, total = sentence_sizes(word_starts, word_ends, sentence_words)
     best = np.empty(longest + 1, np.float32)
     start = np.empty(longest + 1, np.int32)
     piece = np.empty(longest + 1, np.int32)

@@ -12,10 +12,9 @@ How: the stage kernels called in order inside one compiled function, so a batch 
 call instead of a call and its Python glue per stage: ``ingest_numba.codepoints_numba`` ->
 ``charsmap_numba.charsmap_rewrite_numba`` -> ``sentencepiece_whitespace.whitespace_rules_numba``
 (then ``append_to_nonempty`` for a dummy suffix) ->
-``word_split_numba.split_at_marks`` -> ``unigram_sentence.unigram_sentences_encode``
-(SentencePiece's float32 Viterbi over each whole text, its tokens cut at the words: exact by
-construction, see ``gputok.models.unigram``) or, with the word cache,
-``unigram_cache_numba.segment_cached`` -> ``unigram_finish_numba`` -> ``scatter_numba.scatter_tokens``.
+``word_split_numba.split_at_marks`` -> ``unigram_cache_numba.segment_cached`` (SentencePiece's
+float32 Viterbi over each whole text, its tokens cut at the words, or cached word tokens where
+they are provably the same: exact, see that module) -> ``unigram_finish_numba`` -> ``scatter_numba.scatter_tokens``.
 Re-entrant; the caller runs chunks of a large batch on its threads.
 """
 
@@ -28,7 +27,6 @@ from .scatter_numba import scatter_tokens
 from .sentencepiece_whitespace import append_to_nonempty, whitespace_rules_numba
 from .unigram_cache_numba import segment_cached
 from .unigram_finish_numba import unigram_finish_numba
-from .unigram_sentence import unigram_sentences_encode
 from .word_split_numba import split_at_marks
 
 _NO_INDEX = np.zeros(0, np.int64)
@@ -39,16 +37,16 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
                  rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
                  suffix_code, mark, split, sentences_are_texts, code_of, root_child, narrow_row, narrow_table, narrow,
                  child_offsets, child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id,
-                 reset_threshold, byte_ids, byte_fallback, cached, score64, max_abs, whole_chars, max_cached, full_misses,
+                 reset_threshold, byte_ids, byte_fallback, score64, max_abs, whole_chars, max_cached, full_misses,
                  slot_ints, store, used, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths. ``charsmap``:
     whether there is a charsmap (its rules: ``charsmap_rewrite_numba``'s arrays); ``suffix_code``:
     the dummy suffix's codepoint (-1: none); ``mark``/``split``: the Metaspace split;
     ``sentences_are_texts``: SentencePiece's Viterbi runs over whole texts (else over each word).
     The trie, scores and unk arguments are ``unigram_sentences_encode``'s, ``byte_ids`` and
-    ``byte_fallback`` ``unigram_finish_numba``'s; ``cached``: segment through the word cache
-    (``unigram_cache_numba.segment_cached``, whose arguments follow). Returns ``(ids, token_offsets,
-    spans, missing)``."""
+    ``byte_fallback`` ``unigram_finish_numba``'s, the rest ``unigram_cache_numba.segment_cached``'s
+    (``whole_chars`` -1: no word cache, every text through SentencePiece's Viterbi). Returns
+    ``(ids, token_offsets, spans, missing)``."""
     values, offsets = codepoints_numba(units, lengths)
     if charsmap:
         out, out_offsets, unit = charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets, hashes,
@@ -62,15 +60,10 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
         text, text_offsets, source = append_to_nonempty(text, text_offsets, source, suffix_code)
     starts, ends, word_offsets = split_at_marks(text, text_offsets, mark, split)
     sentences = word_offsets if sentences_are_texts else np.arange(starts.size + 1)
-    if cached:
-        ids, piece_ends, token_offsets = segment_cached(
-            text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-            child_codes, child_nodes, token_of_node, piece_score, score64, unk_score, unk_id, reset_threshold, max_abs,
-            whole_chars, max_cached, full_misses, slot_ints, store, used)
-    else:
-        ids, piece_ends, token_offsets = unigram_sentences_encode(
-            text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-            child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, reset_threshold)
+    ids, piece_ends, token_offsets = segment_cached(
+        text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
+        child_codes, child_nodes, token_of_node, piece_score, score64, unk_score, unk_id, reset_threshold, max_abs,
+        whole_chars, max_cached, full_misses, slot_ints, store, used)
     missing = False
     if unk_id < 0:
         for t in range(ids.size):
