@@ -8,7 +8,9 @@ import threading
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_unigram import EDGE_CASES, trained_model
 
 import gputok
 from gputok import _whole_unigram, assets
@@ -16,7 +18,6 @@ from gputok.ingest import utf32_units
 from gputok.kernels.ingest_numba import codepoints_numba
 from gputok.ragged import Ragged
 from gputok.word_cache import WordCache
-from test_unigram import EDGE_CASES, trained_model
 
 spm = pytest.importorskip("sentencepiece")
 
@@ -75,7 +76,7 @@ def test_whole_kernel_equals_stage_path(model, lines):
     assert_same(whole(tok, lines), want)
     assert_same(whole(tok, lines), want)
     assert_same(whole(tok, lines, with_spans=False), stage_path(tok, lines, with_spans=False))
-    for i in range(0, 60):  # batch 1, warm
+    for i in range(60):  # batch 1, warm
         assert_same(whole(tok, lines[i:i + 1]), stage_path(tok, lines[i:i + 1]))
     tok.word_cache = None  # no cache: SentencePiece's Viterbi over every text
     assert_same(whole(tok, lines), want)
@@ -137,3 +138,16 @@ def test_sampling_keeps_its_path(sp_test_tokenizer):
         sampled = sp_test_tokenizer.encode_batch(texts)
     assert len({tuple(ids) for ids in sampled}) > 1  # each occurrence drew its own
 
+
+
+def test_forked_workers_start_with_their_own_cache(lines):
+    from torch.utils.data import DataLoader
+
+    path = MODELS["trained-8000"]()
+    tok = gputok.Tokenizer.from_sentencepiece(path)
+    texts = lines[:96] + TIES
+    want = spm.SentencePieceProcessor(model_file=path).encode(texts)
+    assert tok.encode_batch(texts) == want  # the parent's cache filled before the fork
+    loader = DataLoader(texts, batch_size=16, num_workers=2, multiprocessing_context="fork",
+                        collate_fn=tok.encode_batch)
+    assert [ids for batch in loader for ids in batch] == want
