@@ -36,6 +36,7 @@ from . import _cpu_threads, _dispatch, _loading, _validate, decoders, normalizer
 from ._atomic import write_atomic
 from ._loading import cached_loader
 from ._transformers_api import TransformersAPI
+from ._whole_unigram import whole_unigram_kernel
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import TextInput, as_texts, codepoints, utf32_units
@@ -463,7 +464,7 @@ class Tokenizer(TransformersAPI):
         stages = (self.normalizer, self.pre_tokenizer, self.model)
         made = self.__dict__.get("_whole_kernel")
         if made is None or any(a is not b for a, b in zip(made[0], stages)):
-            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages))
+            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages) or whole_unigram_kernel(*stages, self))
         return made[1]
 
     def encode_utf8(self, data: ByteBuffer, offsets: np.ndarray | torch.Tensor | Sequence[int], *,

@@ -119,6 +119,20 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
 
 
 @kernel
+def sentence_sizes(word_starts, word_ends, sentence_words):
+    """The longest sentence's characters and all sentences' (sentence ``k``: words
+    ``sentence_words[k] .. sentence_words[k + 1]``, from its first word's start to its last one's end)."""
+    longest = 0
+    total = 0
+    for k in range(sentence_words.size - 1):
+        if sentence_words[k + 1] > sentence_words[k]:
+            size = word_ends[sentence_words[k + 1] - 1] - word_starts[sentence_words[k]]
+            longest = max(longest, size)
+            total += size
+    return longest, total
+
+
+@kernel
 def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, code_of, root_child, narrow_row,
                              narrow_table, narrow, child_offsets, child_codes, child_nodes, token_of_node, piece_score,
                              unk_score, unk_id, reset_threshold):
@@ -135,13 +149,7 @@ def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, cod
     """
     sentences = sentence_words.size - 1
     num_words = word_starts.size
-    longest = 0
-    total = 0
-    for k in range(sentences):
-        if sentence_words[k + 1] > sentence_words[k]:
-            size = word_ends[sentence_words[k + 1] - 1] - word_starts[sentence_words[k]]
-            longest = max(longest, size)
-            total += size
+    longest, total = sentence_sizes(word_starts, word_ends, sentence_words)
     best = np.empty(longest + 1, np.float32)
     start = np.empty(longest + 1, np.int32)
     piece = np.empty(longest + 1, np.int32)
@@ -162,25 +170,36 @@ def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, cod
         n = word_ends[last - 1] - lo
         _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
                       child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
-        count = 0
-        at = n
-        while at > 0:
-            path[count] = at
-            count += 1
-            at = start[at]
-        w = first
-        for i in range(count - 1, -1, -1):  # the tokens in order, each cut into its word
-            at = path[i]
-            end = at + lo  # in values
-            while word_ends[w] < end:
-                w += 1
-            offsets[w + 1] += 1
-            ids[written] = piece[at]
-            ends[written] = end - word_starts[w]
-            written += 1
+        written = cut_best_path(start, piece, n, lo, first, word_starts, word_ends, path, ids, ends, offsets[1:],
+                                written)
     for w in range(num_words):
         offsets[w + 1] += offsets[w]
     return ids[:written], ends[:written], offsets
+
+
+@kernel
+def cut_best_path(start, piece, n, lo, first, word_starts, word_ends, path, ids, ends, counts, written):
+    """The best path of a sentence ``_sentence_row`` left in ``start`` / ``piece`` (``n`` characters
+    from ``lo``, its words from ``first``) written as tokens ``written ..`` of ``ids`` / ``ends``
+    (ends into their word), each counted in ``counts`` of its word; returns the new ``written``.
+    ``path``: scratch of ``n + 1``."""
+    count = 0
+    at = n
+    while at > 0:
+        path[count] = at
+        count += 1
+        at = start[at]
+    w = first
+    for i in range(count - 1, -1, -1):  # the tokens in order, each cut into its word
+        at = path[i]
+        end = at + lo  # in values
+        while word_ends[w] < end:
+            w += 1
+        counts[w] += 1
+        ids[written] = piece[at]
+        ends[written] = end - word_starts[w]
+        written += 1
+    return written
 
 
 @kernel

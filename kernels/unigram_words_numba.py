@@ -20,6 +20,68 @@ from .unigram_trie_numba import trie_child, write_best_path
 
 
 @kernel
+def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
+                 child_nodes, token_of_node, piece_score, unk_score, unk_id, best, second, start, piece, codes):
+    """The float64 Viterbi of the word ``values[lo:lo + n]`` into the scratch arrays (``start[e]``,
+    ``piece[e]``: the best piece into node ``e``, ``best[e]`` its path's score). Returns the word's
+    margin and whether it needed an unk candidate while ``unk_id`` is -1."""
+    for i in range(n):
+        codes[i] = code_of[values[lo + i]]
+    start[:n + 1] = -1
+    second[:n + 1] = -np.inf
+    best[0] = 0.0
+    missing = False
+    for s in range(n):
+        base = best[s]
+        single = False
+        node = root_child[codes[s]]
+        end = s
+        while node >= 0:
+            end += 1  # the piece of ``node`` covers s .. end
+            token = token_of_node[node]
+            if token >= 0:
+                cand = base + piece_score[token]
+                if start[end] < 0:
+                    best[end] = cand
+                    start[end] = s
+                    piece[end] = token
+                elif cand > best[end]:
+                    second[end] = max(second[end], best[end])
+                    best[end] = cand
+                    start[end] = s
+                    piece[end] = token
+                else:
+                    second[end] = max(second[end], cand)
+                if end == s + 1:
+                    single = True
+            if end >= n:
+                break
+            code = codes[end]
+            if code < narrow:
+                node = narrow_table[narrow_row[node] * narrow + code]
+            else:
+                node = trie_child(node, code, child_offsets, child_codes, child_nodes)
+        if not single:
+            missing |= unk_id < 0
+            cand = base + unk_score
+            if start[s + 1] < 0:
+                best[s + 1] = cand
+                start[s + 1] = s
+                piece[s + 1] = unk_id
+            elif cand > best[s + 1]:
+                second[s + 1] = max(second[s + 1], best[s + 1])
+                best[s + 1] = cand
+                start[s + 1] = s
+                piece[s + 1] = unk_id
+            else:
+                second[s + 1] = max(second[s + 1], cand)
+    gap = np.inf
+    for e in range(1, n + 1):
+        gap = min(gap, best[e] - second[e])
+    return gap, missing
+
+
+@kernel
 def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
                         child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id):
     """Best segmentation of every word ``values[starts[w]:starts[w] + lengths[w]]``.
@@ -49,61 +111,11 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
     missing = False
     written = 0
     for w in range(words):
-        lo = starts[w]
         n = lengths[w]
-        for i in range(n):
-            codes[i] = code_of[values[lo + i]]
-        start[:n + 1] = -1
-        second[:n + 1] = -np.inf
-        best[0] = 0.0
-        for s in range(n):
-            base = best[s]
-            single = False
-            node = root_child[codes[s]]
-            end = s
-            while node >= 0:
-                end += 1  # the piece of ``node`` covers s .. end
-                token = token_of_node[node]
-                if token >= 0:
-                    cand = base + piece_score[token]
-                    if start[end] < 0:
-                        best[end] = cand
-                        start[end] = s
-                        piece[end] = token
-                    elif cand > best[end]:
-                        second[end] = max(second[end], best[end])
-                        best[end] = cand
-                        start[end] = s
-                        piece[end] = token
-                    else:
-                        second[end] = max(second[end], cand)
-                    if end == s + 1:
-                        single = True
-                if end >= n:
-                    break
-                code = codes[end]
-                if code < narrow:
-                    node = narrow_table[narrow_row[node] * narrow + code]
-                else:
-                    node = trie_child(node, code, child_offsets, child_codes, child_nodes)
-            if not single:
-                missing |= unk_id < 0
-                cand = base + unk_score
-                if start[s + 1] < 0:
-                    best[s + 1] = cand
-                    start[s + 1] = s
-                    piece[s + 1] = unk_id
-                elif cand > best[s + 1]:
-                    second[s + 1] = max(second[s + 1], best[s + 1])
-                    best[s + 1] = cand
-                    start[s + 1] = s
-                    piece[s + 1] = unk_id
-                else:
-                    second[s + 1] = max(second[s + 1], cand)
-        gap = np.inf
-        for e in range(1, n + 1):
-            gap = min(gap, best[e] - second[e])
-        margin[w] = gap
+        margin[w], unk_missing = word_viterbi(values, starts[w], n, code_of, root_child, narrow_row, narrow_table,
+                                              narrow, child_offsets, child_codes, child_nodes, token_of_node,
+                                              piece_score, unk_score, unk_id, best, second, start, piece, codes)
+        missing |= unk_missing
         written += write_best_path(start, piece, n, ids, ends, written)
         offsets[w + 1] = written
     return ids[:written], ends[:written], offsets, margin, missing

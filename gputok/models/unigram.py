@@ -42,7 +42,10 @@ ids by construction, no margin check) and its tokens are cut at its words; in hu
 every word occurrence by the float64 Viterbi (``kernels/unigram_words_numba.py``); then unks are
 fused or spelled as bytes (``kernels/unigram_finish_numba.py``). Neither deduplicates words nor
 uses the word cache: the kernels walk the trie at tens of MB/s, where hashing every word to find
-it again costs about as much. Sampling runs ``kernels/unigram_sample_numba.py`` per occurrence
+it again costs about as much. (A ``Tokenizer.from_sentencepiece`` pipeline does not come here on
+the CPU: ``gputok._whole_unigram`` runs it as one kernel call with a word cache of its own, under
+this float32 rule: warm, it halves the segmentation's time; a first pass over 4 MB of English, a
+fifth of whose words are new, costs about what the sentence walk does.) Sampling runs ``kernels/unigram_sample_numba.py`` per occurrence
 (same distribution as the torch path, other draws from the same generator), n-best lists
 ``kernels/unigram_nbest_numba.py``. Leaves out:
 SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list

@@ -1,0 +1,183 @@
+"""SentencePiece's Unigram segmentation of whole texts, with a word cache kept across calls: the
+words' float64 segmentations where they are provably SentencePiece's float32 ones in context.
+
+Contract: ``segment_cached`` returns what ``unigram_sentence.unigram_sentences_encode`` returns
+(SentencePiece's ids of each sentence, cut at its words: exact), reading and filling ``cache``.
+
+Why this is exact (``gputok.models.unigram``, ``Unigram.encode_in_context``, has the argument):
+SentencePiece runs its float32 Viterbi over the whole sentence, so the rounding of the running
+score decides near ties within a word; no piece holds '▁' after its first character, so in exact
+arithmetic the words are independent. A word's float64 Viterbi (``unigram_words_numba.word_viterbi``)
+records its *margin*, the smallest gap between best and runner-up at any node; where that margin
+is above the worst-case float32 rounding of the sentence's running score at the word,
+``(2 * size + 4) * (magnitude + size * max_abs) * 2**-23`` (``magnitude``: the sum of the sentence's
+words' absolute float64 scores; ``max_abs``: the largest absolute piece or unk score), every
+decision in the word is the same in both, so the word's float64 tokens are SentencePiece's. A
+sentence with one word at or below its bound, or longer than ``whole_chars`` characters, is
+segmented whole by SentencePiece's float32 Viterbi (``unigram_sentence._sentence_row``) instead.
+
+The cache: an open-addressing table of ``slots`` (linear probing, at most half full), one 32-byte
+row per word, read through two views of the same memory: ``slot_ints[s, 0]`` the word's hash (0:
+empty), ``slot_ints[s, 1]`` where its record starts in ``store`` (``<< 16``), its tokens (``<< 8``)
+and its length; ``slot_floats[s, 2]`` and ``[s, 3]`` its margin and float64 score. A record is the
+word's codepoints, then its token ids, then its token ends (int32), so a hit reads two cache lines
+or so: the slot, then the record. A word is a hit only if its codepoints equal the stored ones (a
+hash collision costs a miss). Words over ``max_cached`` (< 256) characters are not stored. When
+the table is half full or the store full, no more words are stored until the misses since then
+outnumber the hits (then both empty and refill: a generational reset). ``used``: words and store
+entries used, hits and misses since the cache filled. A cache is one thread's (the caller keeps one per thread): no locks.
+Memory: ``gputok._whole_unigram`` sizes it (16 MB).
+"""
+
+import numpy as np
+
+from ._numba import kernel
+from .unigram_sentence import _sentence_row, cut_best_path, sentence_sizes
+from .unigram_trie_numba import write_best_path
+from .unigram_words_numba import word_viterbi
+
+_ROUNDING = 2.0 ** -23
+
+
+@kernel
+def _word_hash(values, lo, n):
+    """A non-zero 63-bit hash of ``values[lo:lo + n]``."""
+    h = np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(n)
+    for i in range(n):
+        h = (h ^ np.uint64(values[lo + i])) * np.uint64(0x100000001B3)
+    h ^= h >> np.uint64(31)
+    h *= np.uint64(0xD6E8FEB86659FD93)
+    h ^= h >> np.uint64(32)
+    return np.int64(h >> np.uint64(1)) | 1
+
+
+@kernel
+def _lookup(values, lo, n, h, slot_ints, store):
+    """The word's slot, or ``-1 - slot`` with the empty slot where the probe stopped."""
+    mask = slot_ints.shape[0] - 1
+    slot = h & mask
+    while True:
+        key = slot_ints[slot, 0]
+        if key == 0:
+            return -1 - slot
+        packed = slot_ints[slot, 1]
+        if key == h and packed & 0xFF == n:
+            at = packed >> 16
+            same = True
+            for i in range(n):
+                if store[at + i] != values[lo + i]:
+                    same = False
+                    break
+            if same:
+                return slot
+        slot = (slot + 1) & mask
+
+
+@kernel
+def _insert(values, lo, n, h, slot, ids, ends, first_token, tokens, margin, score, slot_ints, slot_floats, store,
+            used, full_misses):
+    """Store the word (its ``tokens`` tokens at ``first_token`` of ``ids`` / ``ends``) at the empty
+    ``slot`` (from :func:`_lookup`). A full cache stores nothing more until at least ``full_misses``
+    misses since it filled outnumber its hits since then (then it empties: a generational reset),
+    so real text keeps the words that came first, its common ones."""
+    size = n + 2 * tokens
+    if 2 * (used[0] + 1) > slot_ints.shape[0] or used[1] + size > store.size:
+        used[3] += 1
+        if used[3] < full_misses or used[3] <= used[2]:
+            return
+        slot_ints[:, 0] = 0
+        used[:] = 0
+        slot = h & (slot_ints.shape[0] - 1)
+    at = used[1]
+    for i in range(n):
+        store[at + i] = values[lo + i]
+    for t in range(tokens):
+        store[at + n + t] = ids[first_token + t]
+        store[at + n + tokens + t] = ends[first_token + t]
+    used[0] += 1
+    used[1] += size
+    slot_ints[slot, 1] = (at << 16) | (tokens << 8) | n
+    slot_floats[slot, 2] = margin
+    slot_floats[slot, 3] = score
+    slot_ints[slot, 0] = h
+
+
+@kernel
+def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root_child, narrow_row, narrow_table,
+                   narrow, child_offsets, child_codes, child_nodes, token_of_node, score32, score64, unk_score, unk_id,
+                   reset_threshold, max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used):
+    """``unigram_sentences_encode``'s ``(ids, ends, offsets)`` with the word cache (see the module
+    notes): ``score32`` / ``score64`` the pieces' float32 / float64 scores."""
+    sentences = sentence_words.size - 1
+    num_words = word_starts.size
+    longest, total = sentence_sizes(word_starts, word_ends, sentence_words)
+    best32 = np.empty(longest + 1, np.float32)
+    best64 = np.empty(longest + 1, np.float64)
+    second = np.empty(longest + 1, np.float64)
+    start = np.empty(longest + 1, np.int32)
+    piece = np.empty(longest + 1, np.int32)
+    codes = np.empty(longest + 1, np.int32)
+    path = np.empty(longest + 1, np.int32)
+    margins = np.empty(num_words, np.float64)
+    ids = np.empty(total, np.int64)
+    ends = np.empty(total, np.int64)
+    offsets = np.zeros(num_words + 1, np.int64)
+    counts = offsets[1:]
+    unk32 = np.float32(unk_score)
+    threshold = np.float32(reset_threshold)
+    slot_floats = slot_ints.view(np.float64)
+    written = 0
+    for k in range(sentences):
+        first = sentence_words[k]
+        last = sentence_words[k + 1]
+        if last == first:
+            continue
+        lo = word_starts[first]
+        n = word_ends[last - 1] - lo
+        if n <= whole_chars:
+            sentence_at = written
+            magnitude = 0.0
+            for w in range(first, last):
+                at = word_starts[w]
+                size = word_ends[w] - at
+                h = _word_hash(values, at, size)
+                slot = _lookup(values, at, size, h, slot_ints, store)
+                if slot >= 0:
+                    used[2] += used[3] > 0  # a hit since the cache filled
+                    packed = slot_ints[slot, 1]
+                    stored = packed >> 16
+                    tokens = (packed >> 8) & 0xFF
+                    for t in range(tokens):
+                        ids[written + t] = store[stored + size + t]
+                        ends[written + t] = store[stored + size + tokens + t]
+                    margin = slot_floats[slot, 2]
+                    score = slot_floats[slot, 3]
+                else:
+                    margin, _ = word_viterbi(values, at, size, code_of, root_child, narrow_row, narrow_table, narrow,
+                                             child_offsets, child_codes, child_nodes, token_of_node, score64, unk_score,
+                                             unk_id, best64, second, start, piece, codes)
+                    tokens = write_best_path(start, piece, size, ids, ends, written)
+                    score = best64[size]
+                    if size <= max_cached:
+                        _insert(values, at, size, h, -1 - slot, ids, ends, written, tokens, margin, score, slot_ints,
+                                slot_floats, store, used, full_misses)
+                counts[w] = tokens
+                written += tokens
+                margins[w] = margin
+                magnitude += abs(score)
+            fragile = False
+            for w in range(first, last):
+                size = word_ends[w] - word_starts[w]
+                if margins[w] <= (2 * size + 4) * (magnitude + size * max_abs) * _ROUNDING:
+                    fragile = True
+                    break
+            if not fragile:
+                continue
+            written = sentence_at
+            counts[first:last] = 0
+        _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
+                      child_nodes, token_of_node, score32, unk32, unk_id, threshold, best32, start, piece, codes)
+        written = cut_best_path(start, piece, n, lo, first, word_starts, word_ends, path, ids, ends, counts, written)
+    for w in range(num_words):
+        offsets[w + 1] += offsets[w]
+    return ids[:written], ends[:written], offsets

@@ -1,0 +1,75 @@
+"""A whole SentencePiece Unigram encode on the CPU in one kernel call: texts in, token ids (and spans) out.
+
+Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_codepoints`` returns for
+a SentencePiece Unigram pipeline (``SentencePieceNormalizer``, optionally inside ``DummySuffix``;
+``MetaspaceSplit``; a ``Unigram`` in SentencePiece mode, not sampling): int64 token ids, their int64
+offsets per text and, with ``with_spans``, int64 [tokens, 2] character spans, plus whether a
+character needed an unk piece the model lacks (the caller raises). The reference is that method run
+stage by stage (``tests/test_unigram_texts_numba.py`` compares the two on real text and random
+Unicode).
+
+How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
+call instead of a call and its Python glue per stage: ``ingest_numba.codepoints_numba`` ->
+``charsmap_numba.charsmap_rewrite_numba`` -> ``sentencepiece_whitespace.whitespace_rules_numba``
+(then ``append_to_nonempty`` for a dummy suffix) ->
+``word_split_numba.split_at_marks`` -> ``unigram_cache_numba.segment_cached`` (SentencePiece's
+float32 Viterbi over each whole text, its tokens cut at the words, or cached word tokens where
+they are provably the same: exact, see that module) -> ``unigram_finish_numba`` -> ``scatter_numba.scatter_tokens``.
+Re-entrant; the caller runs chunks of a large batch on its threads.
+"""
+
+import numpy as np
+
+from ._numba import kernel
+from .charsmap_numba import charsmap_rewrite_numba
+from .ingest_numba import codepoints_numba
+from .scatter_numba import scatter_tokens
+from .sentencepiece_whitespace import append_to_nonempty, whitespace_rules_numba
+from .unigram_cache_numba import segment_cached
+from .unigram_finish_numba import unigram_finish_numba
+from .word_split_numba import split_at_marks
+
+_NO_INDEX = np.zeros(0, np.int64)
+
+
+@kernel
+def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
+                 rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
+                 suffix_code, mark, split, sentences_are_texts, code_of, root_child, narrow_row, narrow_table, narrow,
+                 child_offsets, child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id,
+                 reset_threshold, byte_ids, byte_fallback, score64, max_abs, whole_chars, max_cached, full_misses,
+                 slot_ints, store, used, with_spans):
+    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths. ``charsmap``:
+    whether there is a charsmap (its rules: ``charsmap_rewrite_numba``'s arrays); ``suffix_code``:
+    the dummy suffix's codepoint (-1: none); ``mark``/``split``: the Metaspace split;
+    ``sentences_are_texts``: SentencePiece's Viterbi runs over whole texts (else over each word).
+    The trie, scores and unk arguments are ``unigram_sentences_encode``'s, ``byte_ids`` and
+    ``byte_fallback`` ``unigram_finish_numba``'s, the rest ``unigram_cache_numba.segment_cached``'s
+    (``whole_chars`` -1: no word cache, every text through SentencePiece's Viterbi). Returns
+    ``(ids, token_offsets, spans, missing)``."""
+    values, offsets = codepoints_numba(units, lengths)
+    if charsmap:
+        out, out_offsets, unit = charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets, hashes,
+                                                        order, key_values, key_offsets, rule_values, rule_offsets,
+                                                        max_long)
+    else:
+        out, out_offsets, unit = values, offsets, np.arange(values.size)
+    text, text_offsets, source = whitespace_rules_numba(out, out_offsets, unit, add_dummy_prefix,
+                                                        remove_extra_whitespaces, escape_whitespaces)
+    if suffix_code >= 0:
+        text, text_offsets, source = append_to_nonempty(text, text_offsets, source, suffix_code)
+    starts, ends, word_offsets = split_at_marks(text, text_offsets, mark, split)
+    sentences = word_offsets if sentences_are_texts else np.arange(starts.size + 1)
+    ids, piece_ends, token_offsets = segment_cached(
+        text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
+        child_codes, child_nodes, token_of_node, piece_score, score64, unk_score, unk_id, reset_threshold, max_abs,
+        whole_chars, max_cached, full_misses, slot_ints, store, used)
+    missing = False
+    if unk_id < 0:
+        for t in range(ids.size):
+            missing |= ids[t] < 0
+    ids, piece_ends, token_offsets = unigram_finish_numba(ids, piece_ends, token_offsets, text, starts, unk_id,
+                                                          byte_ids, byte_fallback)
+    out_ids, out_offsets, spans = scatter_tokens(ids, piece_ends, token_offsets, _NO_INDEX, starts, word_offsets,
+                                                 source, offsets, with_spans)
+    return out_ids, out_offsets, spans, missing

@@ -1,0 +1,153 @@
+"""The whole SentencePiece Unigram kernel (gputok._whole_unigram, kernels/unigram_texts_numba.py,
+kernels/unigram_cache_numba.py) against the stage path it replaces, and its word cache against
+sentencepiece on near ties: every result, cold or from the cache, is SentencePiece's."""
+
+import pickle
+import random
+import threading
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_unigram import EDGE_CASES, trained_model
+
+import gputok
+from gputok import _whole_unigram, assets
+from gputok.ingest import utf32_units
+from gputok.kernels.ingest_numba import codepoints_numba
+from gputok.ragged import Ragged
+from gputok.word_cache import WordCache
+
+spm = pytest.importorskip("sentencepiece")
+
+MODELS = {
+    "sp-test-model": lambda: str(assets.fetch("sp-test-model")),
+    "trained-8000": lambda: trained_model(8000),
+    "trained-8000-byte-fallback": lambda: trained_model(8000, byte_fallback=True),
+}
+# Lines of the kernel docs where a word's float64 segmentation differs from sentencepiece's in context
+# (tests/test_unigram.py): with every word a cache hit they must still take the float32 sentence path.
+TIES = ["  +------------+         +---------------------------------------+",
+        "  |  PCI BUS   | <-----> |  PCI EP BUS   |        |  Virtual PCI |",
+        " |       BAR5      |    |      |                |   | |     +-----------------+"]
+TIES += ["+" + "-" * n + "+" + "-" * m + "+" for n in range(1, 40, 3) for m in (1, 4, 9)]
+TIES += ["word " * k + "-" * 17 for k in range(0, 60, 7)]
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def model(request):
+    path = MODELS[request.param]()
+    return gputok.Tokenizer.from_sentencepiece(path), spm.SentencePieceProcessor(model_file=path)
+
+
+@pytest.fixture(scope="module")
+def lines():
+    rng = random.Random(17)
+    parity = assets.parity_corpus().read_text(encoding="utf-8").splitlines()
+    chinese = assets.corpus("kernel-docs-zh").read_text(encoding="utf-8").splitlines()
+    return rng.sample(parity, 1500) + rng.sample(chinese, 300) + EDGE_CASES + TIES
+
+
+def stage_path(tok, texts, with_spans=True):
+    """The stages one kernel each (``Tokenizer._encode_codepoints``): the reference."""
+    values, offsets = codepoints_numba(*utf32_units(texts))
+    return tok._encode_codepoints(Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), with_spans)
+
+
+def whole(tok, texts, with_spans=True):
+    kernel = tok._whole_pipeline_kernel
+    assert kernel is not None
+    return kernel(*utf32_units(texts), with_spans)
+
+
+def assert_same(got, want):
+    assert torch.equal(got.ids.offsets, want.ids.offsets)
+    assert torch.equal(got.ids.values, want.ids.values)
+    assert (got.spans is None) == (want.spans is None)
+    if want.spans is not None:
+        assert torch.equal(got.spans, want.spans)
+
+
+def test_whole_kernel_equals_stage_path(model, lines):
+    tok, _ = model
+    want = stage_path(tok, lines)
+    tok.word_cache = WordCache()  # a cold cache, then a warm one
+    assert_same(whole(tok, lines), want)
+    assert_same(whole(tok, lines), want)
+    assert_same(whole(tok, lines, with_spans=False), stage_path(tok, lines, with_spans=False))
+    for i in range(60):  # batch 1, warm
+        assert_same(whole(tok, lines[i:i + 1]), stage_path(tok, lines[i:i + 1]))
+    tok.word_cache = None  # no cache: SentencePiece's Viterbi over every text
+    assert_same(whole(tok, lines), want)
+
+
+def test_cached_words_keep_sentencepiece_near_ties(model, lines):
+    tok, sp = model
+    tok.word_cache = WordCache()
+    texts = lines[:300] + TIES
+    want = sp.encode(texts)
+    assert [ids for i in range(0, len(texts), 37) for ids in tok.encode_batch(texts[i:i + 37])] == want
+    assert tok.encode_batch(texts) == want  # every word a hit
+    assert [tok.encode(t) for t in TIES] == sp.encode(TIES)
+
+
+def test_cache_resets_when_full(monkeypatch, lines):
+    path = MODELS["trained-8000"]()
+    sp = spm.SentencePieceProcessor(model_file=path)
+    monkeypatch.setattr(_whole_unigram, "CACHE_SLOTS", 256)
+    monkeypatch.setattr(_whole_unigram, "CACHE_STORE", 700)
+    monkeypatch.setattr(_whole_unigram, "CACHE_FULL_MISSES", 20)
+    tok = gputok.Tokenizer.from_sentencepiece(path)
+    texts = lines[:400]
+    want = sp.encode(texts)
+    for _ in range(2):
+        assert [ids for i in range(0, len(texts), 50) for ids in tok.encode_batch(texts[i:i + 50])] == want
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=30), max_size=8))
+def test_random_unicode_equals_stage_path(sp_test_tokenizer, texts):
+    assert_same(whole(sp_test_tokenizer, texts), stage_path(sp_test_tokenizer, texts))
+    assert_same(whole(sp_test_tokenizer, texts), stage_path(sp_test_tokenizer, texts))  # cached
+
+
+def test_threads_and_pickle(lines):
+    path = MODELS["trained-8000"]()
+    tok = gputok.Tokenizer.from_sentencepiece(path)
+    want = spm.SentencePieceProcessor(model_file=path).encode(lines)
+    results = [None] * 6
+
+    def run(k):
+        results[k] = tok.encode_batch(lines[k * 7:] + lines[:k * 7])
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(r == want[k * 7:] + want[:k * 7] for k, r in enumerate(results))
+    copy = pickle.loads(pickle.dumps(tok))
+    assert "_whole_kernel" not in copy.__dict__
+    assert copy.encode_batch(lines) == want
+
+
+def test_sampling_keeps_its_path(sp_test_tokenizer):
+    texts = ["hello world, sampling takes the stage path"] * 50
+    with sp_test_tokenizer.model.sampling(0.5, torch.Generator().manual_seed(0)):
+        sampled = sp_test_tokenizer.encode_batch(texts)
+    assert len({tuple(ids) for ids in sampled}) > 1  # each occurrence drew its own
+
+
+
+def test_forked_workers_start_with_their_own_cache(lines):
+    from torch.utils.data import DataLoader
+
+    path = MODELS["trained-8000"]()
+    tok = gputok.Tokenizer.from_sentencepiece(path)
+    texts = lines[:96] + TIES
+    want = spm.SentencePieceProcessor(model_file=path).encode(texts)
+    assert tok.encode_batch(texts) == want  # the parent's cache filled before the fork
+    loader = DataLoader(texts, batch_size=16, num_workers=2, multiprocessing_context="fork",
+                        collate_fn=tok.encode_batch)
+    assert [ids for batch in loader for ids in batch] == want
