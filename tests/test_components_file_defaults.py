@@ -15,8 +15,9 @@ from gputok import Tokenizer
 
 TRUNCATIONS = {
     "none": None,
-    **{f"{s}-{d}-{n}": dict(max_length=n, strategy=s, direction=d, stride=0)
-       for s in ("longest_first", "only_first", "only_second") for d in ("right", "left") for n in (7, 12)},
+    **{f"{s}-{d}-7": dict(max_length=7, strategy=s, direction=d, stride=0)
+       for s in ("longest_first", "only_first", "only_second") for d in ("right", "left")},
+    "longest_first-right-30": dict(max_length=30, strategy="longest_first", direction="right", stride=0),
     "stride": dict(max_length=20, strategy="longest_first", direction="left", stride=2),
 }
 PADDINGS = {
