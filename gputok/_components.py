@@ -6,11 +6,9 @@ from typing import Any
 # huggingface component types gputok does not read yet, by stage, with the reason (the error and the
 # README's components table say it).
 NOT_SUPPORTED: dict[str, dict[str, str]] = {
-    "pre_tokenizer": {"UnicodeScripts": "it needs huggingface's own Unicode script table, which gputok does not have"},
 }
 # Options of supported types that gputok refuses at load (a clear error naming them), by stage and type.
 NOT_SUPPORTED_OPTIONS: dict[str, dict[str, str]] = {
-    "model": {"BPE": "`dropout` above 0 (sampled merges): refused at load"},
     "pre_tokenizer": {"Sequence": "a ByteLevel step before another step, or a text-rewriting step (Metaspace, "
                                   "ByteLevel with add_prefix_space) after the first: refused at load"},
     "post_processor": {"Sequence": "two processors that add special tokens, or two that trim offsets: refused at load",

@@ -52,7 +52,7 @@ MAX_CACHED_TOKENIZERS = 16
 # The attributes whose reassignment makes a tokenizer differ from what its recipe loads.
 _COMPONENTS = ("model", "normalizer", "pre_tokenizer", "post_processor", "decoder", "added_tokens", "_extra")
 # Settings made through the API after loading, carried in the pickle beside the recipe.
-_SETTINGS = ("_user_special_tokens", "_model_max_length")
+_SETTINGS = ("_user_special_tokens", "_model_max_length", "_file_sections_apply")
 
 
 def cached_loader(*, files: tuple[str, ...] = (), texts: tuple[str, ...] = (), ignore: tuple[str, ...] = ()

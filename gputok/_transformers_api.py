@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _cpu_threads
+from . import _cpu_threads, file_defaults
 from .ragged import rows_as_lists
 from .ingest import TextInput
 
@@ -178,7 +178,8 @@ class TransformersAPI:
 
     def tokenize(self, text: TextInput, pair: TextInput | None = None, *, add_special_tokens: bool = False) -> list[str]:
         """The token strings of one text (or pair): ``convert_ids_to_tokens(encode(...))``."""
-        return self.convert_ids_to_tokens(self.encode(text, pair, add_special_tokens=add_special_tokens))
+        ids = self._encode_lists([text], None if pair is None else [pair], add_special_tokens=add_special_tokens)[0]
+        return self.convert_ids_to_tokens(ids)
 
     def batch_decode(self, sequences: Any, *, skip_special_tokens: bool = True) -> list[str]:
         """``decode`` of each row of a 2-D tensor, numpy array or list of id lists."""
@@ -188,7 +189,7 @@ class TransformersAPI:
     def __call__(self, texts: TextInput | Sequence[TextInput], text_pair: TextInput | Sequence[TextInput] | None = None, *,
                  add_special_tokens: bool = True, padding: bool | str = True, truncation: bool | str | None = None,
                  max_length: int | None = None, stride: int = 0, pad_to_multiple_of: int | None = None,
-                 padding_side: str = "right", return_tensors: str | None = "pt", return_offsets: bool = False,
+                 padding_side: str | None = None, return_tensors: str | None = "pt", return_offsets: bool = False,
                  return_offsets_mapping: bool = False, return_overflowing_tokens: bool = False,
                  return_token_type_ids: bool | None = None, return_attention_mask: bool = True,
                  return_special_tokens_mask: bool = False, return_length: bool = False,
@@ -212,7 +213,9 @@ class TransformersAPI:
         True/"longest_first", "only_first", "only_second" or False; not given, ``max_length``
         alone truncates (with a warning when padding to the longest row, where transformers
         would ignore ``max_length``), except with ``padding="max_length"``, as transformers.
-        ``truncation=True`` without ``max_length`` cuts at ``model_max_length``.
+        ``truncation=True`` without ``max_length`` cuts at ``model_max_length``. ``padding_side``
+        (and the side truncation cuts) default to the directions of the file's ``padding`` and
+        ``truncation`` sections, right where it has none, as transformers reads them.
 
         Added tokens written in the text: ``allowed_special`` ("all", the default, as huggingface
         does, or a set) become their ids; those in ``disallowed_special`` ("all": every added token
@@ -236,7 +239,8 @@ class TransformersAPI:
             out = self._encode_tensors(
                 texts, text_pair, add_special_tokens=add_special_tokens, padding=padding,
                 truncation=truncation or False, max_length=max_length, stride=stride,
-                pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side, return_offsets=with_offsets,
+                pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side or file_defaults.padding_side(self._extra),
+                truncation_side=file_defaults.truncation_side(self._extra), return_offsets=with_offsets,
                 return_overflowing_tokens=return_overflowing_tokens, return_token_type_ids=return_token_type_ids,
                 device=device, allowed_special=allowed_special, disallowed_special=disallowed_special)
         padded = "row_offsets" not in out

@@ -58,7 +58,7 @@ def _wordpiece_pieces(old: Tokenizer, tokens: list[str]) -> list[list[int]]:
     pieces = [[] for _ in tokens]
     later_set = set(later)
     first = [i for i in range(len(tokens)) if i not in later_set]
-    for i, ids in zip(first, old.encode_batch([tokens[i] for i in first], add_special_tokens=False)):
+    for i, ids in zip(first, old._encode_lists([tokens[i] for i in first], add_special_tokens=False)):
         pieces[i] = ids
     if later:
         text = codepoints([tokens[i][len(prefix):] for i in later])

@@ -83,7 +83,7 @@ def _stats(lengths: np.ndarray, ids: np.ndarray, word_tokens: np.ndarray, counts
 
 
 def _pieces(tok: Tokenizer, text: str) -> list[str]:
-    return [tok.id_to_token(i) for i in tok.encode(text, add_special_tokens=False)]
+    return [tok.id_to_token(i) for i in tok._encode_lists([text], add_special_tokens=False)[0]]
 
 
 def fertility(tokenizers: Sequence[Tokenizer | str | os.PathLike], files: Sequence[str | os.PathLike], *,

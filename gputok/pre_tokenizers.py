@@ -673,8 +673,47 @@ def _prepend_unless_first(text: Ragged, *, char: str) -> tuple[Ragged, torch.Ten
     return Ragged(values, offsets), src
 
 
+class UnicodeScripts:
+    """huggingface's UnicodeScripts: a text cut wherever the Unicode script changes (Hiragana and
+    Katakana count as Han; the space belongs to the words before it; leading spaces are dropped),
+    one kernel pass per text (``kernels/unicode_scripts_numba.py``) over huggingface's own script
+    table (:func:`script_table`). Other devices run it on a CPU copy."""
+
+    type = "UnicodeScripts"
+
+    def __call__(self, text: Ragged) -> Words:
+        from .kernels import unicode_scripts_numba
+
+        out = unicode_scripts_numba.split_scripts(text.values.cpu().numpy(), text.offsets.cpu().numpy(),
+                                                  script_table())
+        return Words(*(torch.from_numpy(a).to(text.device) for a in out))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+    @classmethod
+    def from_json(cls, spec: dict[str, Any]) -> UnicodeScripts:
+        return cls()
+
+
+@functools.lru_cache(maxsize=1)
+def script_table():
+    """The script class (uint8) of every codepoint as huggingface reads it: 0 for the space
+    ("Any"), one number per script otherwise (decoded from :mod:`gputok._script_table`, which
+    ``tools/make_script_table.py`` derives from huggingface itself)."""
+    import numpy as np
+
+    from . import _script_table
+
+    runs = np.array([int(x, 16) for run in _script_table.SCRIPT_RUNS.split() for x in run.split(":")])
+    table = np.repeat(runs[1::2].astype(np.uint8), runs[::2])
+    assert len(table) == unicode.MAX_CODEPOINT
+    return table
+
+
 PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, Sequence, WhitespaceSplit, Metaspace,
-                                           Whitespace, Punctuation, Digits, CharDelimiterSplit, FixedLength)}
+                                           Whitespace, Punctuation, Digits, CharDelimiterSplit, FixedLength,
+                                           UnicodeScripts)}
 
 
 def from_json(spec: dict[str, Any] | None):

@@ -24,7 +24,9 @@ tokenizer's default ``max_length`` (``tok(texts, truncation=True)``), unless it 
 
 Left out: the per-class conversions ``transformers`` applies to a folder without a
 ``tokenizer.json`` beyond those above (T5's appended ``</s>``, XLNet's, ...), ``padding_side``
-and chat templates (a ``chat_template`` is kept in ``tok.chat_template`` as text, unused).
+and chat templates (a ``chat_template`` is kept in ``tok.chat_template`` as text, unused). As in
+transformers, a tokenizer.json's ``truncation`` and ``padding`` sections do not apply to ``encode``
+(only their directions to ``tok(...)``; ``Tokenizer.from_file`` applies them, as huggingface does).
 """
 
 from __future__ import annotations
@@ -52,7 +54,12 @@ def from_pretrained(cls, path: str | os.PathLike):
     >>> tok.model_max_length, tok(["a b c d e f g h i j"], truncation=True)["input_ids"].tolist()
     (8, [[101, 1037, 1038, 1039, 1040, 1041, 1042, 102]])
     """
-    path = Path(path)
+    tok = _from_pretrained(cls, Path(path))
+    tok._file_sections_apply = False  # transformers' encode does not pad or cut as tokenizer.json says
+    return tok
+
+
+def _from_pretrained(cls, path: Path):
     if not path.exists():
         hint = (" It looks like a hub model name: gputok reads local folders only (it never downloads); "
                 f"download it first, e.g. `huggingface-cli download {path} --local-dir DIR`, and pass DIR."

@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import regex
 import torch
 
-from . import _cpu_threads, _dispatch, _loading, _validate, decoders, normalizers, pre_tokenizers, processors
+from . import _cpu_threads, _dispatch, _loading, _validate, decoders, file_defaults, normalized_added, normalizers, pre_tokenizers, processors
 from ._atomic import write_atomic
 from ._loading import cached_loader
 from ._transformers_api import TransformersAPI
@@ -130,6 +131,8 @@ class Tokenizer(TransformersAPI):
             if t.id >= len(self._id_to_token):
                 self._id_to_token += [""] * (t.id + 1 - len(self._id_to_token))
             self._id_to_token[t.id] = t.content
+        if normalizer is not None and any(t.normalized for t in self.added_tokens):
+            self._spell_normalized_added_tokens()
 
     def __reduce__(self):
         """Pickled as its source file and options, or its state (see :mod:`gputok._loading`)."""
@@ -271,13 +274,6 @@ class Tokenizer(TransformersAPI):
             # a post-processor that is more than a template is written back as the file has it
             extra_post = post if post is not None and post.get("type") not in ("TemplateProcessing", "BertProcessing") \
                 else None
-            if spec.get("normalizer") is not None:
-                for k, t in enumerate(spec.get("added_tokens") or []):
-                    if t["normalized"] and t["content"]:
-                        raise FileFormatError(
-                            f"{source}: added_tokens[{k}] ({t['content']!r}) has normalized = true with a normalizer: "
-                            "huggingface matches such a token in the normalized text, which gputok does not support "
-                            "yet; set \"normalized\": false (matched in the raw text) or remove the normalizer")
             pre_tokenizer = pre_tokenizers.from_json(spec.get("pre_tokenizer"))
             if model_type == "BPE":
                 # Byte-level BPE spells its tokens in the alphabet of the ByteLevel pre-tokenizer,
@@ -350,8 +346,9 @@ class Tokenizer(TransformersAPI):
         Added tokens written in the text become their ids; ``allowed`` limits that to some of them.
         """
         pattern = self._pattern(allowed) if allowed != frozenset() else None
-        if pattern is not None and pattern.search("".join(texts)):
-            return self._encode_with_added_tokens(texts, pattern, device, with_spans)
+        if (pattern is not None and pattern.search("".join(texts))) or (
+                allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
+            return self._encode_with_added_tokens(texts, pattern, device, with_spans, allowed)
         parts = (_cpu_threads.chunks(texts) if torch.device(device).type == "cpu"
                  and not getattr(self.model, "is_sampling", False) else None)  # a sample's draws stay in order
         if parts is None:
@@ -380,7 +377,7 @@ class Tokenizer(TransformersAPI):
         length in units (what :func:`gputok.ingest.utf32_units` makes): one call of the whole
         pipeline's kernel where this pipeline has one, else the stages one kernel each."""
         whole = self._whole_pipeline_kernel
-        if whole is not None and not self.join_surrogate_pairs:
+        if whole is not None and not self.join_surrogate_pairs and not getattr(self.model, "is_sampling", False):
             return whole(units, lengths, with_spans)
         values, offsets = (codepoints_pairs_numba if self.join_surrogate_pairs else codepoints_numba)(units, lengths)
         return self._encode_codepoints(Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), with_spans)
@@ -517,19 +514,23 @@ class Tokenizer(TransformersAPI):
                            torch.from_numpy(spans) if with_spans else None)
 
     def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:
-        """A regex matching the added tokens in ``contents`` (None: all), longest first."""
+        """A regex matching the added tokens in ``contents`` (None: all), longest first; in the raw
+        text, so not those matched after the normalizer (:mod:`gputok.normalized_added`)."""
         if contents not in self._patterns:
-            chosen = sorted((t.content for t in self.added_tokens if contents is None or t.content in contents),
-                            key=lambda c: -len(c))
+            after_normalizer = self.normalizer is not None
+            chosen = sorted((t.content for t in self.added_tokens if (contents is None or t.content in contents)
+                             and not (after_normalizer and t.normalized)), key=lambda c: -len(c))
             self._patterns[contents] = re.compile("|".join(map(re.escape, chosen))) if chosen else None
         return self._patterns[contents]
 
-    def _added_matches(self, text: str, pattern: re.Pattern) -> list[tuple[int, int, int]]:
+    def _added_matches(self, text: str, pattern: re.Pattern,
+                       tokens: dict[str, AddedToken] | None = None) -> list[tuple[int, int, int]]:
         """``(start, end, id)`` of the added tokens in ``text`` as huggingface takes them: the
         leftmost-longest matches, less those of a ``single_word`` token with a word character
         (``\\w``) right before or after; an ``lstrip`` / ``rstrip`` token takes the whitespace
-        before / after it (not what an earlier token took)."""
-        options = self._added_options
+        before / after it (not what an earlier token took). ``tokens``: the token of each text the
+        pattern matches, where that is not its content (normalized contents)."""
+        options = self._added_options if tokens is None else tokens
         matches, position = [], 0
         for m in pattern.finditer(text):
             start, end = m.span()
@@ -549,12 +550,34 @@ class Tokenizer(TransformersAPI):
         return matches
 
     @functools.cached_property
+    def _normalized_added_tokens(self) -> dict[str, AddedToken]:
+        """The added tokens matched after the normalizer, by normalized content."""
+        return normalized_added.normalized_contents(self)
+
+    def _spell_normalized_added_tokens(self) -> None:
+        """huggingface's token of a normalized added token is its normalized content, and whether
+        decode skips it as special is asked of that text (``"<M>"`` under Lowercase: ``"<m>"``,
+        kept unless ``"<m>"`` is itself a special token)."""
+        specials = {t.content for t in self.added_tokens if t.special}
+        for form, token in self._normalized_added_tokens.items():
+            self._id_to_token[token.id] = form
+            if form not in specials:
+                self._special_ids.discard(token.id)
+
+    @functools.cached_property
+    def _without_normalizer(self) -> Tokenizer:
+        """This pipeline less its normalizer and added tokens: what encodes text already normalized."""
+        twin = Tokenizer(self.model, pre_tokenizer=self.pre_tokenizer)
+        twin.join_surrogate_pairs = self.join_surrogate_pairs
+        return twin
+
+    @functools.cached_property
     def _added_options(self) -> dict[str, AddedToken]:
         """The added tokens with single_word, lstrip or rstrip, by content."""
         return {t.content: t for t in self.added_tokens if t.single_word or t.lstrip or t.rstrip}
 
-    def _encode_with_added_tokens(self, texts: Sequence[str], pattern: re.Pattern, device: torch.device | str,
-                                  with_spans: bool) -> Encoded:
+    def _encode_with_added_tokens(self, texts: Sequence[str], pattern: re.Pattern | None, device: torch.device | str,
+                                  with_spans: bool, allowed: frozenset[str] | None = None) -> Encoded:
         """Cut each text at the added tokens written in it, as huggingface does, encode the pieces
         between them as texts of their own, and lay pieces and added tokens back in order.
 
@@ -564,7 +587,7 @@ class Tokenizer(TransformersAPI):
         item_piece, item_id, item_text, item_start, item_end = [], [], [], [], []
         for row, text in enumerate(texts):
             position = 0
-            for m in [*self._added_matches(text, pattern), None]:
+            for m in [*(self._added_matches(text, pattern) if pattern is not None else []), None]:
                 end = len(text) if m is None else m[0]
                 if end > position:
                     item_piece.append(len(pieces)), item_id.append(-1)
@@ -574,7 +597,10 @@ class Tokenizer(TransformersAPI):
                     item_piece.append(-1), item_id.append(m[2])
                     item_text.append(row), item_start.append(m[0]), item_end.append(m[1])
                     position = m[1]
-        plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
+        if self._normalized_added_tokens:  # matched in each piece after the normalizer
+            plain = normalized_added.encode_pieces(self, pieces, allowed, device, with_spans)
+        else:
+            plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
         if torch.device(device).type == "cpu" and _dispatch.on_cpu_kernels(torch.device(device)):
             items = [np.asarray(v, dtype=np.int64) for v in (item_piece, item_id, item_text, item_start, item_end)]
             ids, token_offsets, spans = splice_added_tokens(
@@ -608,14 +634,58 @@ class Tokenizer(TransformersAPI):
     def encode_batch(self, texts: Sequence[TextInput], pair_texts: Sequence[TextInput] | None = None, *,
                      add_special_tokens: bool = True, allowed_special: str | Set[str] = "all",
                      disallowed_special: str | Set[str] = ()) -> list[list[int]]:
-        """Token ids of each text (or pair), with no padding or truncation.
+        """Token ids of each text (or pair).
 
         Equal to ``[e.ids for e in hf.encode_batch(...)]`` for the same huggingface tokenizer;
         with ``allowed_special=set(), disallowed_special="all"``, to tiktoken's ``encode_batch``.
+        A loaded file's ``truncation`` and ``padding`` sections apply, as in huggingface
+        (:mod:`gputok.file_defaults`; :meth:`no_padding` and :meth:`no_truncation` turn them off).
         """
+        if (self._extra.get("truncation") is not None or self._extra.get("padding") is not None) and \
+                self.__dict__.get("_file_sections_apply", True):  # off in from_pretrained, as in transformers
+            return file_defaults.encode_batch(self, texts, pair_texts, add_special_tokens=add_special_tokens,
+                                              allowed_special=allowed_special, disallowed_special=disallowed_special)
+        return self._encode_lists(texts, pair_texts, add_special_tokens=add_special_tokens,
+                                  allowed_special=allowed_special, disallowed_special=disallowed_special)
+
+    def _encode_lists(self, texts: Sequence[TextInput], pair_texts: Sequence[TextInput] | None = None, *,
+                      add_special_tokens: bool = True, allowed_special: str | Set[str] = "all",
+                      disallowed_special: str | Set[str] = ()) -> list[list[int]]:
+        """:meth:`encode_batch` with no padding or truncation, whatever the file says."""
         out = self(texts, pair_texts, add_special_tokens=add_special_tokens, padding=False,
                    allowed_special=allowed_special, disallowed_special=disallowed_special)
         return rows_as_lists(out["input_ids"], out["row_offsets"])
+
+    @property
+    def truncation(self) -> dict[str, Any] | None:
+        """The ``truncation`` section :meth:`encode_batch` follows (huggingface's spelling), or None."""
+        return self._extra.get("truncation")
+
+    @property
+    def padding(self) -> dict[str, Any] | None:
+        """The ``padding`` section :meth:`encode_batch` follows (huggingface's spelling), or None."""
+        return self._extra.get("padding")
+
+    def enable_truncation(self, max_length: int, *, stride: int = 0, strategy: str = "longest_first",
+                          direction: str = "right") -> None:
+        """Truncate in :meth:`encode_batch` (and save it), with huggingface's options and names."""
+        self._extra = dict(self._extra, truncation=file_defaults.truncation_section(
+            max_length=max_length, stride=stride, strategy=strategy, direction=direction))
+
+    def no_truncation(self) -> None:
+        self._extra = dict(self._extra, truncation=None)
+
+    def enable_padding(self, *, direction: str = "right", pad_id: int = 0, pad_type_id: int = 0,
+                       pad_token: str = "[PAD]", length: int | None = None, pad_to_multiple_of: int | None = None) -> None:
+        """Pad in :meth:`encode_batch` (and save it), with huggingface's options and names."""
+        self._extra = dict(self._extra, padding=file_defaults.padding_section(
+            direction=direction, pad_id=pad_id, pad_type_id=pad_type_id, pad_token=pad_token, length=length,
+            pad_to_multiple_of=pad_to_multiple_of))
+        self.__dict__.pop("_pad_id", None)
+
+    def no_padding(self) -> None:
+        self._extra = dict(self._extra, padding=None)
+        self.__dict__.pop("_pad_id", None)
 
     def encode(self, text: TextInput, pair: TextInput | None = None, *, add_special_tokens: bool = True,
                allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = ()) -> list[int]:
@@ -628,8 +698,8 @@ class Tokenizer(TransformersAPI):
                  padding_side: str = "right", return_offsets: bool = False,
                  return_overflowing_tokens: bool = False, return_token_type_ids: bool | None = None,
                  device: torch.device | str | None = None,
-                 allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = ()
-                 ) -> dict[str, torch.Tensor]:
+                 allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = (),
+                 truncation_side: str = "right") -> dict[str, torch.Tensor]:
         """:meth:`__call__` (in :class:`gputok._transformers_api.TransformersAPI`, which documents
         the options) after transformers' defaults are resolved: a dict of tensors."""
         texts = as_texts(texts)
@@ -651,7 +721,7 @@ class Tokenizer(TransformersAPI):
         device = _dispatch.checked_device(device)
         allowed = self._check_special(texts + (pairs or []), allowed_special, disallowed_special)
         device, out_device = self._work_device(device, texts, pairs), device
-        if _dispatch.backend(device) == "triton":  # the whole call as a few Triton kernels, where they cover it
+        if _dispatch.backend(device) == "triton" and truncation_side == "right":  # the whole call as a few Triton kernels, where they cover it
             out = self._encode_cuda_pipeline(texts, pairs, allowed, add_special_tokens, truncation, max_length,
                                              return_overflowing_tokens, return_offsets, padding, pad_to_multiple_of,
                                              padding_side == "left", return_token_type_ids, device)
@@ -668,6 +738,13 @@ class Tokenizer(TransformersAPI):
             template = self.post_processor.pair if second is not None else self.post_processor.single
         added = sum(item.sequence is None for item in template)
         budget = None if truncation is None else max_length - added
+        if truncation is not None and truncation_side == "left":  # cut before the post-processor, as huggingface
+            if return_overflowing_tokens:
+                raise ValueError("return_overflowing_tokens with left truncation (a tokenizer.json truncation "
+                                 "direction \"Left\") is not supported; truncate on the right")
+            check_truncation(budget, truncation, second is not None, False)
+            first, second = file_defaults.cut_left(first, second, max_length=budget, strategy=truncation)
+            truncation, budget = None, None
         if device.type == "cpu" and _dispatch.on_cpu_kernels(device):
             out = self._post_process_kernels(
                 template or ([_A] if second is None else [_A, _B]), first, second, truncation=truncation,
@@ -898,7 +975,7 @@ class Tokenizer(TransformersAPI):
         """:meth:`decode` token by token: the reference of the decode kernel, and the path of
         decoders it does not cover."""
         if self._decodes_bytes:  # bytes, then UTF-8 with replacement, as tiktoken decodes
-            specials = {t.id: t.content.encode() for t in self.added_tokens}
+            specials = {t.id: self._id_to_token[t.id].encode() for t in self.added_tokens}
             return b"".join(b"" if skip_special_tokens and i in self._special_ids else
                             specials.get(i) or self.model.decode_bytes([i]) for i in ids).decode("utf-8", errors="replace")
         tokens = []
@@ -988,7 +1065,7 @@ class Tokenizer(TransformersAPI):
         is the concatenation of those forms."""
         size = max(self.vocab_size, max((t.id + 1 for t in self.added_tokens), default=0))
         if self._decodes_bytes:
-            specials = {t.id: t.content.encode() for t in self.added_tokens}
+            specials = {t.id: self._id_to_token[t.id].encode() for t in self.added_tokens}
             tokens = [specials.get(i) or (self.model.token_bytes[i] if i < self.model.vocab_size else None)
                       for i in range(size)]
             first = later = tokens
@@ -1061,8 +1138,9 @@ def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.Path
 # Rust's char::is_whitespace (Unicode White_Space): what an lstrip / rstrip added token takes.
 _WHITE_SPACE = ("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
                 "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
-# A word character next to a single_word added token keeps it from matching (huggingface: \w).
-_WORD_CHAR = re.compile(r"\w")
+# A word character next to a single_word added token keeps it from matching: huggingface's \w (Rust
+# regex: letters, marks, Nd digits, connectors), the regex module's; Python's re takes "①" too.
+_WORD_CHAR = regex.compile(r"\w")
 # Rust's char::is_whitespace and byte-level BPE's space "Ġ": the spaces huggingface trims off offsets.
 _SPACE_CHARS = _WHITE_SPACE + "\u0120"
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)

@@ -32,7 +32,10 @@ def hf_bert(bert_json_path):
 
 @pytest.fixture(scope="session")
 def bert(bert_json_path):
-    return Tokenizer.from_file(bert_json_path)
+    tok = Tokenizer.from_file(bert_json_path)
+    tok.no_padding()  # as hf_bert: the file pads and truncates to 128
+    tok.no_truncation()
+    return tok
 
 
 @pytest.fixture(scope="session")

@@ -59,7 +59,8 @@ PRE_TOKENIZERS = {
        for split in (True, False)},
     "Metaspace-replacement": P.Metaspace(replacement="_"),
     "CharDelimiterSplit": P.CharDelimiterSplit("e"), "Digits": P.Digits(), "Digits-individual": P.Digits(individual_digits=True),
-    "FixedLength": P.FixedLength(length=4),
+    "FixedLength": P.FixedLength(length=4), "UnicodeScripts": P.UnicodeScripts(),
+    "Sequence-UnicodeScripts": P.Sequence([P.WhitespaceSplit(), P.UnicodeScripts()]),
     "Sequence": P.Sequence([P.WhitespaceSplit(), P.Digits(individual_digits=True), P.Punctuation()]),
     "Sequence-Metaspace-first": P.Sequence([P.Metaspace(), P.Punctuation("merged_with_previous")]),
 }
@@ -142,11 +143,56 @@ def test_added_token_options_match_huggingface(hf_trained_models):
         _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, True)
 
 
-def test_normalized_added_tokens_under_a_normalizer_are_refused(hf_trained_models):
-    hf = _pipeline(hf_trained_models, "wordpiece", normalizer=N.Lowercase(), pre_tokenizer=P.Whitespace())
-    hf.add_tokens([AddedToken("Hello", normalized=True)])
-    with pytest.raises(ValueError, match=r"added_tokens\[\d+\] \('Hello'\) has normalized = true with a normalizer"):
-        Tokenizer.from_str(hf.to_str())
+NORMALIZED_ADDED_CASES = {
+    "Lowercase": ("wordpiece", N.Lowercase(), P.Whitespace()),
+    "BertNormalizer": ("wordpiece", N.BertNormalizer(), P.BertPreTokenizer()),
+    "NFKC+Lowercase": ("bpe", N.Sequence([N.NFKC(), N.Lowercase()]), P.Whitespace()),
+    "Replace": ("bpe_byte", N.Replace(" ", "_"), P.ByteLevel(add_prefix_space=False)),
+    "Prepend+Strip": ("unigram", N.Sequence([N.Strip(), N.Prepend("\u2581")]), P.Metaspace(prepend_scheme="never")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NORMALIZED_ADDED_CASES))
+def test_normalized_added_tokens_match_in_the_normalized_text(case, hf_trained_models, texts):
+    """``normalized: true`` under a normalizer: matched after the normalizer, as huggingface does
+    (the content normalized too), beside unnormalized tokens matched in the raw text; ids, offsets."""
+    kind, normalizer, pre_tokenizer = NORMALIZED_ADDED_CASES[case]
+    rnd = random.Random(len(case))
+    contents = ["Hello", "ÉTÉ", "x y", "<M>", "the", "①", "ab"]
+    pieces = ["hello", "HELLO", "Hello", "été", "ÉTÉ", "x y", "X Y", "<M>", "<m>", "the", "THE", "1", "①", " ", "  ",
+              "ab", "AB", "\t", "é"]
+    lines = texts[::4] + ["".join(rnd.choice(pieces) for _ in range(rnd.randrange(10))) for _ in range(300)]
+    for _ in range(6):
+        hf = _pipeline(hf_trained_models, kind, normalizer=normalizer, pre_tokenizer=pre_tokenizer)
+        hf.add_tokens([AddedToken(content, single_word=rnd.random() < 0.3, lstrip=rnd.random() < 0.3,
+                                  rstrip=rnd.random() < 0.3, normalized=rnd.random() < 0.7, special=rnd.random() < 0.3)
+                       for content in rnd.sample(contents, 4)])
+        ours = Tokenizer.from_str(hf.to_str())
+        _check(hf, ours, lines, None, offsets="NFKC" not in case)
+        assert HFTokenizer.from_str(json.dumps(ours.to_json(), ensure_ascii=False)).to_str() == hf.to_str()
+
+
+def test_unicode_scripts_splits_as_huggingface(parity_lines):
+    """UnicodeScripts on real multilingual text and random Unicode (every plane, scripts mixed with
+    spaces, Han/Hiragana/Katakana, marks): the same pieces and offsets as huggingface's."""
+    from gputok import pre_tokenizers
+    from gputok.ingest import codepoints
+
+    rnd = random.Random(7)
+    mixed = " aZé中ーひカ1\u0301Яα한ا\t"
+    texts = [line for line in parity_lines if not line.isascii()][:2000] + [
+        "  Hello Мир 世界 こんにちは カタカナー abc", "", "   ", "e\u0301x", "日本語のテキスト", "ＡＢＣ１２３"]
+    texts += ["".join(chr(rnd.randrange(0x110000)) if rnd.random() < 0.4 else rnd.choice(mixed)
+                      for _ in range(rnd.randrange(25))) for _ in range(3000)]
+    texts = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]  # no lone surrogates
+    hf = P.UnicodeScripts()
+    text = codepoints(texts)
+    words = pre_tokenizers.UnicodeScripts()(text)
+    starts, ends, owner = words.starts.tolist(), words.ends.tolist(), words.text_offsets.tolist()
+    first = text.offsets.tolist()
+    for k, t in enumerate(texts):
+        got = [(starts[w] - first[k], ends[w] - first[k]) for w in range(owner[k], owner[k + 1])]
+        assert got == [span for _, span in hf.pre_tokenize_str(t)], t
 
 
 def test_readme_table_is_the_generated_one():
@@ -165,8 +211,6 @@ BAD_COMPONENTS = {
     "unknown pre_tokenizer": ("pre_tokenizer", {"type": "FancySplit"}, r"unknown pre_tokenizer type 'FancySplit'; known"),
     "unknown post_processor": ("post_processor", {"type": "FancyProcessing"}, r"unknown post_processor type 'FancyProcessing'"),
     "unknown decoder": ("decoder", {"type": "Fancy"}, r"unknown decoder type 'Fancy'; known types: \['BPEDecoder'"),
-    "UnicodeScripts": ("pre_tokenizer", {"type": "UnicodeScripts"},
-                       r"huggingface's pre_tokenizer 'UnicodeScripts' is not supported by gputok yet: it needs"),
     "Digits option type": ("pre_tokenizer", {"type": "Digits", "individual_digits": "yes"},
                            r"pre_tokenizer\.individual_digits = 'yes': expected a JSON boolean"),
     "Punctuation behavior": ("pre_tokenizer", {"type": "Punctuation", "behavior": "Sideways"},
@@ -200,13 +244,6 @@ def test_bad_components_fail_at_load_naming_the_problem(case):
     spec = json.loads(HFTokenizer(M.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]")).to_str())
     spec[stage] = component
     with pytest.raises(ValueError, match=message):
-        Tokenizer.from_str(json.dumps(spec))
-
-
-def test_bpe_dropout_is_refused(hf_trained_models):
-    spec = json.loads(_pipeline(hf_trained_models, "bpe", pre_tokenizer=P.Whitespace()).to_str())
-    spec["model"]["dropout"] = 0.1
-    with pytest.raises(ValueError, match=r"BPE dropout=0.1 is not supported"):
         Tokenizer.from_str(json.dumps(spec))
 
 

@@ -233,6 +233,7 @@ def test_phrases_in_training_and_extension():
     assert [tok.id_to_token(i) for i in tok.encode("Tumor necrosis factor 人工智能", add_special_tokens=False)] == [
         "tumor necrosis factor", "人工智能"]
     base = gputok.Tokenizer.from_file(assets.fetch("bert-tokenizer-json"))
+    base.no_padding()  # the file pads encode's rows to 128
     domain = ["tumor necrosis factor binds mitochondrial receptors", "mitochondrial tumor"] * 10
     ext, report = extend_with_report(base, iter(domain), add=50, phrases=["tumor necrosis factor"])
     assert ext.vocab_size == base.vocab_size + report.added + 1

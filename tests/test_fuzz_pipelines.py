@@ -59,6 +59,7 @@ def _splitting_pre_tokenizers():
         st.builds(P.Digits, individual_digits=st.booleans()),
         st.builds(P.CharDelimiterSplit, st.sampled_from([" ", "e", ","])),
         st.builds(P.FixedLength, length=st.integers(1, 8)),
+        st.builds(P.UnicodeScripts),
         st.builds(lambda s, b, i: P.Split(s, b, invert=i), st.sampled_from([" ", "e", "ing", ", "]),
                   st.sampled_from(BEHAVIORS), st.booleans()),
         st.builds(lambda r, b, i: P.Split(Regex(r), b, invert=i), st.sampled_from(REGEXES), st.sampled_from(BEHAVIORS),

@@ -54,7 +54,8 @@ def test_settings_survive_pickling_and_replaced_components_pickle_their_state(be
     assert copy(["a b", "a"])["input_ids"][1, -1].item() == 103
     tok.post_processor = None  # no longer what its file loads: pickled as its state
     copy = pickle.loads(pickle.dumps(tok))
-    assert copy.encode("a b") == tok.encode("a b") == bert.encode("a b", add_special_tokens=False)
+    assert copy.encode("a b") == tok.encode("a b")  # padded to 128, as the file says
+    assert copy("a b", padding=False, return_tensors=None)["input_ids"] == bert.encode("a b", add_special_tokens=False)
 
 
 def test_datasets_map_is_fingerprinted_and_cached(cl100k_json, parity_lines, tmp_path, caplog):

@@ -70,12 +70,14 @@ def test_bert_folder(bert_folder, lines):
         assert ours.token_to_id(token) == theirs.convert_tokens_to_ids(token)
 
 
-def test_normalized_added_token_is_a_clear_error(tmp_path):
+def test_normalized_added_token_matches_transformers(tmp_path, lines):
     hf = transformers.BertTokenizerFast(vocab_file=str(assets.fetch("bert-vocab")))
-    hf.add_tokens(["[NEW]"])  # normalized: true, as transformers adds a token by default
+    hf.add_tokens(["[NEW]"])  # normalized: true, as transformers adds a token by default: matched lowercased
     hf.save_pretrained(str(tmp_path))
-    with pytest.raises(ValueError, match=r"\[NEW\].*normalized = true"):
-        Tokenizer.from_pretrained(tmp_path)
+    ours = Tokenizer.from_pretrained(tmp_path)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    texts = [line + " [NEW] [new]x [New]" for line in lines[:50]]
+    assert ids_of(ours, texts) == theirs(texts)["input_ids"]
 
 
 def test_bert_folder_without_tokenizer_json(bert_folder, lines, tmp_path):

@@ -110,10 +110,18 @@ def test_unused_pieces_unigram(trained, texts, tmp_path):
     assert_parity(_with_unused_pieces(trained("unigram", "base"), tmp_path / "unused.model"), texts)
 
 
-def test_unused_pieces_bpe_are_refused_clearly(trained, tmp_path):
-    path = _with_unused_pieces(trained("bpe", "base"), tmp_path / "unused.model")
-    with pytest.raises(ValueError, match=r"\['UNUSED'\] pieces are not supported \(SentencePiece merges through"):
-        Tokenizer.from_sentencepiece(path)
+@pytest.mark.parametrize("option", ["base", "user_defined_and_control", "byte_fallback"])
+def test_unused_pieces_bpe(trained, texts, tmp_path, option):
+    """BPE merges through an unused piece and splits it back into the pair that made it."""
+    path = _with_unused_pieces(trained("bpe", option), tmp_path / "unused.model")
+    letter = next(p.piece for p in read_model(path).pieces if p.type == UNUSED and len(p.piece) == 1)
+    # the unused letter left whole is an unknown character: <unk> with its unknown neighbours, or bytes
+    probes = [f"{letter}", f"x{letter}中x", f"x中{letter}{letter}中x", f"{letter} {letter}{letter}x 中{letter}"]
+    assert_parity(path, texts + probes)
+    unused = {i for i, p in enumerate(read_model(path).pieces) if p.type == UNUSED}
+    assert not unused & {i for row in Tokenizer.from_sentencepiece(path).encode_batch(texts) for i in row}
+    with pytest.raises(ValueError, match="UNUSED pieces cannot be written as a huggingface tokenizer.json"):
+        Tokenizer.from_sentencepiece(path).save(tmp_path / "t.json")
 
 
 def test_user_defined_piece_bonus_is_sentencepieces(trained):

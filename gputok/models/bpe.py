@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _dispatch
+from .. import _dispatch, bpe_dropout
 from .._validate import FileFormatError
 from ..dedup import span_hashes
 from ..hashing import HashMap, lookup
@@ -248,6 +248,9 @@ class BPE:
     """
 
     type = "BPE"
+    #: huggingface's BPE-dropout: each merge skipped with this probability (None: plain BPE); see
+    #: :mod:`gputok.bpe_dropout` and :meth:`sampling`.
+    dropout: float | None = None
 
     def __init__(self, token_bytes: list[bytes | None] | None, merges: dict[tuple[int, int], tuple[int, int]], *,
                  ignore_merges: bool = True, tokens: list[str | None] | None = None, unk_token: str | None = None,
@@ -482,6 +485,8 @@ class BPE:
 
         A token that ends inside a multi-byte character ends after that character.
         """
+        if self.is_sampling:
+            return bpe_dropout.encode_words(self, words)
         if _dispatch.on_cpu_kernels(words.device):
             return self._encode_numba(words)
         data, byte_char, whole_ids, one_at_a_time = self.initial_symbols(words)
@@ -537,6 +542,34 @@ class BPE:
         last_byte = (data.offsets[:-1] - before).index_select(0, token_word) + csum - 1
         ends = byte_char.index_select(0, last_byte) - words.offsets[:-1].index_select(0, token_word) + 1
         return ids, Ragged(ends, out_offsets)
+
+    @property
+    def is_sampling(self) -> bool:
+        """True when encoding samples its merges: a ``dropout`` above 0, from the file or
+        :meth:`sampling`."""
+        return bpe_dropout.settings(self) is not None
+
+    def sampling(self, dropout: float | None = None, generator: torch.Generator | None = None):
+        """Within the block, encoding (in any thread) skips each merge with probability ``dropout``
+        (default: the model's own), drawing from ``generator`` (a CPU ``torch.Generator``): the
+        same seed, the same ids. ``dropout=0`` is plain BPE, 1 merges nothing.
+
+        >>> m = BPE(None, {(0, 1): (0, 2)}, tokens=["a", "b", "ab"], ignore_merges=False)
+        >>> word = Ragged.from_lengths(torch.tensor([97, 98] * 1000), torch.full((1000,), 2))
+        >>> with m.sampling(0.3, torch.Generator().manual_seed(0)):
+        ...     ids, _ = m.encode_words(word)
+        >>> 600 < sum(row == [2] for row in ids.tolist()) < 800  # merged unless skipped: 1 - 0.3
+        True
+        """
+        return bpe_dropout.sampling(self, dropout, generator)
+
+    @property
+    def encode_in_context(self):
+        """While sampling, the tokenizer's word step: every word occurrence sampled on its own, no
+        cache (None otherwise: words are deduplicated and cached as usual)."""
+        if not self.is_sampling:
+            return None
+        return lambda values, words, cache=None: bpe_dropout.encode_in_context(self, values, words)
 
     def _encode_numba(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """:meth:`encode_words` of CPU words: the initial symbols in one numba kernel
@@ -595,9 +628,11 @@ class BPE:
         GPT-2's alphabet (a ByteLevel pre-tokenizer), so the tokens are spelled in it; otherwise
         the symbols are characters. Merges are "a b" strings or ["a", "b"] pairs; a pair listed
         twice takes its last rank, as huggingface does."""
-        if spec.get("dropout"):
-            raise ValueError(f"BPE dropout={spec['dropout']} is not supported: gputok's encoding is deterministic; "
-                             "set it to null")
+        dropout = bpe_dropout.checked_dropout(spec.get("dropout"))
+        if dropout is not None:  # sampled merges (gputok.bpe_dropout)
+            model = cls.from_json({**spec, "dropout": None}, byte_level=byte_level)
+            model.dropout = dropout
+            return model
         vocab, merges = spec.get("vocab"), spec.get("merges")
         if not isinstance(vocab, dict) or not vocab or not isinstance(merges, list):
             raise ValueError("BPE model in tokenizer.json needs a non-empty 'vocab': {token: id} and 'merges': [...]")
@@ -645,7 +680,7 @@ class BPE:
             names = self.tokens
         merges = self._pairs_dict if self._merges_to_save is None else self._merges_to_save(self)
         by_rank = sorted((rank, a, b) for (a, b), (rank, _) in merges.items())
-        return {"type": self.type, "dropout": None, "unk_token": self.unk_token,
+        return {"type": self.type, "dropout": self.dropout, "unk_token": self.unk_token,
                 "continuing_subword_prefix": self.continuing_subword_prefix,
                 "end_of_word_suffix": self.end_of_word_suffix, "fuse_unk": self.fuse_unk,
                 "byte_fallback": self.byte_fallback, "ignore_merges": self.ignore_merges,

@@ -15,9 +15,9 @@ when no piece holds ``▁`` right after another character, the text is cut befor
 batch deduplicate words. Otherwise each text is one word (correct, and slower).
 
 User-defined pieces are matched whole before the merges (:mod:`gputok.models.user_pieces`: the
-word split cuts each match out as a word, whose id is its piece's). Left out: ``UNUSED`` pieces
-(SentencePiece merges through them and splits an unused result back into the pair that made
-it), and pieces made of characters that are not pieces themselves (SentencePiece can still form
+word split cuts each match out as a word, whose id is its piece's). ``UNUSED`` pieces merge as
+normal ones and are split back into the pair that made them (:mod:`gputok.models.unused_pieces`).
+Left out: pieces made of characters that are not pieces themselves (SentencePiece can still form
 those); such models raise ValueError.
 Memory: the merge table, ~4 hash slots of 16 bytes per (piece, cut) pair.
 """
@@ -41,14 +41,13 @@ ESCAPED_SPACE = "\u2581"
 
 def from_sentencepiece_model(model: SentencePieceModel, *, source: str = "<model>") -> BPE:
     """The :class:`BPE` of a SentencePiece BPE model (``sentencepiece_model.read_model``)."""
-    kinds = {p.type for p in model.pieces} - {NORMAL, UNKNOWN, CONTROL, BYTE, USER_DEFINED}
+    kinds = {p.type for p in model.pieces} - {NORMAL, UNKNOWN, CONTROL, BYTE, USER_DEFINED, UNUSED}
     if kinds:
-        names = {UNUSED: "UNUSED"}
-        raise ValueError(f"{source}: SentencePiece BPE models with {sorted(names.get(k, str(k)) for k in kinds)} pieces "
-                         "are not supported (SentencePiece merges through an unused piece and splits it back "
-                         "afterwards); supported piece types: NORMAL, UNKNOWN, CONTROL, USER_DEFINED, BYTE")
+        raise ValueError(f"{source}: SentencePiece BPE models with piece types {sorted(kinds)} are not supported; "
+                         "supported piece types: NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE")
     tokens = [p.piece for p in model.pieces]
-    normal = {p.piece: i for i, p in enumerate(model.pieces) if p.type == NORMAL}
+    # unused pieces merge as normal ones and are resegmented after (gputok.models.unused_pieces)
+    normal = {p.piece: i for i, p in enumerate(model.pieces) if p.type in (NORMAL, UNUSED)}
     stray = sorted({c for piece in normal for c in piece if c not in normal})
     if stray:
         raise ValueError(f"{source}: pieces use characters that are not pieces themselves ({stray[:8]}); "
@@ -69,11 +68,21 @@ def from_sentencepiece_model(model: SentencePieceModel, *, source: str = "<model
     tied = [p for group in by_score.values() if len(group) > 1 for p in group if len(p) > 1]
     unk = [p.piece for p in model.pieces if p.type == UNKNOWN]
     user = {p.piece: i for i, p in enumerate(model.pieces) if p.type == USER_DEFINED and p.piece}
-    bpe = (UserPiecesBPE if user else BPE)(None, merges, tokens=tokens, unk_token=unk[0] if unk else None, fuse_unk=True,
+    unused = {i for i, p in enumerate(model.pieces) if p.type == UNUSED}
+    kind = UserPiecesBPE if user else BPE
+    if unused:
+        from .unused_pieces import UnusedPiecesBPE, UnusedUserPiecesBPE
+
+        kind = UnusedUserPiecesBPE if user else UnusedPiecesBPE
+    bpe = kind(None, merges, tokens=tokens, unk_token=unk[0] if unk else None, fuse_unk=True,
               byte_fallback=model.byte_fallback, ignore_merges=False, tie_chars="".join(sorted(set("".join(tied)))))
     bpe._merges_to_save = _huggingface_ranks  # only a saved file needs them
     if user:
         bpe.user_pieces = UserPieces(user)
+    if unused:
+        from .unused_pieces import UnusedPieces
+
+        bpe.unused_pieces = UnusedPieces(bpe, unused)
     return bpe
 
 
