@@ -88,13 +88,17 @@ def test_arrow_columns_from_buffers(tmp_path):
 def test_template_bos_eos_on_the_byte_path(tmp_path, name):
     tok = (gputok.Tokenizer.from_file(assets.fetch("bert-tokenizer-json")) if name == "bert"
            else gputok.Tokenizer.from_sentencepiece(str(assets.fetch("mistral-sp-model"))))
-    docs = ["Hello world.", "中文 and é", "a [MASK] or <s> written in the text", "last one"]
+    long_doc = " ".join(["words"] * 300)  # longer than the bert file's truncation (128): shards never truncate
+    docs = ["Hello world.", "中文 and é", "a [MASK] or <s> written in the text", long_doc]
     Path(tmp_path / "c.txt").write_text("\n".join(docs[:2]) + "\n\n" + "\n".join(docs[2:]) + "\n", encoding="utf-8")
     bos, eos = ("[CLS]", "[SEP]") if name == "bert" else ("<s>", "</s>")
     encode_corpus(tmp_path / "c.txt", tok, tmp_path / "o", add_special_tokens=True, prepend_bos=True,
                   append_eos=True, bos_token=bos, eos_token=eos)
     shards = TokenShards(tmp_path / "o")
+    tok.no_padding()  # the file's padding and truncation sections are encode_batch defaults, not corpus ones
+    tok.no_truncation()
     want = [[tok.token_to_id(bos), *ids, tok.token_to_id(eos)] for ids in tok.encode_batch(docs)]
+    assert len(want[3]) > 300
     assert [shards[i].tolist() for i in range(len(shards))] == want
     template = 2 if name == "bert" else 0  # [CLS] ... [SEP]; the SentencePiece model has no template
     assert len(want[0]) == len(tok.encode_batch(docs, add_special_tokens=False)[0]) + 2 + template
