@@ -463,7 +463,7 @@ class Tokenizer(TransformersAPI):
         made = self.__dict__.get("_whole_kernel")
         if made is None or any(a is not b for a, b in zip(made[0], stages)):
             made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages)
-                                         or whole_sentencepiece_bpe_kernel(*stages, Encoded))
+                                         or whole_sentencepiece_bpe_kernel(*stages, Encoded, self))
         return made[1]
 
     def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:

@@ -191,6 +191,8 @@ def _sort_list(lists, entry_position, entry_next, rank, scratch):
 # per rank, 0.8 MB for Mistral, 2.4 MB for cl100k) is allocated only in calls that have one: its
 # first touch of each rank's page was most of a small call's time.
 SHORT_ROW = 512
+# Rows up to this many symbols scan for their lowest pair instead (``_merge_tiny``): most words.
+TINY_ROW = 16
 
 
 @kernel
@@ -222,6 +224,32 @@ def _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, m
         value[before] = _pair_value(tok[before], tok[i], vocab_size, slot_keys, slot_values, mask, shift,
                                     max_probes)
     return before
+
+
+@kernel
+def _merge_tiny(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
+    """Merge the row ``tok[:n]`` in place (its order: ``nxt`` from 0), for a row of a few symbols:
+    each merge scans the live pairs for the lowest ``value`` (rank, then the leftmost, as the
+    heap's order), O(n) per merge with no queue to keep; up to ``TINY_ROW`` symbols that costs
+    less than a heap's pushes and pops."""
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+        value[i] = NO_RANK
+    for i in range(n - 1):
+        value[i] = _pair_value(tok[i], tok[i + 1], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
+    while True:
+        best = NO_RANK
+        at = -1
+        i = 0
+        while i < n:
+            if (value[i] >> 32) < (best >> 32):
+                best = value[i]
+                at = i
+            i = nxt[i]
+        if at < 0:
+            return
+        _merge_at(at, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
 
 
 @kernel
@@ -319,6 +347,23 @@ def _merge_long(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, ma
 
 
 @kernel
+def merge_row(tok, n, nxt, prv, value, heap, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
+              level_start):
+    """Merge one row ``tok[:n]`` in place with the queue that suits its length; its tokens are then
+    ``tok[i]`` for ``i = 0, nxt[0], ...`` while ``i < n``, each covering symbols ``i .. nxt[i] - 1``.
+    Scratch: ``nxt``, ``prv``, ``value`` of n, ``heap`` of 3n; a long row allocates its lists here."""
+    if n <= TINY_ROW:
+        _merge_tiny(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+    elif n <= SHORT_ROW:
+        _merge_short(tok, nxt, prv, value, heap, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+    else:
+        ranks = (level_start[1] - level_start[0]) * 64
+        _merge_long(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
+                    level_start, np.empty((3, ranks), np.int64), np.zeros(level_start[-1], np.int64),
+                    np.empty(3 * n, np.int64), np.empty(3 * n, np.int64), heap, np.empty(3 * n, np.int64))
+
+
+@kernel
 def _merge_rows(tokens, offsets, out, lengths, ends, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
                 level_start):
     """Merge each row of ``tokens`` (rows by ``offsets``) into ``out``, rows back to back, and
@@ -353,7 +398,9 @@ def _merge_rows(tokens, offsets, out, lengths, ends, slot_keys, slot_values, mas
         n = offsets[r + 1] - start
         for i in range(n):
             tok[i] = tokens[start + i]
-        if n <= SHORT_ROW:
+        if n <= TINY_ROW:
+            _merge_tiny(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+        elif n <= SHORT_ROW:
             _merge_short(tok, nxt, prv, value, heap, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
         else:
             _merge_long(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size,

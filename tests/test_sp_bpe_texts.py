@@ -110,3 +110,36 @@ def test_pipelines_the_kernel_does_not_cover_keep_the_stages(mistral, tmp_path):
     copy.pre_tokenizer = None
     assert copy._whole_pipeline_kernel is None
     assert np.array_equal(copy.encode_ragged(["a b"]).ids.values.numpy(), mistral.encode_ragged(["a b"]).ids.values.numpy())
+
+
+def test_word_store_keeps_results_exact_through_resets_and_threads(texts):
+    """The kernel's word store (one per thread and word cache): a cache too small for the batch
+    empties itself between calls; no cache, a new cache, and 8 threads encoding at once all give
+    the stage path's ids and spans."""
+    import threading
+
+    from gputok.word_cache import WordCache
+
+    tok = Tokenizer.from_sentencepiece(assets.fetch("mistral-sp-model"))
+    batches = [texts[i:i + 40] for i in range(0, len(texts), 40)]
+    expected = [_both(tok, b, True)[1] for b in batches]
+    for cache in (WordCache(capacity=50), None, WordCache()):
+        tok.word_cache = cache
+        for _ in range(2):  # the second pass reads what the first stored
+            assert [_both(tok, b, True)[0] for b in batches] == expected
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(len(batches)):
+                j = (i + k) % len(batches)
+                assert _both(tok, batches[j], True)[0] == expected[j]
+        except AssertionError as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
