@@ -12,14 +12,19 @@ How: the stage kernels called in order inside one compiled function, so a batch 
 call instead of a call and its Python glue per stage:
 ``ingest_numba.codepoints_numba`` -> (``charsmap_numba.charsmap_rewrite_numba``) ->
 ``sentencepiece_whitespace.whitespace_rules_numba`` (dummy prefix, spaces as ``▁``) ->
-``word_split_numba.split_before_runs`` (or each text one word) -> the distinct words of the call
-(``word_cache_numba.lookup_dedup`` over an empty table: hash, then an exact compare) ->
-``bpe_symbols_numba._symbols`` (characters to ids, byte fallback, unk) ->
-``bpe_heap._merge_rows`` (sentencepiece's heap of adjacent pairs, one merge at a time, leftmost
-first among equal scores) -> ``scatter_numba.scatter_tokens``. Words repeat within a batch (a
-1,024-line batch of English holds ~3x fewer distinct words than words), so each distinct word is
-merged once. There is no cache across calls. Re-entrant and nogil: the caller runs chunks of a
-large batch on its threads at once.
+``word_split_numba.split_before_runs`` (or each text one word) -> per word: the word store, else
+``bpe_symbols_numba._symbols`` (characters to ids, byte fallback, unk) and ``bpe_heap.merge_row``
+(sentencepiece's BPE: one merge at a time, the pair of the best score, the leftmost among equal
+scores; a scan for words of a few symbols, a heap of adjacent pairs beyond) -> the word's tokens
+and their ends -> ``scatter_numba.scatter_tokens``.
+
+The word store (``_cached`` / ``_store``): an open-addressing table of the words merged before,
+one 32-byte slot each, with their characters (a hit is verified character by character) and
+tokens. English repeats its words: after a few thousand lines most words hit, and a hit costs a
+hash, a probe and a copy where a merge costs a dozen pair probes. The caller gives each thread its
+own store (``gputok._whole_sp_bpe``), so the kernel reads and writes it without a lock; with no
+store (a table of no room) every word is merged. Re-entrant and nogil otherwise: the caller runs
+chunks of a large batch on its threads at once.
 """
 
 import numpy as np
@@ -31,6 +36,7 @@ from .charsmap_numba import charsmap_rewrite_numba
 from .ingest_numba import codepoints_numba
 from .scatter_numba import scatter_tokens
 from .sentencepiece_whitespace import whitespace_rules_numba
+from .word_cache_numba import _same
 from .word_split_numba import split_before_runs, whole_texts
 
 _NO_INVERSE = np.zeros(0, np.int64)  # scatter_tokens: word i has row i
@@ -64,15 +70,8 @@ def _cached(values, start, length, key, slots, shift, chars):
         k = slots[slot, 0]
         if k == -1:
             return -1
-        if k == key and (slots[slot, 3] >> 32) == length:
-            at = slots[slot, 1]
-            same = True
-            for i in range(length):
-                if chars[at + i] != values[start + i]:
-                    same = False
-                    break
-            if same:
-                return slot
+        if k == key and (slots[slot, 3] >> 32) == length and _same(chars, slots[slot, 1], values, start, length):
+            return slot
         slot = (slot + 1) & mask
 
 
