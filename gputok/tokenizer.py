@@ -56,6 +56,7 @@ from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba
 from .kernels.ingest_numba import splice_rows, utf8_units_numba
 from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
 from .kernels import wordpiece_texts_numba
+from ._whole_sp_bpe import whole_sentencepiece_bpe_kernel
 
 MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram, WordLevel)}
 # A call on a GPU costs ~5-20 ms of kernel launches (about a thousand small ops) whatever its
@@ -461,7 +462,9 @@ class Tokenizer(TransformersAPI):
         stages = (self.normalizer, self.pre_tokenizer, self.model)
         made = self.__dict__.get("_whole_kernel")
         if made is None or any(a is not b for a, b in zip(made[0], stages)):
-            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages) or whole_unigram_kernel(*stages, self))
+            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages)
+                                         or whole_unigram_kernel(*stages, self)
+                                         or whole_sentencepiece_bpe_kernel(*stages, Encoded, self))
         return made[1]
 
     def encode_utf8(self, data: ByteBuffer, offsets: np.ndarray | torch.Tensor | Sequence[int], *,

@@ -13,8 +13,12 @@ that starts at ``i`` (``NO_RANK`` if none, or if ``i`` is merged away). A priori
 any more is stale and skipped; one whose rank is, is the leftmost pair of lowest rank (every live
 pair has its own entry in the queue).
 
-The queue: a list of positions per rank, a bitmap tree over the ranks (64 ranks a word, one
-level per factor of 64) that finds the lowest non-empty list in a few word reads, and a binary
+The queue of a row up to ``SHORT_ROW`` symbols (``_merge_short``, nearly every word): one binary
+heap of ``rank << 32 | position``, as sentencepiece's ``bpe_model.cc`` keeps its agenda; a word of
+a few symbols costs a few heap operations and no state per rank.
+
+The queue of a longer row (``_merge_long``): a list of positions per rank, a bitmap tree over
+the ranks (64 ranks a word, one level per factor of 64) that finds the lowest non-empty list in a few word reads, and a binary
 heap of ``rank << 32 | position``. Pairs join their rank's list in any order until that list
 first comes up as the lowest (the ``frontier`` passes it); it is sorted then, once, and from
 then on a pair joins it at the head if it is not behind the head (a merge's new pairs are at or
@@ -29,7 +33,7 @@ symbols, and ranks (the map's values are non-negative) below 2**31.
 
 ``nogil=True``: callers may run it on several Python threads at once; ``cache=True``: compiled
 once per machine, then loaded from gputok's cache dir (``_numba.py``). Scratch is allocated per
-call: ``lists`` (3 int64 per rank) unfilled, each rank's column read only while its bit in the
+call: ``lists`` (3 int64 per rank, only in a call with a long row) unfilled, each rank's column read only while its bit in the
 bitmap says the list is non-empty, so a call touches only the ranks its rows reach.
 """
 
@@ -181,6 +185,184 @@ def _sort_list(lists, entry_position, entry_next, rank, scratch):
     lists[2, rank] = 0
 
 
+# Rows up to this many symbols merge with a plain binary heap (``_merge_short``): sentencepiece's
+# own algorithm, no per-rank state, so a call of short words touches no page it did not touch
+# before. Longer rows take the per-rank lists (``_merge_long``), whose ``lists`` array (3 int64
+# per rank, 0.8 MB for Mistral, 2.4 MB for cl100k) is allocated only in calls that have one: its
+# first touch of each rank's page was most of a small call's time.
+SHORT_ROW = 512
+# Rows up to this many symbols scan for their lowest pair instead (``_merge_tiny``): most words.
+TINY_ROW = 16
+
+
+@kernel
+def _pop(heap, size):
+    """The heap's lowest entry, removed (``size`` the heap's size before)."""
+    top = heap[0]
+    size -= 1
+    if size > 0:
+        heap[0] = heap[size]
+        _sift_down(heap, size, 0)
+    return top
+
+
+@kernel
+def _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
+    """Merge the live pair at ``i`` (its value ``value[i]``) and rank the two pairs beside it;
+    returns the position of the pair before (-1 if none). Shared by both queues."""
+    right = nxt[i]
+    tok[i] = value[i] & LOW32
+    value[right] = NO_RANK
+    after = nxt[right]
+    nxt[i] = after
+    value[i] = NO_RANK
+    if after < n:
+        prv[after] = i
+        value[i] = _pair_value(tok[i], tok[after], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
+    before = prv[i]
+    if before >= 0:
+        value[before] = _pair_value(tok[before], tok[i], vocab_size, slot_keys, slot_values, mask, shift,
+                                    max_probes)
+    return before
+
+
+@kernel
+def _merge_tiny(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
+    """Merge the row ``tok[:n]`` in place (its order: ``nxt`` from 0), for a row of a few symbols:
+    each merge scans the live pairs for the lowest ``value`` (rank, then the leftmost, as the
+    heap's order), O(n) per merge with no queue to keep; up to ``TINY_ROW`` symbols that costs
+    less than a heap's pushes and pops."""
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+        value[i] = NO_RANK
+    for i in range(n - 1):
+        value[i] = _pair_value(tok[i], tok[i + 1], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
+    while True:
+        best = NO_RANK
+        at = -1
+        i = 0
+        while i < n:
+            if (value[i] >> 32) < (best >> 32):
+                best = value[i]
+                at = i
+            i = nxt[i]
+        if at < 0:
+            return
+        _merge_at(at, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+
+
+@kernel
+def _merge_short(tok, nxt, prv, value, heap, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
+    """Merge the row ``tok[:n]`` in place (its order: ``nxt`` from 0) with one binary heap of
+    ``rank << 32 | position``: the lowest entry is the leftmost pair of lowest rank; an entry whose
+    rank is not its position's ``value`` any more is stale and skipped. ``heap``: room for 3n."""
+    size = 0
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+        value[i] = NO_RANK
+    for i in range(n - 1):
+        v = _pair_value(tok[i], tok[i + 1], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
+        value[i] = v
+        if v != NO_RANK:
+            heap[size] = ((v >> 32) << 32) | i
+            size += 1
+    for k in range(size // 2 - 1, -1, -1):
+        _sift_down(heap, size, k)
+    while size > 0:
+        top = _pop(heap, size)
+        size -= 1
+        i = top & LOW32
+        if value[i] == NO_RANK or (value[i] >> 32) != (top >> 32):
+            continue  # stale: the pair at i changed since this entry was queued
+        before = _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+        for p in (before, i):
+            if p >= 0 and value[p] != NO_RANK:
+                heap[size] = ((value[p] >> 32) << 32) | p
+                size += 1
+                _sift_up(heap, size - 1)
+
+
+@kernel
+def _merge_long(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size, level_start,
+                lists, bits, entry_position, entry_next, heap, scratch):
+    """Merge the row ``tok[:n]`` in place with the per-rank lists and a heap (the module notes)."""
+    index = _DE_BRUIJN_INDEX
+    for i in range(n):
+        nxt[i] = i + 1
+        prv[i] = i - 1
+        value[i] = NO_RANK
+    entries = 0
+    for i in range(n - 1):
+        value[i] = _pair_value(tok[i], tok[i + 1], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
+        if value[i] != NO_RANK:
+            entries = _append(lists, entry_position, entry_next, bits, level_start, value[i] >> 32, i, entries)
+    size = 0  # of the heap
+    frontier = -1  # the highest rank whose list was ever the lowest: the lists above it are not sorted yet
+    while True:
+        # The lowest (rank, position): a list's head or the heap's top.
+        rank = _lowest_marked(bits, level_start, index)
+        if rank < 0 and size == 0:
+            break
+        from_list = NO_RANK
+        if rank >= 0:
+            if rank > frontier:
+                frontier = rank
+                if lists[2, rank]:
+                    _sort_list(lists, entry_position, entry_next, rank, scratch)
+            from_list = (rank << 32) | entry_position[lists[0, rank]]
+        if size > 0 and heap[0] < from_list:
+            top = _pop(heap, size)
+            size -= 1
+        else:
+            top = from_list
+            head = lists[0, rank]
+            lists[0, rank] = entry_next[head]
+            if entry_next[head] == -1:
+                lists[1, rank] = -1
+                _unmark(bits, level_start, rank)
+        i = top & LOW32
+        if value[i] == NO_RANK or (value[i] >> 32) != (top >> 32):
+            continue  # stale: the pair at i changed since this entry was queued
+        before = _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+        # Queue the new pairs. Above the frontier, a list takes any position (it is sorted
+        # once, when it first comes up); at or below it, a list stays sorted: a pair goes to
+        # its head if it is not behind it, else into the heap.
+        for p in (before, i):
+            if p < 0 or value[p] == NO_RANK:
+                continue
+            rank = value[p] >> 32
+            if rank > frontier or not _marked(bits, rank):
+                entries = _append(lists, entry_position, entry_next, bits, level_start, rank, p, entries)
+            elif p <= entry_position[lists[0, rank]]:
+                entry_position[entries] = p
+                entry_next[entries] = lists[0, rank]
+                lists[0, rank] = entries
+                entries += 1
+            else:
+                heap[size] = (rank << 32) | p
+                size += 1
+                _sift_up(heap, size - 1)
+
+
+@kernel
+def merge_row(tok, n, nxt, prv, value, heap, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
+              level_start):
+    """Merge one row ``tok[:n]`` in place with the queue that suits its length; its tokens are then
+    ``tok[i]`` for ``i = 0, nxt[0], ...`` while ``i < n``, each covering symbols ``i .. nxt[i] - 1``.
+    Scratch: ``nxt``, ``prv``, ``value`` of n, ``heap`` of 3n; a long row allocates its lists here."""
+    if n <= TINY_ROW:
+        _merge_tiny(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+    elif n <= SHORT_ROW:
+        _merge_short(tok, nxt, prv, value, heap, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+    else:
+        ranks = (level_start[1] - level_start[0]) * 64
+        _merge_long(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
+                    level_start, np.empty((3, ranks), np.int64), np.zeros(level_start[-1], np.int64),
+                    np.empty(3 * n, np.int64), np.empty(3 * n, np.int64), heap, np.empty(3 * n, np.int64))
+
+
 @kernel
 def _merge_rows(tokens, offsets, out, lengths, ends, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
                 level_start):
@@ -198,93 +380,31 @@ def _merge_rows(tokens, offsets, out, lengths, ends, slot_keys, slot_values, mas
     prv = np.empty(longest, np.int64)
     value = np.empty(longest, np.int64)
     # Queue entries: n - 1 first pairs + at most 2 per merge, in the lists or the heap.
-    entry_position = np.empty(3 * longest, np.int64)
-    entry_next = np.empty(3 * longest, np.int64)
     heap = np.empty(3 * longest, np.int64)
-    scratch = np.empty(3 * longest, np.int64)
-    ranks = (level_start[1] - level_start[0]) * 64
+    long_rows = longest > SHORT_ROW
+    scratch_size = 3 * longest if long_rows else 0
+    entry_position = np.empty(scratch_size, np.int64)
+    entry_next = np.empty(scratch_size, np.int64)
+    scratch = np.empty(scratch_size, np.int64)
     # A list's columns are valid only while its rank is marked in ``bits``, so ``lists`` needs no
-    # filling: a call touches only the pages of the ranks its rows use (cl100k: 100k ranks, 2.4 MB
-    # that a fill would cost every call). Every list is empty again when a row is done.
+    # filling: a call touches only the pages of the ranks its rows use. Every list is empty again
+    # when a row is done.
+    ranks = (level_start[1] - level_start[0]) * 64 if long_rows else 0
     lists = np.empty((3, ranks), np.int64)
-    bits = np.zeros(level_start[-1], np.int64)
-    index = _DE_BRUIJN_INDEX
+    bits = np.zeros(level_start[-1] if long_rows else 0, np.int64)
     written = 0
     for r in range(offsets.size - 1):
         start = offsets[r]
         n = offsets[r + 1] - start
         for i in range(n):
             tok[i] = tokens[start + i]
-            nxt[i] = i + 1
-            prv[i] = i - 1
-            value[i] = NO_RANK
-        entries = 0
-        for i in range(n - 1):
-            value[i] = _pair_value(tok[i], tok[i + 1], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
-            if value[i] != NO_RANK:
-                entries = _append(lists, entry_position, entry_next, bits, level_start, value[i] >> 32, i, entries)
-        size = 0  # of the heap
-        frontier = -1  # the highest rank whose list was ever the lowest: the lists above it are not sorted yet
-        while True:
-            # The lowest (rank, position): a list's head or the heap's top.
-            rank = _lowest_marked(bits, level_start, index)
-            if rank < 0 and size == 0:
-                break
-            from_list = NO_RANK
-            if rank >= 0:
-                if rank > frontier:
-                    frontier = rank
-                    if lists[2, rank]:
-                        _sort_list(lists, entry_position, entry_next, rank, scratch)
-                from_list = (rank << 32) | entry_position[lists[0, rank]]
-            if size > 0 and heap[0] < from_list:
-                top = heap[0]
-                size -= 1
-                if size > 0:
-                    heap[0] = heap[size]
-                    _sift_down(heap, size, 0)
-            else:
-                top = from_list
-                head = lists[0, rank]
-                lists[0, rank] = entry_next[head]
-                if entry_next[head] == -1:
-                    lists[1, rank] = -1
-                    _unmark(bits, level_start, rank)
-            i = top & LOW32
-            if value[i] == NO_RANK or (value[i] >> 32) != (top >> 32):
-                continue  # stale: the pair at i changed since this entry was queued
-            right = nxt[i]
-            tok[i] = value[i] & LOW32
-            value[right] = NO_RANK
-            after = nxt[right]
-            nxt[i] = after
-            value[i] = NO_RANK
-            if after < n:
-                prv[after] = i
-                value[i] = _pair_value(tok[i], tok[after], vocab_size, slot_keys, slot_values, mask, shift,
-                                       max_probes)
-            before = prv[i]
-            if before >= 0:
-                value[before] = _pair_value(tok[before], tok[i], vocab_size, slot_keys, slot_values, mask, shift,
-                                            max_probes)
-            # Queue the new pairs. Above the frontier, a list takes any position (it is sorted
-            # once, when it first comes up); at or below it, a list stays sorted: a pair goes to
-            # its head if it is not behind it, else into the heap.
-            for p in (before, i):
-                if p < 0 or value[p] == NO_RANK:
-                    continue
-                rank = value[p] >> 32
-                if rank > frontier or not _marked(bits, rank):
-                    entries = _append(lists, entry_position, entry_next, bits, level_start, rank, p, entries)
-                elif p <= entry_position[lists[0, rank]]:
-                    entry_position[entries] = p
-                    entry_next[entries] = lists[0, rank]
-                    lists[0, rank] = entries
-                    entries += 1
-                else:
-                    heap[size] = (rank << 32) | p
-                    size += 1
-                    _sift_up(heap, size - 1)
+        if n <= TINY_ROW:
+            _merge_tiny(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+        elif n <= SHORT_ROW:
+            _merge_short(tok, nxt, prv, value, heap, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+        else:
+            _merge_long(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
+                        level_start, lists, bits, entry_position, entry_next, heap, scratch)
         count = 0
         i = 0
         while i < n:

@@ -1,0 +1,118 @@
+"""The whole-pipeline CPU kernel of SentencePiece BPE tokenizers (``Tokenizer._whole_pipeline_kernel``).
+
+A SentencePiece BPE ``.model`` read by :func:`gputok.models.bpe_sentencepiece.sentencepiece_tokenizer`
+(SentencePiece's normalizer, the merge-safe word split, a character-level BPE) encodes a chunk of
+texts in one call of ``gputok.kernels.sp_bpe_texts_numba``: the stage path's ids and spans, without
+its Python glue per stage (tests/test_sp_bpe_texts.py compares the two). Pipelines it does not
+cover (user-defined pieces, byte-level or dropout BPE, other normalizers) keep the stage path.
+
+The word cache. The kernel looks each word up in a store of words it merged before, and adds the
+words it merges (:class:`WordStore`: numpy arrays the kernel reads and writes). A store belongs to
+one thread (the chunks of a batch run on several, ``gputok._cpu_threads``) and to the tokenizer's
+``word_cache`` of the moment: no store is ever shared by two threads at once, so the kernel needs
+no lock, and setting ``tokenizer.word_cache`` to a new :class:`gputok.word_cache.WordCache` starts
+from empty stores (None: no cache). Words longer than its ``max_word_length`` are not kept; a full
+store is emptied before the next call. Stores are never pickled (they hang off this closure).
+Memory: ~160 bytes per kept word and thread, at most ``min(capacity, 2**17)`` words (~27 MB).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from .kernels import sp_bpe_texts_numba
+from .models.bpe import BPE
+from .models.bpe_sentencepiece import MergeSafeSplit
+from .normalizers import SentencePieceNormalizer
+from .ragged import Ragged
+
+
+class WordStore:
+    """One thread's words and their tokens, as the kernel's arrays
+    (``gputok.kernels.sp_bpe_texts_numba._cached``): an open-addressing table of 32-byte slots
+    (key, characters' start, tokens' start, length << 32 | count), kept at most half full, the
+    words' characters back to back, their tokens as (id, end) rows, and the counters of what is
+    used (slots, characters, tokens)."""
+
+    def __init__(self, capacity: int, longest: int) -> None:
+        slots = 1 << max(4, (2 * capacity - 1).bit_length())
+        self.slots = np.empty((slots, 4), np.int64)
+        self.slots[:, 0] = -1
+        self.shift = 64 - (slots - 1).bit_length()
+        self.chars = np.empty(12 * capacity, np.int32)  # English words average ~6 characters
+        self.tokens = np.empty((6 * capacity, 2), np.int64)
+        self.used = np.zeros(3, np.int64)
+        self.longest = longest
+
+    def arrays(self) -> tuple:
+        """The kernel's ``cache_*`` arguments (the kernel empties the store when 7/8 full)."""
+        return self.slots, self.shift, self.chars, self.tokens, self.used, self.longest
+
+
+# No cache: lookups miss, and nothing fits in to be added.
+_NO_STORE = (np.full((16, 4), -1, np.int64), 60, np.zeros(0, np.int32), np.zeros((0, 2), np.int64), np.zeros(3, np.int64),
+             -1)
+STORE_WORDS = 1 << 17  # at most, per thread
+
+
+def whole_sentencepiece_bpe_kernel(normalizer: Any, pre_tokenizer: Any, model: Any, encoded: Callable[..., Any],
+                                   owner: Any) -> Callable[[np.ndarray, np.ndarray, bool], Any] | None:
+    """``Tokenizer._whole_pipeline_kernel`` for these stages, or None; ``encoded``: the
+    ``Encoded`` class the callable returns (``gputok.tokenizer.Encoded``); ``owner``: the
+    tokenizer, whose ``word_cache`` says whether and which stores to use (held weakly)."""
+    if not (type(normalizer) is SentencePieceNormalizer and type(pre_tokenizer) is MergeSafeSplit
+            and type(model) is BPE and not model.byte_level and not getattr(model, "dropout", None)):
+        return None
+    tables = model._numba_tables
+    symbols, merges = tables["symbols"], tables["merges"]
+    model_arrays = (symbols["byte_to_id"], symbols["char_keys"], symbols["char_values"], symbols["char_mask"],
+                    64 - symbols["char_mask"].bit_length(), symbols["char_probes"], symbols["byte_fallback"],
+                    symbols["fallback_ids"], symbols["prefix"], symbols["suffix"], symbols["has_unk"],
+                    symbols["unk_id"], symbols["fuse_unk"], symbols["whole_slots"], symbols["token_keys"],
+                    symbols["token_offsets"], merges["slot_keys"], merges["slot_values"], merges["hash_mask"],
+                    64 - merges["hash_mask"].bit_length(), merges["max_probes"], merges["vocab_size"],
+                    merges["level_start"])
+    rules = (normalizer.add_dummy_prefix, normalizer.remove_extra_whitespaces, normalizer.escape_whitespaces,
+             -1 if pre_tokenizer.char is None else ord(pre_tokenizer.char))
+    precompiled = normalizer.precompiled
+    if precompiled is None:
+        run, charsmap = sp_bpe_texts_numba.encode_texts, ()
+    else:
+        run = sp_bpe_texts_numba.encode_texts_charsmap
+        rules_of = precompiled.charsmap
+        charsmap = rules_of.__dict__.get("_numpy_rules") or rules_of._numpy_rules_build()
+    unk = model.unk_token
+    tokenizer = weakref.ref(owner)
+    stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # word cache -> {thread id: WordStore}
+    local = threading.local()  # this thread's word cache and its store's arrays, the last call's
+
+    def store() -> tuple:
+        """The calling thread's store for the tokenizer's word cache of the moment."""
+        cache = getattr(tokenizer(), "word_cache", None)
+        if cache is None:
+            return _NO_STORE
+        held = local.__dict__.get("cache")
+        if held is None or held() is not cache:  # a new thread, or a new word cache
+            mine = stores.get(cache)
+            if mine is None:
+                mine = stores.setdefault(cache, {})
+            found = mine.get(threading.get_ident())
+            if found is None:
+                found = mine[threading.get_ident()] = WordStore(min(cache.capacity, STORE_WORDS),
+                                                                 cache.max_word_length)
+            local.cache, local.arrays = weakref.ref(cache), found.arrays()
+        return local.arrays
+
+    def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Any:
+        ids, offsets, spans = run(units, lengths, *charsmap, *rules, *model_arrays, *store(), with_spans)
+        if not offsets.size:
+            raise ValueError(f"unk_token {unk!r} is not in the vocabulary; add it or pass another")
+        return encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
+                       torch.from_numpy(spans) if with_spans else None)
+    return encode

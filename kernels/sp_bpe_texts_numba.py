@@ -1,0 +1,223 @@
+"""A whole SentencePiece BPE encode on the CPU in one kernel call: texts in, token ids (and spans) out.
+
+Contract: ``encode_texts`` (and ``encode_texts_charsmap``, for a model with a precompiled
+charsmap) returns what ``gputok.tokenizer.Tokenizer._encode_codepoints`` returns, stage by stage,
+for a SentencePiece BPE pipeline (``gputok.models.bpe_sentencepiece.sentencepiece_tokenizer``:
+``SentencePieceNormalizer``, the ``MergeSafeSplit`` word split, a character-level ``BPE``):
+int64 token ids, their int64 offsets per text and, with ``with_spans``, int64 [tokens, 2]
+character spans. The reference is that stage path (``tests/test_sp_bpe_texts.py`` compares the
+two on real text and random Unicode, spans and batch 1 included).
+
+How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
+call instead of a call and its Python glue per stage:
+``ingest_numba.codepoints_numba`` -> (``charsmap_numba.charsmap_rewrite_numba``) ->
+``sentencepiece_whitespace.whitespace_rules_numba`` (dummy prefix, spaces as ``▁``) ->
+``word_split_numba.split_before_runs`` (or each text one word) -> per word: the word store, else
+``bpe_symbols_numba._symbols`` (characters to ids, byte fallback, unk) and ``bpe_heap.merge_row``
+(sentencepiece's BPE: one merge at a time, the pair of the best score, the leftmost among equal
+scores; a scan for words of a few symbols, a heap of adjacent pairs beyond) -> the word's tokens
+and their ends -> ``scatter_numba.scatter_tokens``.
+
+The word store (``_cached`` / ``_store``): an open-addressing table of the words merged before,
+one 32-byte slot each, with their characters (a hit is verified character by character) and
+tokens. English repeats its words: after a few thousand lines most words hit, and a hit costs a
+hash, a probe and a copy where a merge costs a dozen pair probes. The caller gives each thread its
+own store (``gputok._whole_sp_bpe``), so the kernel reads and writes it without a lock; with no
+store (a table of no room) every word is merged. Re-entrant and nogil otherwise: the caller runs
+chunks of a large batch on its threads at once.
+"""
+
+import numpy as np
+
+from ._numba import kernel
+from .bpe_heap import merge_row
+from .bpe_symbols_numba import _symbols
+from .charsmap_numba import charsmap_rewrite_numba
+from .ingest_numba import codepoints_numba
+from .scatter_numba import scatter_tokens
+from .sentencepiece_whitespace import whitespace_rules_numba
+from .word_cache_numba import _same
+from .word_split_numba import split_before_runs, whole_texts
+
+_NO_INVERSE = np.zeros(0, np.int64)  # scatter_tokens: word i has row i
+_FNV_OFFSET = np.int64(0xCBF29CE484222325 - (1 << 64))
+_FNV_PRIME = np.int64(0x100000001B3)
+_FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))
+_LOW63 = np.int64((1 << 63) - 1)
+# The store's counters (``used``): slots, characters and tokens taken.
+SLOTS, CHARS, TOKENS = 0, 1, 2
+
+
+@kernel
+def _word_hash(values, start, length):
+    """FNV-1a over the word's codepoints and its length, top bit cleared (never a slot's -1)."""
+    h = _FNV_OFFSET
+    for i in range(start, start + length):
+        h = (h ^ np.int64(values[i])) * _FNV_PRIME
+    h = (h ^ length) * _FNV_PRIME
+    return (h ^ (h >> 29)) & _LOW63
+
+
+@kernel
+def _cached(values, start, length, key, slots, shift, chars):
+    """The store's slot holding the word, -1 if absent (a key is verified character by character).
+    A slot (``slots[i]``, 32 bytes, one cache line): the word's key (-1: empty), the start of its
+    characters in ``chars``, the start of its tokens in the store's ``tokens``, and its length in
+    characters << 32 | its count of tokens."""
+    mask = slots.shape[0] - 1
+    slot = ((key * _FIBONACCI) >> shift) & mask
+    while True:
+        k = slots[slot, 0]
+        if k == -1:
+            return -1
+        if k == key and (slots[slot, 3] >> 32) == length and _same(chars, slots[slot, 1], values, start, length):
+            return slot
+        slot = (slot + 1) & mask
+
+
+@kernel
+def _store(values, start, length, key, ids, ends, first, count, slots, shift, chars, tokens, used):
+    """Add the word and its tokens ``ids/ends[first:first + count]`` to the store, if it has room
+    (``used``: slots, characters and tokens taken; the table is kept at most half full)."""
+    if 2 * (used[SLOTS] + 1) > slots.shape[0] or used[CHARS] + length > chars.size or \
+            used[TOKENS] + count > tokens.shape[0]:
+        return
+    c = used[CHARS]
+    for i in range(length):
+        chars[c + i] = values[start + i]
+    t = used[TOKENS]
+    for k in range(count):
+        tokens[t + k, 0] = ids[first + k]
+        tokens[t + k, 1] = ends[first + k]
+    used[SLOTS] += 1
+    used[CHARS] = c + length
+    used[TOKENS] = t + count
+    mask = slots.shape[0] - 1
+    slot = ((key * _FIBONACCI) >> shift) & mask
+    while slots[slot, 0] != -1:
+        slot = (slot + 1) & mask
+    slots[slot, 1] = c
+    slots[slot, 2] = t
+    slots[slot, 3] = (length << 32) | count
+    slots[slot, 0] = key
+
+
+@kernel
+def _encode_normalized(values, offsets, rewritten, rewritten_offsets, unit, add_dummy_prefix,
+                       remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id, char_keys, char_values,
+                       char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk,
+                       unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask,
+                       hash_shift, max_probes, vocab_size, level_start, cache_slots, cache_shift,
+                       cache_chars, cache_tokens, cache_used, cache_longest, with_spans):
+    """The stages after the charsmap: ``rewritten`` (int32 codepoints, rows by ``rewritten_offsets``)
+    and each one's ``unit`` (its source in ``values``, the texts' codepoints). Returns ``(ids,
+    offsets, spans)``; ``offsets`` is empty when an unknown character needs an unk token the
+    vocabulary lacks. ``cache_*``: the calling thread's word store (``gputok._whole_sp_bpe.WordStore``;
+    a store of no room for none): each word is looked up there first, and a word merged here is
+    added while there is room; a store 7/8 full is emptied first."""
+    norm, norm_offsets, source = whitespace_rules_numba(rewritten, rewritten_offsets, unit, add_dummy_prefix,
+                                                        remove_extra_whitespaces, escape_whitespaces)
+    if 16 * cache_used[SLOTS] > 7 * cache_slots.shape[0] or 8 * cache_used[CHARS] > 7 * cache_chars.size or \
+            8 * cache_used[TOKENS] > 7 * cache_tokens.shape[0]:
+        cache_slots[:, 0] = -1  # 7/8 full: start anew (the store is this thread's alone)
+        cache_used[:] = 0
+    if mark >= 0:
+        starts, ends, word_offsets = split_before_runs(norm, norm_offsets, mark)
+    else:
+        starts, ends, word_offsets = whole_texts(norm_offsets)
+    words = starts.size
+    per_char = 4 * (prefix.size + 1 + suffix.size) if byte_fallback else 1
+    longest = 0
+    for w in range(words):
+        longest = max(longest, ends[w] - starts[w])
+    most = longest * per_char  # symbols of the longest word
+    tok = np.empty(most, np.int64)
+    tok_source = np.empty(most, np.int64)
+    nxt = np.empty(most, np.int64)
+    prv = np.empty(most, np.int64)
+    value = np.empty(most, np.int64)
+    heap = np.empty(3 * most, np.int64)
+    bounds = np.empty(2, np.int64)
+    count = np.empty(1, np.int64)
+    piece_ids = np.empty(norm.size * per_char, np.int64)
+    piece_ends = np.empty(norm.size * per_char, np.int64)
+    piece_offsets = np.empty(words + 1, np.int64)
+    piece_offsets[0] = 0
+    at = 0
+    for w in range(words):
+        start = starts[w]
+        length = ends[w] - start
+        cacheable = length <= cache_longest
+        key = _word_hash(norm, start, length) if cacheable else 0
+        slot = _cached(norm, start, length, key, cache_slots, cache_shift, cache_chars) if cacheable else -1
+        if slot >= 0:
+            first = cache_slots[slot, 2]
+            stored = cache_slots[slot, 3] & 0xFFFFFFFF
+            for k in range(stored):
+                piece_ids[at + k] = cache_tokens[first + k, 0]
+                piece_ends[at + k] = cache_tokens[first + k, 1]
+            at += stored
+            piece_offsets[w + 1] = at
+            continue
+        bounds[0] = start
+        bounds[1] = start + length
+        n = _symbols(norm, bounds, False, byte_to_id, char_keys, char_values, char_mask, char_shift, char_probes,
+                     byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
+                     token_offsets, tok, tok_source, count)
+        if n < 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
+        merge_row(tok, n, nxt, prv, value, heap, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
+                  vocab_size, level_start)
+        first = at
+        i = 0
+        while i < n:
+            piece_ids[at] = tok[i]
+            piece_ends[at] = tok_source[nxt[i] - 1] + 1  # the character holding its last symbol, + 1
+            at += 1
+            i = nxt[i]
+        piece_offsets[w + 1] = at
+        if cacheable:
+            _store(norm, start, length, key, piece_ids, piece_ends, first, at - first, cache_slots, cache_shift,
+                   cache_chars, cache_tokens, cache_used)
+    return scatter_tokens(piece_ids[:at], piece_ends[:at], piece_offsets, _NO_INVERSE, starts, word_offsets, source,
+                          offsets, with_spans)
+
+
+@kernel
+def encode_texts(units, lengths, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id,
+                 char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
+                 suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys, slot_values,
+                 hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars,
+                 cache_tokens, cache_used, cache_longest, with_spans):
+    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; the model
+    has no charsmap (the identity rule). ``mark``: the word split's character, -1 for none."""
+    values, offsets = codepoints_numba(units, lengths)
+    unit = np.arange(values.size)
+    return _encode_normalized(values, offsets, values, offsets, unit, add_dummy_prefix, remove_extra_whitespaces,
+                              escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
+                              char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
+                              whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
+                              max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
+                              cache_used, cache_longest, with_spans)
+
+
+@kernel
+def encode_texts_charsmap(units, lengths, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
+                          rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
+                          escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
+                          char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
+                          whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
+                          max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
+                          cache_used, cache_longest, with_spans):
+    """:func:`encode_texts` with the precompiled charsmap's arrays
+    (``gputok.charsmap.Precompiled._numpy_rules_build``) first."""
+    values, offsets = codepoints_numba(units, lengths)
+    rewritten, rewritten_offsets, unit = charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets,
+                                                                hashes, order, key_values, key_offsets, rule_values,
+                                                                rule_offsets, max_long)
+    return _encode_normalized(values, offsets, rewritten, rewritten_offsets, unit, add_dummy_prefix,
+                              remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id, char_keys, char_values,
+                              char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix, suffix,
+                              has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
+                              slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots,
+                              cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, with_spans)
