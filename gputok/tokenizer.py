@@ -36,6 +36,7 @@ from . import _cpu_threads, _dispatch, _loading, _validate, decoders, normalizer
 from ._atomic import write_atomic
 from ._loading import cached_loader
 from ._transformers_api import TransformersAPI
+from ._whole_bpe import whole_bpe_kernel
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import TextInput, as_texts, codepoints, utf32_units
@@ -461,7 +462,7 @@ class Tokenizer(TransformersAPI):
         stages = (self.normalizer, self.pre_tokenizer, self.model)
         made = self.__dict__.get("_whole_kernel")
         if made is None or any(a is not b for a, b in zip(made[0], stages)):
-            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages))
+            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages) or whole_bpe_kernel(self, *stages))
         return made[1]
 
     def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:

@@ -1,0 +1,156 @@
+"""A whole BPE encode on the CPU in one kernel call: texts in, token ids (and spans) out, with the word cache.
+
+Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_plain`` returns for a
+byte-level BPE pipeline (cl100k, o200k, gpt2, llama3, qwen2 as tiktoken files or tokenizer.json;
+character-level BPE too): int64 token ids, their int64 offsets per text and, with ``with_spans``,
+int64 [tokens, 2] character spans; and the words the cache did not hold, for the caller to insert
+(:meth:`gputok.word_cache.WordCache.insert_misses`). The stages it covers: a table normalizer or
+none; a space before each text (ByteLevel's ``add_prefix_space``) or not; one of the named regex
+splits (``regex_split_numba``) or none (each text one word: ByteLevel without its regex); BPE
+(ignore_merges or not). The reference is that method run stage by stage
+(``tests/test_whole_bpe.py`` compares the two on real text and random Unicode, with spans).
+
+How: the stage kernels called in order inside one compiled function, so a call pays one kernel
+dispatch instead of a call and its Python glue per stage (at batch 1 the glue was most of the time):
+``codepoints_numba`` -> ``rewrite_table_numba`` -> ``prepend_unless_first`` -> ``regex_split_numba``
+-> ``word_cache_numba.lookup_dedup`` (each word looked up in the cache's table, a snapshot taken
+by the caller; the misses deduplicated) -> ``bpe_symbols_numba._symbols`` and ``bpe_heap._merge_rows``
+on the distinct misses only -> ``word_cache_numba.assemble`` -> ``scatter_numba.scatter_tokens``.
+The model's tables and options travel as one int64 array (:func:`pack_model`; ``model[i]`` and
+``model[i + 1]`` bound part ``i``): a kernel call unboxes each array argument, ~0.2 us apiece,
+and a batch of one text has ~15 us in all to beat huggingface.
+
+Re-entrant and ``nogil``: chunks of a batch run it on several Python threads at once; it only
+reads the cache (inserts happen under the cache's lock, after the call).
+"""
+
+import numpy as np
+
+from ._numba import kernel
+from .bpe_heap import _merge_rows
+from .bpe_symbols_numba import _symbols
+from .ingest_numba import codepoints_numba
+from .normalize_numba import rewrite_table_numba
+from .regex_split_numba import regex_split_numba
+from .scatter_numba import scatter_tokens
+from .word_cache_numba import assemble, lookup_dedup
+from .word_split_numba import prepend_unless_first, whole_texts
+
+NO_SPLIT = -1  # ``rule``: each non-empty text is one word
+# The parts of the packed model, in order (``pack_model``).
+(BYTE_TO_ID, CHAR_KEYS, CHAR_VALUES, FALLBACK_IDS, PREFIX, SUFFIX, WHOLE_SLOTS, TOKEN_KEYS, TOKEN_OFFSETS, PAIR_KEYS,
+ PAIR_VALUES, LEVEL_START, SCALARS) = range(13)
+PARTS = 13
+# The scalars, in order, in the last part.
+(BYTE_LEVEL, CHAR_MASK, CHAR_PROBES, BYTE_FALLBACK, HAS_UNK, UNK_ID, FUSE_UNK, PAIR_MASK, PAIR_PROBES,
+ VOCAB_SIZE) = range(10)
+
+
+def pack_model(symbols: dict, merges: dict) -> np.ndarray:
+    """``BPE._numba_tables`` (its ``symbols`` and ``merges``) as one int64 array: ``PARTS + 1``
+    bounds, then the parts back to back (the scalars last)."""
+    scalars = [symbols["byte_level"], symbols["char_mask"], symbols["char_probes"], symbols["byte_fallback"],
+               symbols["has_unk"], symbols["unk_id"], symbols["fuse_unk"], merges["hash_mask"], merges["max_probes"],
+               merges["vocab_size"]]
+    parts = [symbols[name] for name in ("byte_to_id", "char_keys", "char_values", "fallback_ids", "prefix", "suffix",
+                                        "whole_slots", "token_keys", "token_offsets")]
+    parts += [merges["slot_keys"], merges["slot_values"], merges["level_start"], np.array(scalars, np.int64)]
+    sizes = np.array([0] + [p.size for p in parts], np.int64)
+    bounds = np.cumsum(sizes) + PARTS + 1
+    return np.concatenate([bounds] + [np.asarray(p, np.int64) for p in parts])
+
+
+@kernel
+def _part(model, i):
+    return model[model[i]:model[i + 1]]
+
+
+@kernel
+def _encode_misses(chars, char_offsets, model):
+    """The BPE tokens of the distinct words missing from the cache (codepoints ``chars``, a row per
+    word by ``char_offsets``): (ids, ends within the word in codepoints, offsets), or an empty
+    offsets array where an unknown character needs an unk token the vocabulary lacks."""
+    words = char_offsets.size - 1
+    if words == 0:  # all hits: no scratch for the merge kernel (its rank lists are MBs)
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.zeros(1, np.int64)
+    scalars = _part(model, SCALARS)
+    prefix, suffix = _part(model, PREFIX), _part(model, SUFFIX)
+    byte_level = scalars[BYTE_LEVEL] != 0
+    fallback = scalars[BYTE_FALLBACK] != 0
+    per_char = 4 if byte_level else (4 * (prefix.size + 1 + suffix.size) if fallback else 1)
+    bound = chars.size * per_char
+    symbols = np.empty(bound, np.int64)
+    source = np.empty(bound, np.int64)
+    offsets = np.empty(words + 1, np.int64)
+    offsets[0] = 0
+    char_mask = scalars[CHAR_MASK]
+    total = _symbols(chars, char_offsets, byte_level, _part(model, BYTE_TO_ID), _part(model, CHAR_KEYS),
+                     _part(model, CHAR_VALUES), char_mask, 64 - _bit_length(char_mask), scalars[CHAR_PROBES], fallback,
+                     _part(model, FALLBACK_IDS), prefix, suffix, scalars[HAS_UNK] != 0, scalars[UNK_ID],
+                     scalars[FUSE_UNK] != 0, _part(model, WHOLE_SLOTS), _part(model, TOKEN_KEYS),
+                     _part(model, TOKEN_OFFSETS), symbols, source, offsets[1:])
+    if total < 0:
+        return symbols[:0], source[:0], offsets[:0]
+    for w in range(words):
+        offsets[w + 1] += offsets[w]
+    last = np.empty(total, np.int64)  # per merged token: 1 + its last symbol's index
+    lengths = np.empty(words, np.int64)
+    pair_mask = scalars[PAIR_MASK]
+    _merge_rows(symbols, offsets, symbols, lengths, last, _part(model, PAIR_KEYS), _part(model, PAIR_VALUES),
+                pair_mask, 64 - _bit_length(pair_mask), scalars[PAIR_PROBES], scalars[VOCAB_SIZE],
+                _part(model, LEVEL_START))
+    for w in range(words):
+        offsets[w + 1] = offsets[w] + lengths[w]
+    merged = offsets[words]
+    ends = np.empty(merged, np.int64)
+    for k in range(merged):
+        ends[k] = source[last[k] - 1] + 1  # the character holding the token's last symbol, + 1
+    return symbols[:merged], ends, offsets
+
+
+@kernel
+def _bit_length(x):
+    n = 0
+    while x > 0:
+        x >>= 1
+        n += 1
+    return n
+
+
+@kernel
+def encode_texts(units, lengths, table_values, table_offsets, prefix_space, rule, kinds, letters, model, slot_keys,
+                 slot_entry, shift, mask, count, entries, chars, stored_ids, stored_ends, with_spans):
+    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; an empty
+    ``table_offsets``: no normalizer; ``prefix_space``: a space before each non-empty text that
+    lacks one; ``rule``: ``regex_split_numba``'s rule code (``kinds``, ``letters``: its tables) or
+    ``NO_SPLIT``; ``model``: :func:`pack_model`; the cache's table and arrays with its ``count``
+    (``word_cache_numba.lookup_dedup``). Returns ids, offsets, spans, then the misses: keys,
+    codepoints and their offsets, token ids, ends and their offsets (empty offsets: the unk error)."""
+    values, offsets = codepoints_numba(units, lengths)
+    none = np.empty(0, np.int64)
+    text, text_offsets, source = values, offsets, none
+    if table_offsets.size:
+        text, text_offsets, source = rewrite_table_numba(values, offsets, table_values, table_offsets)
+    if prefix_space:
+        text, text_offsets, moved = prepend_unless_first(text, text_offsets, -1, -1, 32, True)
+        if source.size:
+            moved = source[moved]
+        source = moved
+    if rule == NO_SPLIT:
+        starts, ends, word_offsets = whole_texts(text_offsets)
+    else:
+        starts, ends, word_offsets = regex_split_numba(text, text_offsets, kinds, letters, rule)
+    word_lengths = ends - starts
+    out_chars = np.empty(text.size, text.dtype)
+    entry, uniq, _, miss_keys, miss_offsets = lookup_dedup(text, starts, word_lengths, none, slot_keys, slot_entry,
+                                                           shift, mask, count, entries, chars, out_chars)
+    miss_chars = out_chars[:miss_offsets[-1]]
+    new_ids, new_ends, new_offsets = _encode_misses(miss_chars, miss_offsets, model)
+    if new_offsets.size == 0:  # the unk error: nothing encoded
+        return (none, np.zeros(1, np.int64), np.zeros((0, 2), np.int64), miss_keys, miss_chars, miss_offsets, new_ids,
+                new_ends, new_offsets)
+    piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
+                                                    new_offsets, with_spans)
+    ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, none, starts, word_offsets,
+                                               source, offsets, with_spans)
+    return ids, token_offsets, spans, miss_keys, miss_chars, miss_offsets, new_ids, new_ends, new_offsets
