@@ -31,10 +31,9 @@ from .models.bpe import BPE
 from .ragged import Ragged
 
 # The store of a call without a word cache: one empty slot, nothing held.
-_NO_CACHE = (np.full(1, -1, np.int64), np.full(1, -1, np.int64), 63, 0, 0, np.zeros((0, 4), np.int64),
+_NO_CACHE = (np.full(1, -1, np.int64), np.full(1, -1, np.int64), 0, np.zeros((0, 4), np.int64),
              np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
 _NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
-_NO_CLASSES = np.zeros(0, np.uint8)
 
 
 def _split_of(pre_tokenizer: Any) -> tuple[str | None, bool] | None:
@@ -74,21 +73,22 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         return None
     rule, prefix_space = split
     table = _NO_TABLE if normalizer is None else (normalizer.table.values.numpy(), normalizer.table.offsets.numpy())
-    kinds, letters, code = (_NO_CLASSES, _NO_CLASSES, bpe_texts_numba.NO_SPLIT) if rule is None else _numba_tables(rule)
+    kinds, letters, code = (None, None, bpe_texts_numba.NO_SPLIT) if rule is None else _numba_tables(rule)
+    classes = np.zeros(0, np.uint8) if rule is None else np.concatenate([kinds, letters])
     tables = model._numba_tables
-    packed = bpe_texts_numba.pack_model(tables["symbols"], tables["merges"])
-    options = (*table, prefix_space, code, kinds, letters, packed)
+    options = (*table, classes, bpe_texts_numba.pack_pipeline(tables["symbols"], tables["merges"],
+                                                              prefix_space=prefix_space, rule=code))
     owner = weakref.ref(tokenizer)
     kernel = bpe_texts_numba.encode_texts
 
     def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
         cache = owner().word_cache
         store = _NO_CACHE if cache is None else cache.cpu_snapshot(model)
-        ids, offsets, spans, *misses = kernel(units, lengths, *options, *store, with_spans)
-        if misses[-1].size == 0:
+        ids, offsets, spans, misses = kernel(units, lengths, *options, *store, with_spans)
+        if offsets.size == 0:
             raise ValueError(f"unk_token {model.unk_token!r} is not in the vocabulary; add it or pass another")
-        if cache is not None and misses[0].size:
-            cache.insert_misses(model, *misses)
+        if cache is not None and misses[0]:
+            cache.insert_misses(model, *bpe_texts_numba.unpack_misses(misses))
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
     return encode

@@ -277,15 +277,15 @@ class WordCache:
 
     def cpu_snapshot(self, owner: object) -> tuple:
         """What a whole-pipeline kernel reads (``gputok.kernels.bpe_texts_numba``): the CPU store's
-        table (keys, entries, shift, mask), its ``count``, entries and buffers, taken under the
+        table (keys and entries; a power-of-2 size), its ``count``, entries and buffers, taken under the
         lock and read outside it (see :class:`_Snapshot` for why that is safe)."""
         with self._lock:
             self._take(owner)
             store = self._stores.get(_CPU)
             if store is None:
                 store = self._stores[_CPU] = _Store(self.capacity, _CPU)
-            return (store.slot_keys_array, store.slot_entry_array, store.shift, store.mask, store.count,
-                    store.entries_array, store.chars.array, store.ids.array, store.ends.array)
+            return (store.slot_keys_array, store.slot_entry_array, store.count, store.entries_array,
+                    store.chars.array, store.ids.array, store.ends.array)
 
     def insert_misses(self, owner: object, keys: np.ndarray, chars: np.ndarray, char_offsets: np.ndarray,
                       ids: np.ndarray, ends: np.ndarray, offsets: np.ndarray) -> None:

@@ -16,9 +16,10 @@ dispatch instead of a call and its Python glue per stage (at batch 1 the glue wa
 -> ``word_cache_numba.lookup_dedup`` (each word looked up in the cache's table, a snapshot taken
 by the caller; the misses deduplicated) -> ``bpe_symbols_numba._symbols`` and ``bpe_heap._merge_rows``
 on the distinct misses only -> ``word_cache_numba.assemble`` -> ``scatter_numba.scatter_tokens``.
-The model's tables and options travel as one int64 array (:func:`pack_model`; ``model[i]`` and
-``model[i + 1]`` bound part ``i``): a kernel call unboxes each array argument, ~0.2 us apiece,
-and a batch of one text has ~15 us in all to beat huggingface.
+The model's tables and the pre-tokenizer's options travel as one int64 array (:func:`pack_pipeline`;
+``model[i]`` and ``model[i + 1]`` bound part ``i``), the misses come back as one
+(:func:`unpack_misses`): a kernel call unboxes each array argument (~0.2 us apiece) and boxes each
+returned array (~0.3 us), and a batch of one text has ~15 us in all to beat huggingface.
 
 Re-entrant and ``nogil``: chunks of a batch run it on several Python threads at once; it only
 reads the cache (inserts happen under the cache's lock, after the call).
@@ -37,27 +38,36 @@ from .word_cache_numba import assemble, lookup_dedup
 from .word_split_numba import prepend_unless_first, whole_texts
 
 NO_SPLIT = -1  # ``rule``: each non-empty text is one word
-# The parts of the packed model, in order (``pack_model``).
+# The parts of the packed pipeline, in order (``pack_pipeline``).
 (BYTE_TO_ID, CHAR_KEYS, CHAR_VALUES, FALLBACK_IDS, PREFIX, SUFFIX, WHOLE_SLOTS, TOKEN_KEYS, TOKEN_OFFSETS, PAIR_KEYS,
  PAIR_VALUES, LEVEL_START, SCALARS) = range(13)
 PARTS = 13
 # The scalars, in order, in the last part.
-(BYTE_LEVEL, CHAR_MASK, CHAR_PROBES, BYTE_FALLBACK, HAS_UNK, UNK_ID, FUSE_UNK, PAIR_MASK, PAIR_PROBES,
- VOCAB_SIZE) = range(10)
+(BYTE_LEVEL, CHAR_MASK, CHAR_PROBES, BYTE_FALLBACK, HAS_UNK, UNK_ID, FUSE_UNK, PAIR_MASK, PAIR_PROBES, VOCAB_SIZE,
+ PREFIX_SPACE, RULE) = range(12)
 
 
-def pack_model(symbols: dict, merges: dict) -> np.ndarray:
-    """``BPE._numba_tables`` (its ``symbols`` and ``merges``) as one int64 array: ``PARTS + 1``
-    bounds, then the parts back to back (the scalars last)."""
+def pack_pipeline(symbols: dict, merges: dict, *, prefix_space: bool, rule: int) -> np.ndarray:
+    """``BPE._numba_tables`` (its ``symbols`` and ``merges``) and the pre-tokenizer's options as one
+    int64 array: ``PARTS + 1`` bounds, then the parts back to back (the scalars last)."""
     scalars = [symbols["byte_level"], symbols["char_mask"], symbols["char_probes"], symbols["byte_fallback"],
                symbols["has_unk"], symbols["unk_id"], symbols["fuse_unk"], merges["hash_mask"], merges["max_probes"],
-               merges["vocab_size"]]
+               merges["vocab_size"], prefix_space, rule]
     parts = [symbols[name] for name in ("byte_to_id", "char_keys", "char_values", "fallback_ids", "prefix", "suffix",
                                         "whole_slots", "token_keys", "token_offsets")]
     parts += [merges["slot_keys"], merges["slot_values"], merges["level_start"], np.array(scalars, np.int64)]
     sizes = np.array([0] + [p.size for p in parts], np.int64)
     bounds = np.cumsum(sizes) + PARTS + 1
     return np.concatenate([bounds] + [np.asarray(p, np.int64) for p in parts])
+
+
+def unpack_misses(misses: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``encode_texts``' packed misses as ``WordCache.insert_misses`` takes them: keys, codepoints
+    (int32) and their offsets, token ids, ends and their offsets."""
+    words, chars, tokens = (int(x) for x in misses[:3])
+    at = np.cumsum([3, words, words + 1, chars, words + 1, tokens, tokens])
+    keys, char_offsets, codes, offsets, ids, ends = (misses[a:b] for a, b in zip(at[:-1], at[1:]))
+    return keys, codes.astype(np.int32), char_offsets, ids, ends, offsets
 
 
 @kernel
@@ -118,39 +128,65 @@ def _bit_length(x):
 
 
 @kernel
-def encode_texts(units, lengths, table_values, table_offsets, prefix_space, rule, kinds, letters, model, slot_keys,
-                 slot_entry, shift, mask, count, entries, chars, stored_ids, stored_ends, with_spans):
+def _pack_misses(keys, char_offsets, chars, offsets, ids, ends):
+    """The misses as one int64 array (``unpack_misses`` reads it): a call returns one array
+    instead of six (boxing a returned array costs ~0.3 us)."""
+    words = keys.size
+    out = np.empty(3 + 3 * words + 2 + chars.size + 2 * ids.size, np.int64)
+    out[0], out[1], out[2] = words, chars.size, ids.size
+    at = _put(out, 3, keys)
+    at = _put(out, at, char_offsets)
+    at = _put(out, at, chars)
+    at = _put(out, at, offsets)
+    _put(out, _put(out, at, ids), ends)
+    return out
+
+
+@kernel
+def _put(out, at, part):
+    for i in range(part.size):
+        out[at + i] = part[i]
+    return at + part.size
+
+
+@kernel
+def encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count, entries,
+                 chars, stored_ids, stored_ends, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; an empty
-    ``table_offsets``: no normalizer; ``prefix_space``: a space before each non-empty text that
-    lacks one; ``rule``: ``regex_split_numba``'s rule code (``kinds``, ``letters``: its tables) or
-    ``NO_SPLIT``; ``model``: :func:`pack_model`; the cache's table and arrays with its ``count``
-    (``word_cache_numba.lookup_dedup``). Returns ids, offsets, spans, then the misses: keys,
-    codepoints and their offsets, token ids, ends and their offsets (empty offsets: the unk error)."""
+    ``table_offsets``: no normalizer; ``classes``: the split rule's kind table, then its
+    contraction-letter table (``regex_split_numba``); ``model``: :func:`pack_pipeline`; the
+    cache's table (a power-of-2 size), ``count`` and arrays (``word_cache_numba.lookup_dedup``).
+    Returns ids, offsets, spans and the packed misses (:func:`unpack_misses`); no ids and empty
+    offsets where an unknown character needs an unk token the vocabulary lacks."""
+    scalars = _part(model, SCALARS)
     values, offsets = codepoints_numba(units, lengths)
     none = np.empty(0, np.int64)
     text, text_offsets, source = values, offsets, none
     if table_offsets.size:
         text, text_offsets, source = rewrite_table_numba(values, offsets, table_values, table_offsets)
-    if prefix_space:
+    if scalars[PREFIX_SPACE]:
         text, text_offsets, moved = prepend_unless_first(text, text_offsets, -1, -1, 32, True)
         if source.size:
             moved = source[moved]
         source = moved
+    rule = scalars[RULE]
     if rule == NO_SPLIT:
         starts, ends, word_offsets = whole_texts(text_offsets)
     else:
-        starts, ends, word_offsets = regex_split_numba(text, text_offsets, kinds, letters, rule)
+        half = classes.size // 2
+        starts, ends, word_offsets = regex_split_numba(text, text_offsets, classes[:half], classes[half:], rule)
     word_lengths = ends - starts
     out_chars = np.empty(text.size, text.dtype)
+    mask = slot_keys.size - 1
     entry, uniq, _, miss_keys, miss_offsets = lookup_dedup(text, starts, word_lengths, none, slot_keys, slot_entry,
-                                                           shift, mask, count, entries, chars, out_chars)
+                                                           64 - _bit_length(mask), mask, count, entries, chars,
+                                                           out_chars)
     miss_chars = out_chars[:miss_offsets[-1]]
     new_ids, new_ends, new_offsets = _encode_misses(miss_chars, miss_offsets, model)
     if new_offsets.size == 0:  # the unk error: nothing encoded
-        return (none, np.zeros(1, np.int64), np.zeros((0, 2), np.int64), miss_keys, miss_chars, miss_offsets, new_ids,
-                new_ends, new_offsets)
+        return none, none, np.zeros((0, 2), np.int64), none
     piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
                                                     new_offsets, with_spans)
     ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, none, starts, word_offsets,
                                                source, offsets, with_spans)
-    return ids, token_offsets, spans, miss_keys, miss_chars, miss_offsets, new_ids, new_ends, new_offsets
+    return ids, token_offsets, spans, _pack_misses(miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends)
