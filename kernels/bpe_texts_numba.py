@@ -28,7 +28,7 @@ reads the cache (inserts happen under the cache's lock, after the call).
 import numpy as np
 
 from ._numba import kernel
-from .bpe_heap import _merge_rows
+from .bpe_heap import LOW32, NO_RANK, _merge_rows, _pair_value
 from .bpe_symbols_numba import _symbols
 from .ingest_numba import codepoints_numba
 from .normalize_numba import rewrite_table_numba
@@ -38,6 +38,9 @@ from .word_cache_numba import assemble, lookup_dedup
 from .word_split_numba import prepend_unless_first, whole_texts
 
 NO_SPLIT = -1  # ``rule``: each non-empty text is one word
+# Words of up to this many symbols merge by a scan per merge (``_merge_short``), longer ones in
+# the heap kernel (O(n log n)); 32 keeps a scan under ~1k pair reads.
+SHORT = 32
 # The parts of the packed pipeline, in order (``pack_pipeline``).
 (BYTE_TO_ID, CHAR_KEYS, CHAR_VALUES, FALLBACK_IDS, PREFIX, SUFFIX, WHOLE_SLOTS, TOKEN_KEYS, TOKEN_OFFSETS, PAIR_KEYS,
  PAIR_VALUES, LEVEL_START, SCALARS) = range(13)
@@ -103,19 +106,101 @@ def _encode_misses(chars, char_offsets, model):
         return symbols[:0], source[:0], offsets[:0]
     for w in range(words):
         offsets[w + 1] += offsets[w]
-    last = np.empty(total, np.int64)  # per merged token: 1 + its last symbol's index
-    lengths = np.empty(words, np.int64)
-    pair_mask = scalars[PAIR_MASK]
-    _merge_rows(symbols, offsets, symbols, lengths, last, _part(model, PAIR_KEYS), _part(model, PAIR_VALUES),
-                pair_mask, 64 - _bit_length(pair_mask), scalars[PAIR_PROBES], scalars[VOCAB_SIZE],
-                _part(model, LEVEL_START))
+    pair_keys, pair_values, pair_mask = _part(model, PAIR_KEYS), _part(model, PAIR_VALUES), scalars[PAIR_MASK]
+    pair_shift, probes, vocab_size = 64 - _bit_length(pair_mask), scalars[PAIR_PROBES], scalars[VOCAB_SIZE]
+    # Words longer than SHORT symbols merge in the heap kernel, on a copy of them.
+    long_rows = 0
+    long_size = 0
     for w in range(words):
-        offsets[w + 1] = offsets[w] + lengths[w]
+        n = offsets[w + 1] - offsets[w]
+        if n > SHORT:
+            long_rows += 1
+            long_size += n
+    long_tokens = np.empty(long_size, np.int64)
+    long_offsets = np.empty(long_rows + 1, np.int64)
+    long_offsets[0] = 0
+    long_lengths = np.empty(long_rows, np.int64)
+    long_last = np.empty(long_size, np.int64)
+    if long_rows:
+        r = 0
+        for w in range(words):
+            n = offsets[w + 1] - offsets[w]
+            if n > SHORT:
+                long_tokens[long_offsets[r]:long_offsets[r] + n] = symbols[offsets[w]:offsets[w + 1]]
+                long_offsets[r + 1] = long_offsets[r] + n
+                r += 1
+        _merge_rows(long_tokens, long_offsets, long_tokens, long_lengths, long_last, pair_keys, pair_values,
+                    pair_mask, pair_shift, probes, vocab_size, _part(model, LEVEL_START))
+    ids = np.empty(total, np.int64)
+    last = np.empty(total, np.int64)  # per merged token: 1 + its last symbol's index
+    done = np.empty(words, np.int64)  # tokens written after each word
+    tok = np.empty(SHORT, np.int64)
+    end = np.empty(SHORT, np.int64)
+    value = np.empty(SHORT, np.int64)
+    written = 0
+    r = 0
+    long_at = 0
+    for w in range(words):
+        a = offsets[w]
+        n = offsets[w + 1] - a
+        if n > SHORT:
+            for k in range(long_lengths[r]):
+                ids[written + k] = long_tokens[long_at + k]
+                last[written + k] = a + long_last[long_at + k] - long_offsets[r]
+            written += long_lengths[r]
+            long_at += long_lengths[r]
+            r += 1
+        else:
+            m = _merge_short(symbols, a, n, tok, end, value, pair_keys, pair_values, pair_mask, pair_shift, probes,
+                             vocab_size)
+            for k in range(m):
+                ids[written + k] = tok[k]
+                last[written + k] = end[k]
+            written += m
+        done[w] = written
+    offsets[1:] = done
     merged = offsets[words]
     ends = np.empty(merged, np.int64)
     for k in range(merged):
         ends[k] = source[last[k] - 1] + 1  # the character holding the token's last symbol, + 1
-    return symbols[:merged], ends, offsets
+    return ids[:merged], ends, offsets
+
+
+@kernel
+def _merge_short(symbols, a, n, tok, end, value, pair_keys, pair_values, mask, shift, probes, vocab_size):
+    """BPE of the word ``symbols[a:a + n]`` (n <= SHORT) into ``tok`` (and each token's ``end``: 1 +
+    the index in ``symbols`` of its last symbol): merge the pair of lowest rank, the leftmost of
+    equal ranks, until no pair has a rank, as ``bpe_heap._merge_rows``; a scan of the word per
+    merge, cheaper than the heap's queue for the short words of real text (a byte-level English
+    word has ~8 symbols). Returns the tokens' count."""
+    for i in range(n):
+        tok[i] = symbols[a + i]
+        end[i] = a + i + 1
+    for i in range(n - 1):
+        value[i] = _pair_value(tok[i], tok[i + 1], vocab_size, pair_keys, pair_values, mask, shift, probes)
+    m = n
+    while m > 1:
+        best = NO_RANK >> 32
+        at = -1
+        for i in range(m - 1):
+            if value[i] != NO_RANK and (value[i] >> 32) < best:
+                best = value[i] >> 32
+                at = i
+        if at < 0:
+            break
+        tok[at] = value[at] & LOW32
+        end[at] = end[at + 1]
+        for i in range(at + 1, m - 1):
+            tok[i] = tok[i + 1]
+            end[i] = end[i + 1]
+            value[i] = value[i + 1]
+        m -= 1
+        value[at] = NO_RANK
+        if at + 1 < m:
+            value[at] = _pair_value(tok[at], tok[at + 1], vocab_size, pair_keys, pair_values, mask, shift, probes)
+        if at > 0:
+            value[at - 1] = _pair_value(tok[at - 1], tok[at], vocab_size, pair_keys, pair_values, mask, shift, probes)
+    return m
 
 
 @kernel

@@ -39,7 +39,10 @@ def _random_text(rng: random.Random) -> str:
 def batch(parity_lines):
     rng = random.Random(1717)
     real = [line for line in parity_lines[::151] if line.strip()][:1500]
-    return real + [_random_text(rng) for _ in range(300)] + ["", " ", "a", "x" * 700, " " * 70, "\n\n  \n"]
+    # words about as long as kernels/bpe_texts_numba.SHORT symbols: the scan merge, then the heap
+    near_short = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyzé") for _ in range(k)) for k in range(28, 36)]
+    return (real + [_random_text(rng) for _ in range(300)] + near_short
+            + ["", " ", "a", "x" * 700, " " * 70, "\n\n  \n"])
 
 
 @contextlib.contextmanager
