@@ -30,8 +30,9 @@ from .kernels import bpe_texts_numba
 from .models.bpe import BPE
 from .ragged import Ragged
 
-# The store of a call without a word cache: one empty slot, nothing held.
-_NO_CACHE = (np.full(1, -1, np.int64), np.full(1, -1, np.int64), 0, np.zeros((0, 4), np.int64),
+# The store of a call without a word cache: two empty slots (a table of one would shift a hash by
+# 64 bits), nothing held.
+_NO_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
              np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
 _NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
 

@@ -155,3 +155,28 @@ def test_cache_shared_with_the_stages_and_threads(cl100k, batch):
             got = list(pool.map(cl100k.encode_batch, parts))
             assert got == [want[k::8] for k in range(8)]
     assert 0 < len(cl100k.word_cache) <= 500
+
+
+def test_cache_hits_across_calls(cl100k, batch, monkeypatch):
+    """A second call of the same words inserts nothing (every word hit); a third with new words
+    inserts only those, each once however often it occurs; the stage path then reads them."""
+    inserted = []
+    insert = WordCache.insert_misses
+
+    def counting(self, owner, keys, *rest):
+        inserted.append(keys.size)
+        return insert(self, owner, keys, *rest)
+
+    monkeypatch.setattr(WordCache, "insert_misses", counting)
+    cl100k.word_cache = WordCache()
+    short = [t for t in batch if len(t) <= 64]  # every word fits the cache (max_word_length 64)
+    first = cl100k(short, return_offsets=True)
+    # (chunks on two threads may both miss a word: the second insert skips it)
+    assert len(cl100k.word_cache) > 100 and sum(inserted) >= len(cl100k.word_cache)
+    inserted.clear()
+    _same(cl100k(short, return_offsets=True), first)
+    assert inserted == []
+    cl100k(short + ["zqxj zqxj zqxj wvkp"])
+    assert inserted == [3]  # "zqxj", " zqxj", " wvkp"
+    with _stages(cl100k):
+        _same(cl100k(short, return_offsets=True), first)
