@@ -61,11 +61,12 @@ _NO_STORE = (np.full((16, 4), -1, np.int64), 60, np.zeros(0, np.int32), np.zeros
 STORE_WORDS = 1 << 17  # at most, per thread
 
 
-def whole_sentencepiece_bpe_kernel(normalizer: Any, pre_tokenizer: Any, model: Any, encoded: Callable[..., Any],
-                                   owner: Any) -> Callable[[np.ndarray, np.ndarray, bool], Any] | None:
-    """``Tokenizer._whole_pipeline_kernel`` for these stages, or None; ``encoded``: the
-    ``Encoded`` class the callable returns (``gputok.tokenizer.Encoded``); ``owner``: the
+def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: Any,
+                                   model: Any) -> Callable[[np.ndarray, np.ndarray, bool], Any] | None:
+    """``Tokenizer._whole_pipeline_kernel`` for these stages, or None; ``owner``: the
     tokenizer, whose ``word_cache`` says whether and which stores to use (held weakly)."""
+    from .tokenizer import Encoded as encoded
+
     if not (type(normalizer) is SentencePieceNormalizer and type(pre_tokenizer) is MergeSafeSplit
             and type(model) is BPE and not model.byte_level and not getattr(model, "dropout", None)):
         return None

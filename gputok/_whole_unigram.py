@@ -57,7 +57,7 @@ def _new_cache() -> tuple[np.ndarray, ...]:
 _NO_CACHE = (np.zeros((1, 4), np.int64), np.zeros(0, np.int32), np.zeros(4, np.int64))
 
 
-def whole_unigram_kernel(normalizer: Any, pre_tokenizer: Any, model: Any, tokenizer: Any) -> Callable | None:
+def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, model: Any) -> Callable | None:
     """``Tokenizer._whole_pipeline_kernel`` for these stages of ``tokenizer``, or None where the
     pipeline is not a SentencePiece Unigram one. ``tokenizer`` (held weakly) runs the stage path
     while its model samples."""

@@ -37,11 +37,12 @@ from . import _cpu_threads, _dispatch, _loading, _validate, decoders, file_defau
 from ._atomic import write_atomic
 from ._loading import cached_loader
 from ._transformers_api import TransformersAPI
+from ._whole_bpe import whole_bpe_kernel
+from ._whole_sp_bpe import whole_sentencepiece_bpe_kernel
 from ._whole_unigram import whole_unigram_kernel
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
-from .ingest import TextInput, as_texts, codepoints, utf32_units
-from .ingest import ByteBuffer, row_chunks, rows_with, utf8_rows
+from .ingest import ByteBuffer, TextInput, as_texts, codepoints, row_chunks, rows_with, utf8_rows, utf32_units
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordlevel import WordLevel
@@ -52,13 +53,13 @@ from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, ro
 from .word_cache import WordCache
 from .kernels import postprocess_numba
 from .kernels.decode_numba import decode_rows
-from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba
-from .kernels.ingest_numba import splice_rows, utf8_units_numba
+from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba, splice_rows, utf8_units_numba
 from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
 from .kernels import wordpiece_texts_numba
-from ._whole_sp_bpe import whole_sentencepiece_bpe_kernel
 
 MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram, WordLevel)}
+# (tokenizer, normalizer, pre_tokenizer, model) -> a whole-pipeline CPU kernel, or None
+_WHOLE_PIPELINE_FACTORIES = (whole_bpe_kernel, whole_unigram_kernel, whole_sentencepiece_bpe_kernel)
 # A call on a GPU costs ~5-20 ms of kernel launches (about a thousand small ops) whatever its
 # size; below this many characters a batch for a CUDA device is encoded on the CPU, where small
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
@@ -456,15 +457,15 @@ class Tokenizer(TransformersAPI):
     @property
     def _whole_pipeline_kernel(self) -> Callable[[np.ndarray, np.ndarray, bool], Encoded] | None:
         """The stages of :meth:`_encode_units` as one CPU kernel call, where one exists for this
-        pipeline (a table normalizer or none, BertPreTokenizer, WordPiece:
-        ``gputok.kernels.wordpiece_texts_numba``); None otherwise. Made on first use and dropped
-        when a stage is replaced."""
+        pipeline (BERT-style WordPiece: ``gputok.kernels.wordpiece_texts_numba``; BPE with a named
+        split: ``gputok._whole_bpe``; SentencePiece Unigram: ``gputok._whole_unigram``; SentencePiece
+        BPE: ``gputok._whole_sp_bpe``); None otherwise. Made on first use and dropped when a stage
+        is replaced."""
         stages = (self.normalizer, self.pre_tokenizer, self.model)
         made = self.__dict__.get("_whole_kernel")
         if made is None or any(a is not b for a, b in zip(made[0], stages)):
-            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages)
-                                         or whole_unigram_kernel(*stages, self)
-                                         or whole_sentencepiece_bpe_kernel(*stages, Encoded, self))
+            made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages) or next(
+                (kernel for factory in _WHOLE_PIPELINE_FACTORIES if (kernel := factory(self, *stages))), None))
         return made[1]
 
     def encode_utf8(self, data: ByteBuffer, offsets: np.ndarray | torch.Tensor | Sequence[int], *,

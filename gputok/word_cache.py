@@ -55,6 +55,7 @@ from .ragged import Ragged, nonzero, offsets_from_lengths, segment_sum, span_ind
 from .kernels import word_cache_numba
 
 _NO_KEYS = np.zeros(0, dtype=np.int64)
+_CPU = torch.device("cpu")
 Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[Ragged, Ragged]]
 
 
@@ -273,6 +274,24 @@ class WordCache:
         offsets = torch.from_numpy(offsets)
         return (Ragged(torch.from_numpy(out_ids), offsets),
                 Ragged(torch.from_numpy(out_ends), offsets) if with_ends else None)
+
+    def cpu_snapshot(self, owner: object) -> tuple:
+        """What a whole-pipeline kernel reads (``gputok.kernels.bpe_texts_numba``): the CPU store's
+        table (keys and entries; a power-of-2 size), its ``count``, entries and buffers, taken under the
+        lock and read outside it (see :class:`_Snapshot` for why that is safe)."""
+        with self._lock:
+            self._take(owner)
+            store = self._stores.get(_CPU)
+            if store is None:
+                store = self._stores[_CPU] = _Store(self.capacity, _CPU)
+            return (store.slot_keys_array, store.slot_entry_array, store.count, store.entries_array,
+                    store.chars.array, store.ids.array, store.ends.array)
+
+    def insert_misses(self, owner: object, keys: np.ndarray, chars: np.ndarray, char_offsets: np.ndarray,
+                      ids: np.ndarray, ends: np.ndarray, offsets: np.ndarray) -> None:
+        """Store the distinct words a :meth:`cpu_snapshot` reader missed (their keys, codepoints
+        and tokens, rows by the offsets), under the lock: those that fit and are still absent."""
+        self._insert_kernels(owner, _CPU, keys, chars, char_offsets, ids, ends, offsets)
 
     def _insert_kernels(self, owner, device, keys, chars, char_offsets, ids, ends, offsets) -> None:
         with self._lock:

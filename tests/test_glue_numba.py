@@ -161,6 +161,8 @@ def test_cache_hits_across_calls(texts):
     """A second call of the same words runs the model on none of them; a third with new words,
     only on those (each once, however often it occurs)."""
     tok = Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k")
+    # the stage path, whose model runs this counts (the whole-pipeline kernel: tests/test_whole_bpe.py)
+    tok._whole_kernel = ((tok.normalizer, tok.pre_tokenizer, tok.model), None)
     seen = []
     encode_words = tok.model.encode_words
 

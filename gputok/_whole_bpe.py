@@ -1,0 +1,96 @@
+"""The whole BPE pipeline on the CPU as one kernel call per chunk: ``Tokenizer._whole_pipeline_kernel``'s factory.
+
+Which pipelines: a BPE model (byte-level: cl100k, o200k, gpt2, llama3, qwen2 from tiktoken files,
+GPT-2 files or tokenizer.json; character-level too) without ``tie_chars`` (SentencePiece's equal
+scores) and without sampling; a table normalizer (:class:`gputok.normalizers.Normalizer` subclasses
+that are one codepoint map, ByteLevel's included) or none; a pre-tokenizer that is one named-rule
+Split whose matches are the words (or a regex recognised as one, :mod:`gputok.split_recognition`),
+ByteLevel with or without its regex and ``add_prefix_space``, or a Sequence of those that splits
+at most once. Anything else keeps the stage-by-stage path (``Tokenizer._encode_codepoints``).
+
+The kernel (``gputok.kernels.bpe_texts_numba.encode_texts``) reads the tokenizer's word cache
+(:class:`gputok.word_cache.WordCache`, the same store the stage path fills) through a snapshot
+taken under the cache's lock, and the words it missed are inserted under the lock after the
+call, so chunks of a batch on several threads share one cache; ``tokenizer.word_cache = None``
+turns the cache off (each call deduplicates its words only), and a new cache is read from the
+next call on. The cache pickles empty and its lock is renewed in a forked child (its own module).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import normalizers, pre_tokenizers
+from .kernels import bpe_texts_numba
+from .models.bpe import BPE
+from .ragged import Ragged
+
+# The store of a call without a word cache: two empty slots (a table of one would shift a hash by
+# 64 bits), nothing held.
+_NO_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
+             np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
+_NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
+
+
+def _split_of(pre_tokenizer: Any) -> tuple[str | None, bool] | None:
+    """(the split rule's name, None for no split; whether a space goes before each text) of a
+    pre-tokenizer the kernel runs, else None."""
+    steps = pre_tokenizer.pretokenizers if type(pre_tokenizer) is pre_tokenizers.Sequence else [pre_tokenizer]
+    rule, prefix_space = None, False
+    for k, step in enumerate(steps):
+        if type(step) is pre_tokenizers.ByteLevel:
+            if step.add_prefix_space:
+                if k:  # a rewrite only comes first (the Sequence checks it)
+                    return None
+                prefix_space = True
+            if not step.use_regex:
+                continue
+        elif type(step) is not pre_tokenizers.Split or not step.tiles:
+            return None
+        if rule is not None:  # a second split of the words: not one rule's matches
+            return None
+        rule = step.rule
+    return rule, prefix_space
+
+
+def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
+                     model: Any) -> Callable[[np.ndarray, np.ndarray, bool], Any] | None:
+    """``Tokenizer._whole_pipeline_kernel`` for a BPE pipeline (see the module notes), or None.
+    ``tokenizer`` is held weakly (its ``word_cache`` is read at each call)."""
+    from .regex_split import _numba_tables
+    from .tokenizer import Encoded
+
+    table_normalizer = normalizer is None or type(normalizer).__call__ is normalizers.Normalizer.__call__
+    if not (table_normalizer and type(model) is BPE and not model.tie_chars and pre_tokenizer is not None
+            and not getattr(model, "is_sampling", False) and not getattr(model, "dropout", None)):
+        return None
+    split = _split_of(pre_tokenizer)
+    if split is None:
+        return None
+    rule, prefix_space = split
+    table = _NO_TABLE if normalizer is None else (normalizer.table.values.numpy(), normalizer.table.offsets.numpy())
+    kinds, letters, code = (None, None, bpe_texts_numba.NO_SPLIT) if rule is None else _numba_tables(rule)
+    classes = np.zeros(0, np.uint8) if rule is None else np.concatenate([kinds, letters])
+    tables = model._numba_tables
+    options = (*table, classes, bpe_texts_numba.pack_pipeline(tables["symbols"], tables["merges"],
+                                                              prefix_space=prefix_space, rule=code))
+    owner = weakref.ref(tokenizer)
+    kernel = bpe_texts_numba.encode_texts
+
+    def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
+        cache = owner().word_cache
+        store = _NO_CACHE if cache is None else cache.cpu_snapshot(model)
+        ids, offsets, spans, misses = kernel(units, lengths, *options, *store, with_spans)
+        if offsets.size == 0:
+            raise ValueError(f"unk_token {model.unk_token!r} is not in the vocabulary; add it or pass another")
+        if cache is not None and misses[0]:
+            cache.insert_misses(model, *bpe_texts_numba.unpack_misses(misses))
+        return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
+                       torch.from_numpy(spans) if with_spans else None)
+    return encode
+

@@ -1,0 +1,277 @@
+"""A whole BPE encode on the CPU in one kernel call: texts in, token ids (and spans) out, with the word cache.
+
+Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_plain`` returns for a
+byte-level BPE pipeline (cl100k, o200k, gpt2, llama3, qwen2 as tiktoken files or tokenizer.json;
+character-level BPE too): int64 token ids, their int64 offsets per text and, with ``with_spans``,
+int64 [tokens, 2] character spans; and the words the cache did not hold, for the caller to insert
+(:meth:`gputok.word_cache.WordCache.insert_misses`). The stages it covers: a table normalizer or
+none; a space before each text (ByteLevel's ``add_prefix_space``) or not; one of the named regex
+splits (``regex_split_numba``) or none (each text one word: ByteLevel without its regex); BPE
+(ignore_merges or not). The reference is that method run stage by stage
+(``tests/test_whole_bpe.py`` compares the two on real text and random Unicode, with spans).
+
+How: the stage kernels called in order inside one compiled function, so a call pays one kernel
+dispatch instead of a call and its Python glue per stage (at batch 1 the glue was most of the time):
+``codepoints_numba`` -> ``rewrite_table_numba`` -> ``prepend_unless_first`` -> ``regex_split_numba``
+-> ``word_cache_numba.lookup_dedup`` (each word looked up in the cache's table, a snapshot taken
+by the caller; the misses deduplicated) -> ``bpe_symbols_numba._symbols`` and ``bpe_heap._merge_rows``
+on the distinct misses only -> ``word_cache_numba.assemble`` -> ``scatter_numba.scatter_tokens``.
+The model's tables and the pre-tokenizer's options travel as one int64 array (:func:`pack_pipeline`;
+``model[i]`` and ``model[i + 1]`` bound part ``i``), the misses come back as one
+(:func:`unpack_misses`): a kernel call unboxes each array argument (~0.2 us apiece) and boxes each
+returned array (~0.3 us), and a batch of one text has ~15 us in all to beat huggingface.
+
+Re-entrant and ``nogil``: chunks of a batch run it on several Python threads at once; it only
+reads the cache (inserts happen under the cache's lock, after the call).
+"""
+
+import numpy as np
+
+from ._numba import kernel
+from .bpe_heap import LOW32, NO_RANK, _merge_rows, _pair_value
+from .bpe_symbols_numba import _symbols
+from .ingest_numba import codepoints_numba
+from .normalize_numba import rewrite_table_numba
+from .regex_split_numba import regex_split_numba
+from .scatter_numba import scatter_tokens
+from .word_cache_numba import assemble, lookup_dedup
+from .word_split_numba import prepend_unless_first, whole_texts
+
+NO_SPLIT = -1  # ``rule``: each non-empty text is one word
+# Words of up to this many symbols merge by a scan per merge (``_merge_short``), longer ones in
+# the heap kernel (O(n log n)); 32 keeps a scan under ~1k pair reads.
+SHORT = 32
+# The parts of the packed pipeline, in order (``pack_pipeline``).
+(BYTE_TO_ID, CHAR_KEYS, CHAR_VALUES, FALLBACK_IDS, PREFIX, SUFFIX, WHOLE_SLOTS, TOKEN_KEYS, TOKEN_OFFSETS, PAIR_KEYS,
+ PAIR_VALUES, LEVEL_START, SCALARS) = range(13)
+PARTS = 13
+# The scalars, in order, in the last part.
+(BYTE_LEVEL, CHAR_MASK, CHAR_PROBES, BYTE_FALLBACK, HAS_UNK, UNK_ID, FUSE_UNK, PAIR_MASK, PAIR_PROBES, VOCAB_SIZE,
+ PREFIX_SPACE, RULE) = range(12)
+
+
+def pack_pipeline(symbols: dict, merges: dict, *, prefix_space: bool, rule: int) -> np.ndarray:
+    """``BPE._numba_tables`` (its ``symbols`` and ``merges``) and the pre-tokenizer's options as one
+    int64 array: ``PARTS + 1`` bounds, then the parts back to back (the scalars last)."""
+    scalars = [symbols["byte_level"], symbols["char_mask"], symbols["char_probes"], symbols["byte_fallback"],
+               symbols["has_unk"], symbols["unk_id"], symbols["fuse_unk"], merges["hash_mask"], merges["max_probes"],
+               merges["vocab_size"], prefix_space, rule]
+    parts = [symbols[name] for name in ("byte_to_id", "char_keys", "char_values", "fallback_ids", "prefix", "suffix",
+                                        "whole_slots", "token_keys", "token_offsets")]
+    parts += [merges["slot_keys"], merges["slot_values"], merges["level_start"], np.array(scalars, np.int64)]
+    sizes = np.array([0] + [p.size for p in parts], np.int64)
+    bounds = np.cumsum(sizes) + PARTS + 1
+    return np.concatenate([bounds] + [np.asarray(p, np.int64) for p in parts])
+
+
+def unpack_misses(misses: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``encode_texts``' packed misses as ``WordCache.insert_misses`` takes them: keys, codepoints
+    (int32) and their offsets, token ids, ends and their offsets."""
+    words, chars, tokens = (int(x) for x in misses[:3])
+    at = np.cumsum([3, words, words + 1, chars, words + 1, tokens, tokens])
+    keys, char_offsets, codes, offsets, ids, ends = (misses[a:b] for a, b in zip(at[:-1], at[1:]))
+    return keys, codes.astype(np.int32), char_offsets, ids, ends, offsets
+
+
+@kernel
+def _part(model, i):
+    return model[model[i]:model[i + 1]]
+
+
+@kernel
+def _encode_misses(chars, char_offsets, model):
+    """The BPE tokens of the distinct words missing from the cache (codepoints ``chars``, a row per
+    word by ``char_offsets``): (ids, ends within the word in codepoints, offsets), or an empty
+    offsets array where an unknown character needs an unk token the vocabulary lacks."""
+    words = char_offsets.size - 1
+    if words == 0:  # all hits: no scratch for the merge kernel (its rank lists are MBs)
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.zeros(1, np.int64)
+    scalars = _part(model, SCALARS)
+    prefix, suffix = _part(model, PREFIX), _part(model, SUFFIX)
+    byte_level = scalars[BYTE_LEVEL] != 0
+    fallback = scalars[BYTE_FALLBACK] != 0
+    per_char = 4 if byte_level else (4 * (prefix.size + 1 + suffix.size) if fallback else 1)
+    bound = chars.size * per_char
+    symbols = np.empty(bound, np.int64)
+    source = np.empty(bound, np.int64)
+    offsets = np.empty(words + 1, np.int64)
+    offsets[0] = 0
+    char_mask = scalars[CHAR_MASK]
+    total = _symbols(chars, char_offsets, byte_level, _part(model, BYTE_TO_ID), _part(model, CHAR_KEYS),
+                     _part(model, CHAR_VALUES), char_mask, 64 - _bit_length(char_mask), scalars[CHAR_PROBES], fallback,
+                     _part(model, FALLBACK_IDS), prefix, suffix, scalars[HAS_UNK] != 0, scalars[UNK_ID],
+                     scalars[FUSE_UNK] != 0, _part(model, WHOLE_SLOTS), _part(model, TOKEN_KEYS),
+                     _part(model, TOKEN_OFFSETS), symbols, source, offsets[1:])
+    if total < 0:
+        return symbols[:0], source[:0], offsets[:0]
+    for w in range(words):
+        offsets[w + 1] += offsets[w]
+    pair_keys, pair_values, pair_mask = _part(model, PAIR_KEYS), _part(model, PAIR_VALUES), scalars[PAIR_MASK]
+    pair_shift, probes, vocab_size = 64 - _bit_length(pair_mask), scalars[PAIR_PROBES], scalars[VOCAB_SIZE]
+    # Words longer than SHORT symbols merge in the heap kernel, on a copy of them.
+    long_rows = 0
+    long_size = 0
+    for w in range(words):
+        n = offsets[w + 1] - offsets[w]
+        if n > SHORT:
+            long_rows += 1
+            long_size += n
+    long_tokens = np.empty(long_size, np.int64)
+    long_offsets = np.empty(long_rows + 1, np.int64)
+    long_offsets[0] = 0
+    long_lengths = np.empty(long_rows, np.int64)
+    long_last = np.empty(long_size, np.int64)
+    if long_rows:
+        r = 0
+        for w in range(words):
+            n = offsets[w + 1] - offsets[w]
+            if n > SHORT:
+                long_tokens[long_offsets[r]:long_offsets[r] + n] = symbols[offsets[w]:offsets[w + 1]]
+                long_offsets[r + 1] = long_offsets[r] + n
+                r += 1
+        _merge_rows(long_tokens, long_offsets, long_tokens, long_lengths, long_last, pair_keys, pair_values,
+                    pair_mask, pair_shift, probes, vocab_size, _part(model, LEVEL_START))
+    ids = np.empty(total, np.int64)
+    last = np.empty(total, np.int64)  # per merged token: 1 + its last symbol's index
+    done = np.empty(words, np.int64)  # tokens written after each word
+    tok = np.empty(SHORT, np.int64)
+    end = np.empty(SHORT, np.int64)
+    value = np.empty(SHORT, np.int64)
+    written = 0
+    r = 0
+    long_at = 0
+    for w in range(words):
+        a = offsets[w]
+        n = offsets[w + 1] - a
+        if n > SHORT:
+            for k in range(long_lengths[r]):
+                ids[written + k] = long_tokens[long_at + k]
+                last[written + k] = a + long_last[long_at + k] - long_offsets[r]
+            written += long_lengths[r]
+            long_at += long_lengths[r]
+            r += 1
+        else:
+            m = _merge_short(symbols, a, n, tok, end, value, pair_keys, pair_values, pair_mask, pair_shift, probes,
+                             vocab_size)
+            for k in range(m):
+                ids[written + k] = tok[k]
+                last[written + k] = end[k]
+            written += m
+        done[w] = written
+    offsets[1:] = done
+    merged = offsets[words]
+    ends = np.empty(merged, np.int64)
+    for k in range(merged):
+        ends[k] = source[last[k] - 1] + 1  # the character holding the token's last symbol, + 1
+    return ids[:merged], ends, offsets
+
+
+@kernel
+def _merge_short(symbols, a, n, tok, end, value, pair_keys, pair_values, mask, shift, probes, vocab_size):
+    """BPE of the word ``symbols[a:a + n]`` (n <= SHORT) into ``tok`` (and each token's ``end``: 1 +
+    the index in ``symbols`` of its last symbol): merge the pair of lowest rank, the leftmost of
+    equal ranks, until no pair has a rank, as ``bpe_heap._merge_rows``; a scan of the word per
+    merge, cheaper than the heap's queue for the short words of real text (a byte-level English
+    word has ~8 symbols). Returns the tokens' count."""
+    for i in range(n):
+        tok[i] = symbols[a + i]
+        end[i] = a + i + 1
+    for i in range(n - 1):
+        value[i] = _pair_value(tok[i], tok[i + 1], vocab_size, pair_keys, pair_values, mask, shift, probes)
+    m = n
+    while m > 1:
+        best = NO_RANK >> 32
+        at = -1
+        for i in range(m - 1):
+            if value[i] != NO_RANK and (value[i] >> 32) < best:
+                best = value[i] >> 32
+                at = i
+        if at < 0:
+            break
+        tok[at] = value[at] & LOW32
+        end[at] = end[at + 1]
+        for i in range(at + 1, m - 1):
+            tok[i] = tok[i + 1]
+            end[i] = end[i + 1]
+            value[i] = value[i + 1]
+        m -= 1
+        value[at] = NO_RANK
+        if at + 1 < m:
+            value[at] = _pair_value(tok[at], tok[at + 1], vocab_size, pair_keys, pair_values, mask, shift, probes)
+        if at > 0:
+            value[at - 1] = _pair_value(tok[at - 1], tok[at], vocab_size, pair_keys, pair_values, mask, shift, probes)
+    return m
+
+
+@kernel
+def _bit_length(x):
+    n = 0
+    while x > 0:
+        x >>= 1
+        n += 1
+    return n
+
+
+@kernel
+def _pack_misses(keys, char_offsets, chars, offsets, ids, ends):
+    """The misses as one int64 array (``unpack_misses`` reads it): a call returns one array
+    instead of six (boxing a returned array costs ~0.3 us)."""
+    words = keys.size
+    out = np.empty(3 + 3 * words + 2 + chars.size + 2 * ids.size, np.int64)
+    out[0], out[1], out[2] = words, chars.size, ids.size
+    at = _put(out, 3, keys)
+    at = _put(out, at, char_offsets)
+    at = _put(out, at, chars)
+    at = _put(out, at, offsets)
+    _put(out, _put(out, at, ids), ends)
+    return out
+
+
+@kernel
+def _put(out, at, part):
+    for i in range(part.size):
+        out[at + i] = part[i]
+    return at + part.size
+
+
+@kernel
+def encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count, entries,
+                 chars, stored_ids, stored_ends, with_spans):
+    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; an empty
+    ``table_offsets``: no normalizer; ``classes``: the split rule's kind table, then its
+    contraction-letter table (``regex_split_numba``); ``model``: :func:`pack_pipeline`; the
+    cache's table (a power-of-2 size), ``count`` and arrays (``word_cache_numba.lookup_dedup``).
+    Returns ids, offsets, spans and the packed misses (:func:`unpack_misses`); no ids and empty
+    offsets where an unknown character needs an unk token the vocabulary lacks."""
+    scalars = _part(model, SCALARS)
+    values, offsets = codepoints_numba(units, lengths)
+    none = np.empty(0, np.int64)
+    text, text_offsets, source = values, offsets, none
+    if table_offsets.size:
+        text, text_offsets, source = rewrite_table_numba(values, offsets, table_values, table_offsets)
+    if scalars[PREFIX_SPACE]:
+        text, text_offsets, moved = prepend_unless_first(text, text_offsets, -1, -1, 32, True)
+        if source.size:
+            moved = source[moved]
+        source = moved
+    rule = scalars[RULE]
+    if rule == NO_SPLIT:
+        starts, ends, word_offsets = whole_texts(text_offsets)
+    else:
+        half = classes.size // 2
+        starts, ends, word_offsets = regex_split_numba(text, text_offsets, classes[:half], classes[half:], rule)
+    word_lengths = ends - starts
+    out_chars = np.empty(text.size, text.dtype)
+    mask = slot_keys.size - 1
+    entry, uniq, _, miss_keys, miss_offsets = lookup_dedup(text, starts, word_lengths, none, slot_keys, slot_entry,
+                                                           64 - _bit_length(mask), mask, count, entries, chars,
+                                                           out_chars)
+    miss_chars = out_chars[:miss_offsets[-1]]
+    new_ids, new_ends, new_offsets = _encode_misses(miss_chars, miss_offsets, model)
+    if new_offsets.size == 0:  # the unk error: nothing encoded
+        return none, none, np.zeros((0, 2), np.int64), none
+    piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
+                                                    new_offsets, with_spans)
+    ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, none, starts, word_offsets,
+                                               source, offsets, with_spans)
+    return ids, token_offsets, spans, _pack_misses(miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends)
