@@ -1,0 +1,177 @@
+"""The cl100k / llama3 / qwen2 regex splits on CUDA, one text per lane: a left-to-right matcher per text.
+
+Numba twin: ``regex_split_numba.regex_split_numba`` with rule CL100K, LLAMA3 or QWEN2 (the same
+matches, read through the same per-rule kind and contraction-letter tables of
+:mod:`gputok.regex_split`). The twin runs ``_cl100k_end`` at each match start, its alternatives as
+nested loops; a lane here runs the same alternatives as one state machine that reads one character
+per step, so the lanes of a block step together:
+
+- at a match start (START) the lane reads the kinds at ``i`` and ``i + 1`` (and the contraction
+  letters at ``i + 1``, ``i + 2``) and picks the alternative the twin takes: a contraction (the match
+  ends at once), a letter run (from ``i + 1``, or ``i + 2`` after one prefix character), a digit
+  group (at most ``DIGITS``), an other-character run and then a newline run, or whitespace;
+- each later step reads the kind at ``p`` and either extends the run (``p += 1``) or ends the match.
+  Whitespace tracks the run's last newline and, where the run stops, ends as the twin's
+  ``_whitespace_end`` does (``\\s++$`` first with ``END_FIRST``, then to the last newline,
+  ``\\s+(?!\\S)``, ``\\s``).
+
+A text of ``n`` characters takes at most ``2n`` steps (one per character read, one per match).
+
+Layout (no host sync), as ``word_split.split_by_class_triton``: a lane writes its text's matches
+into the text's own slots (``offsets[t] + k``: at most one match per character), then takes the
+next ``counts[t]`` places of the packed arrays with one atomic add (``word_base[t]``) and copies
+them there as ``word_starts``/``word_ends`` (int64 indices into ``values``); places past the total
+hold empty words (0, 0). Memory: four int64 per codepoint.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+# kinds (gputok.regex_split.K_*) and contraction letter codes (regex_split_numba.L_*); a kernel
+# reads only constexpr globals
+K_L = tl.constexpr(0)
+K_N = tl.constexpr(1)
+K_O = tl.constexpr(2)
+K_APOS = tl.constexpr(3)
+K_SP = tl.constexpr(4)
+K_OWS = tl.constexpr(5)
+K_NL = tl.constexpr(6)
+L_S = tl.constexpr(1)
+L_D = tl.constexpr(2)
+L_M = tl.constexpr(3)
+L_T = tl.constexpr(4)
+L_L = tl.constexpr(5)
+L_V = tl.constexpr(6)
+L_R = tl.constexpr(7)
+L_E = tl.constexpr(8)
+REPLACEMENT = tl.constexpr(0xFFFD)
+# the lane's state
+START = tl.constexpr(0)
+LETTERS = tl.constexpr(1)
+DIGITS_RUN = tl.constexpr(2)
+OTHERS = tl.constexpr(3)
+NEWLINES = tl.constexpr(4)
+SPACES = tl.constexpr(5)
+
+
+@triton.jit
+def _table_at(values_ptr, table_ptr, p, ok, limit):
+    """``table[values[p]]`` where ``ok`` (U+FFFD's entry for a value that is no codepoint), else -1."""
+    c = tl.load(values_ptr + p, mask=ok, other=0).to(tl.int64)
+    c = tl.where((c < 0) | (c >= limit), REPLACEMENT, c)
+    return tl.where(ok, tl.load(table_ptr + c, mask=ok, other=0).to(tl.int32), -1)
+
+
+@triton.jit(do_not_specialize=["texts", "limit"])
+def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_starts_ptr, slot_ends_ptr, total_ptr,
+                         word_base_ptr, word_starts_ptr, word_ends_ptr, counts_ptr, texts, limit,
+                         DIGITS: tl.constexpr, END_FIRST: tl.constexpr, BLOCK: tl.constexpr):
+    text = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = text < texts
+    first = tl.load(offsets_ptr + text, mask=inside, other=0)
+    e = tl.load(offsets_ptr + text + 1, mask=inside, other=0)
+    w = first  # the next slot
+    i = first  # the match start
+    p = first  # the next character to read
+    state = tl.zeros([BLOCK], dtype=tl.int32) + START
+    last_nl = first - 1  # whitespace: the run's last newline
+    alive = inside & (i < e)
+    while tl.max(alive.to(tl.int32), 0) > 0:
+        # A match starts: pick the alternative (_cl100k_end's order).
+        starting = alive & (state == START)
+        k = _table_at(values_ptr, kinds_ptr, i, starting, limit)
+        nk = _table_at(values_ptr, kinds_ptr, i + 1, starting & (i + 1 < e), limit)
+        is_apos = starting & (k == K_APOS)
+        c1 = _table_at(values_ptr, letters_ptr, i + 1, is_apos & (i + 1 < e), limit)
+        c2 = _table_at(values_ptr, letters_ptr, i + 2, is_apos & (i + 2 < e), limit)
+        two = (c1 == L_S) | (c1 == L_D) | (c1 == L_M) | (c1 == L_T)
+        three = ((c1 == L_L) & (c2 == L_L)) | ((c1 == L_V) & (c2 == L_E)) | ((c1 == L_R) & (c2 == L_E))
+        contraction = tl.where(is_apos & two, 2, tl.where(is_apos & three, 3, 0))
+        ends_now = contraction > 0
+        undecided = starting & ~ends_now
+        letters = undecided & (k == K_L)
+        state = tl.where(letters, LETTERS, state)
+        p = tl.where(letters, i + 1, p)
+        undecided = undecided & ~letters
+        prefixed = undecided & (k != K_N) & (k != K_NL) & (nk == K_L)
+        state = tl.where(prefixed, LETTERS, state)
+        p = tl.where(prefixed, i + 2, p)
+        undecided = undecided & ~prefixed
+        digits = undecided & (k == K_N)
+        state = tl.where(digits, DIGITS_RUN, state)
+        p = tl.where(digits, i + 1, p)
+        undecided = undecided & ~digits
+        others = undecided & ((k == K_O) | (k == K_APOS))
+        state = tl.where(others, OTHERS, state)
+        p = tl.where(others, i + 1, p)
+        undecided = undecided & ~others
+        spaced = undecided & (k == K_SP) & ((nk == K_O) | (nk == K_APOS))
+        state = tl.where(spaced, OTHERS, state)
+        p = tl.where(spaced, i + 2, p)
+        undecided = undecided & ~spaced
+        state = tl.where(undecided, SPACES, state)
+        p = tl.where(undecided, i, p)
+        last_nl = tl.where(undecided, i - 1, last_nl)
+        end = tl.where(ends_now, i + contraction, -1)
+
+        # One character of the running alternative.
+        scanning = alive & ~ends_now & (state != START)
+        readable = scanning & (p < e)
+        kp = _table_at(values_ptr, kinds_ptr, p, readable, limit)
+        extends = (((state == LETTERS) & (kp == K_L)) | ((state == DIGITS_RUN) & (kp == K_N) & (p < i + DIGITS))
+                   | ((state == OTHERS) & ((kp == K_O) | (kp == K_APOS))) | ((state == NEWLINES) & (kp == K_NL))
+                   | ((state == SPACES) & ((kp == K_SP) | (kp == K_OWS) | (kp == K_NL))))
+        extends = readable & extends
+        last_nl = tl.where(extends & (state == SPACES) & (kp == K_NL), p, last_nl)
+        to_newlines = scanning & ~extends & (state == OTHERS) & (kp == K_NL)
+        state = tl.where(to_newlines, NEWLINES, state)
+        p = tl.where(extends | to_newlines, p + 1, p)
+        stops = scanning & ~extends & ~to_newlines
+        at_end = p == e
+        if END_FIRST:
+            space_end = tl.where(at_end, e, tl.where(last_nl >= i, last_nl + 1, tl.where(p - i >= 2, p - 1, p)))
+        else:
+            space_end = tl.where(last_nl >= i, last_nl + 1, tl.where(at_end, e, tl.where(p - i >= 2, p - 1, p)))
+        end = tl.where(stops, tl.where(state == SPACES, space_end, p), end)
+
+        # A match ended: its slot, and the next match starts where it ends.
+        done = ends_now | stops
+        tl.store(slot_starts_ptr + w, i, mask=done)
+        tl.store(slot_ends_ptr + w, end, mask=done)
+        w = tl.where(done, w + 1, w)
+        i = tl.where(done, end, i)
+        state = tl.where(done, START, state)
+        alive = alive & ~(done & (end >= e))
+    count = w - first
+    tl.store(counts_ptr + text, count, mask=inside)
+    base = tl.atomic_add(total_ptr + tl.zeros([BLOCK], dtype=tl.int64), count, mask=inside)
+    tl.store(word_base_ptr + text, base, mask=inside)
+    for k in range(0, tl.max(count, 0)):  # the words, packed
+        move = inside & (k < count)
+        tl.store(word_starts_ptr + base + k, tl.load(slot_starts_ptr + first + k, mask=move, other=0), mask=move)
+        tl.store(word_ends_ptr + base + k, tl.load(slot_ends_ptr + first + k, mask=move, other=0), mask=move)
+
+
+def cl100k_split_triton(values: torch.Tensor, offsets: torch.Tensor, kinds: torch.Tensor, letters: torch.Tensor, *,
+                        digits: int = 3, end_first: bool = True
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(int64 word starts and ends, packed, one place per element of ``values``; int64 each text's
+    first word and its number of words; the number of words, a one-element int64 tensor) of the texts ``values[offsets[t]:offsets[t + 1]]``.
+    cl100k: ``digits=3, end_first=True``; llama3: ``digits=3, end_first=False``; qwen2: ``digits=1,
+    end_first=False``. ``kinds``/``letters``: the rule's tables (``gputok.regex_split._numba_tables``)."""
+    texts = offsets.numel() - 1
+    slot_starts = torch.empty(values.numel(), dtype=torch.int64, device=values.device)
+    slot_ends = torch.empty_like(slot_starts)
+    word_starts = torch.zeros_like(slot_starts)
+    word_ends = torch.zeros_like(slot_starts)
+    total = torch.zeros(1, dtype=torch.int64, device=values.device)
+    word_base = torch.empty(texts, dtype=torch.int64, device=values.device)
+    counts = torch.empty(texts, dtype=torch.int64, device=values.device)
+    if texts:
+        # 64 lanes, as the other per-text kernels: a block runs as long as its longest text.
+        block = 64
+        _cl100k_split_kernel[(triton.cdiv(texts, block),)](
+            values, offsets, kinds, letters, slot_starts, slot_ends, total, word_base, word_starts, word_ends, counts,
+            texts, kinds.numel(), DIGITS=digits, END_FIRST=end_first, BLOCK=block)
+    return word_starts, word_ends, word_base, counts, total
