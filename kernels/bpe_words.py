@@ -43,11 +43,12 @@ def _pair_value(tokens_ptr, at, ok, slot_keys_ptr, slot_values_ptr, vocab_size, 
                  hash_mask, hash_shift, max_probes)
 
 
-@triton.jit(do_not_specialize=["places", "vocab_size", "hash_mask", "hash_shift", "max_probes", "whole_mask"])
+@triton.jit(do_not_specialize=["places", "vocab_size", "hash_mask", "hash_shift", "max_probes", "whole_mask",
+                               "with_whole"])
 def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte_to_id_ptr, whole_slots_ptr,
                      token_keys_ptr, token_offsets_ptr, slot_keys_ptr, slot_values_ptr, tokens_ptr, pair_values_ptr,
                      piece_starts_ptr, counts_ptr, places, vocab_size, hash_mask, hash_shift, max_probes, whole_mask,
-                     WHOLE: tl.constexpr, BLOCK: tl.constexpr, WIDTH: tl.constexpr):
+                     with_whole, BLOCK: tl.constexpr, WIDTH: tl.constexpr):
     word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = (word < places) & (word < tl.load(total_ptr))
     first = tl.load(word_starts_ptr + word, mask=inside, other=0)
@@ -76,30 +77,31 @@ def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte
         n += tl.sum(size, 1)
     tl.debug_barrier()  # the bytes are read below by other threads than wrote them
 
+    # ignore_merges: the token whose bytes the word is (bpe_symbols_numba._whole). A lane flag, not a
+    # constexpr: one compiled kernel serves both (a scalar compare is a Python bool under the interpreter).
     whole = tl.full([BLOCK], -1, dtype=tl.int64)
-    if WHOLE:  # ignore_merges: the token whose bytes the word is (bpe_symbols_numba._whole)
-        h = tl.zeros([BLOCK], dtype=tl.int64)
-        for k in range(0, tl.max(n, 0)):
-            live = inside & (k < n)
-            h = tl.where(live, (h ^ tl.load(tokens + k, mask=live, other=0)) * FNV_PRIME, h)
-        h ^= n
-        h *= MIX
-        h ^= (h >> 31) & LOW33
-        slot = h & whole_mask
-        searching = inside & (n > 0)
-        while tl.max(searching.to(tl.int32), 0) > 0:
-            t = tl.load(whole_slots_ptr + slot, mask=searching, other=-1)
-            filled = searching & (t != -1)
-            a = tl.load(token_offsets_ptr + t, mask=filled, other=0)
-            same = filled & (tl.load(token_offsets_ptr + t + 1, mask=filled, other=0) - a == n)
-            for k in range(0, tl.max(tl.where(same, n, 0), 0)):
-                check = same & (k < n)
-                differs = tl.load(token_keys_ptr + a + k, mask=check, other=0) != tl.load(tokens + k, mask=check,
-                                                                                         other=0)
-                same = same & ~(check & differs)
-            whole = tl.where(same, t, whole)
-            searching = filled & ~same
-            slot = (slot + 1) & whole_mask
+    use_whole = inside & ((tl.zeros([BLOCK], dtype=tl.int32) + with_whole) != 0)
+    h = tl.zeros([BLOCK], dtype=tl.int64)
+    for k in range(0, tl.max(tl.where(use_whole, n, 0), 0)):
+        live = use_whole & (k < n)
+        h = tl.where(live, (h ^ tl.load(tokens + k, mask=live, other=0)) * FNV_PRIME, h)
+    h ^= n
+    h *= MIX
+    h ^= (h >> 31) & LOW33
+    slot = h & whole_mask
+    searching = use_whole & (n > 0)
+    while tl.max(searching.to(tl.int32), 0) > 0:
+        t = tl.load(whole_slots_ptr + slot, mask=searching, other=-1)
+        filled = searching & (t != -1)
+        a = tl.load(token_offsets_ptr + t, mask=filled, other=0)
+        same = filled & (tl.load(token_offsets_ptr + t + 1, mask=filled, other=0) - a == n)
+        for k in range(0, tl.max(tl.where(same, n, 0), 0)):
+            check = same & (k < n)
+            differs = tl.load(token_keys_ptr + a + k, mask=check, other=0) != tl.load(tokens + k, mask=check, other=0)
+            same = same & ~(check & differs)
+        whole = tl.where(same, t, whole)
+        searching = filled & ~same
+        slot = (slot + 1) & whole_mask
     is_whole = whole >= 0
     tl.store(tokens, whole, mask=is_whole)
     n = tl.where(is_whole, 1, n)
@@ -194,5 +196,5 @@ def byte_bpe_words_triton(values: torch.Tensor, word_starts: torch.Tensor, word_
             values, word_starts, word_ends, total, byte_to_id, whole_slots if whole_slots.numel() else byte_to_id,
             token_keys, token_offsets, slot_keys, slot_values, tokens, pair_values, piece_starts, counts, places,
             vocab_size, hash_mask, 64 - hash_mask.bit_length(), max_probes, max(whole_slots.numel() - 1, 0),
-            WHOLE=bool(whole_slots.numel()), BLOCK=block, WIDTH=width)
+            int(whole_slots.numel() > 0), BLOCK=block, WIDTH=width)
     return tokens, piece_starts, counts

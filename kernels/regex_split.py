@@ -9,10 +9,10 @@ per step, so the lanes of a block step together:
 - at a match start (START) the lane reads the kinds at ``i`` and ``i + 1`` (and the contraction
   letters at ``i + 1``, ``i + 2``) and picks the alternative the twin takes: a contraction (the match
   ends at once), a letter run (from ``i + 1``, or ``i + 2`` after one prefix character), a digit
-  group (at most ``DIGITS``), an other-character run and then a newline run, or whitespace;
+  group (at most ``max_digits``), an other-character run and then a newline run, or whitespace;
 - each later step reads the kind at ``p`` and either extends the run (``p += 1``) or ends the match.
   Whitespace tracks the run's last newline and, where the run stops, ends as the twin's
-  ``_whitespace_end`` does (``\\s++$`` first with ``END_FIRST``, then to the last newline,
+  ``_whitespace_end`` does (``\\s++$`` first with ``end_first``, then to the last newline,
   ``\\s+(?!\\S)``, ``\\s``).
 
 A text of ``n`` characters takes at most ``2n`` steps (one per character read, one per match).
@@ -63,10 +63,10 @@ def _table_at(values_ptr, table_ptr, p, ok, limit):
     return tl.where(ok, tl.load(table_ptr + c, mask=ok, other=0).to(tl.int32), -1)
 
 
-@triton.jit(do_not_specialize=["texts", "limit"])
+@triton.jit(do_not_specialize=["texts", "limit", "max_digits", "end_first"])
 def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_starts_ptr, slot_ends_ptr, total_ptr,
-                         word_base_ptr, word_starts_ptr, word_ends_ptr, counts_ptr, texts, limit,
-                         DIGITS: tl.constexpr, END_FIRST: tl.constexpr, BLOCK: tl.constexpr):
+                         word_base_ptr, word_starts_ptr, word_ends_ptr, counts_ptr, texts, limit, max_digits, end_first,
+                         BLOCK: tl.constexpr):
     text = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = text < texts
     first = tl.load(offsets_ptr + text, mask=inside, other=0)
@@ -76,6 +76,8 @@ def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_s
     p = first  # the next character to read
     state = tl.zeros([BLOCK], dtype=tl.int32) + START
     last_nl = first - 1  # whitespace: the run's last newline
+    # lane flags, not constexprs: one compiled kernel serves the three rules
+    ends_first = (tl.zeros([BLOCK], dtype=tl.int32) + end_first) != 0
     alive = inside & (i < e)
     while tl.max(alive.to(tl.int32), 0) > 0:
         # A match starts: pick the alternative (_cl100k_end's order).
@@ -98,10 +100,10 @@ def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_s
         state = tl.where(prefixed, LETTERS, state)
         p = tl.where(prefixed, i + 2, p)
         undecided = undecided & ~prefixed
-        digits = undecided & (k == K_N)
-        state = tl.where(digits, DIGITS_RUN, state)
-        p = tl.where(digits, i + 1, p)
-        undecided = undecided & ~digits
+        numbers = undecided & (k == K_N)
+        state = tl.where(numbers, DIGITS_RUN, state)
+        p = tl.where(numbers, i + 1, p)
+        undecided = undecided & ~numbers
         others = undecided & ((k == K_O) | (k == K_APOS))
         state = tl.where(others, OTHERS, state)
         p = tl.where(others, i + 1, p)
@@ -119,7 +121,7 @@ def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_s
         scanning = alive & ~ends_now & (state != START)
         readable = scanning & (p < e)
         kp = _table_at(values_ptr, kinds_ptr, p, readable, limit)
-        extends = (((state == LETTERS) & (kp == K_L)) | ((state == DIGITS_RUN) & (kp == K_N) & (p < i + DIGITS))
+        extends = (((state == LETTERS) & (kp == K_L)) | ((state == DIGITS_RUN) & (kp == K_N) & (p < i + max_digits))
                    | ((state == OTHERS) & ((kp == K_O) | (kp == K_APOS))) | ((state == NEWLINES) & (kp == K_NL))
                    | ((state == SPACES) & ((kp == K_SP) | (kp == K_OWS) | (kp == K_NL))))
         extends = readable & extends
@@ -129,10 +131,8 @@ def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_s
         p = tl.where(extends | to_newlines, p + 1, p)
         stops = scanning & ~extends & ~to_newlines
         at_end = p == e
-        if END_FIRST:
-            space_end = tl.where(at_end, e, tl.where(last_nl >= i, last_nl + 1, tl.where(p - i >= 2, p - 1, p)))
-        else:
-            space_end = tl.where(last_nl >= i, last_nl + 1, tl.where(at_end, e, tl.where(p - i >= 2, p - 1, p)))
+        space_end = tl.where(last_nl >= i, last_nl + 1, tl.where(at_end, e, tl.where(p - i >= 2, p - 1, p)))
+        space_end = tl.where(ends_first & at_end, e, space_end)
         end = tl.where(stops, tl.where(state == SPACES, space_end, p), end)
 
         # A match ended: its slot, and the next match starts where it ends.
@@ -173,5 +173,5 @@ def cl100k_split_triton(values: torch.Tensor, offsets: torch.Tensor, kinds: torc
         block = 64
         _cl100k_split_kernel[(triton.cdiv(texts, block),)](
             values, offsets, kinds, letters, slot_starts, slot_ends, total, word_base, word_starts, word_ends, counts,
-            texts, kinds.numel(), DIGITS=digits, END_FIRST=end_first, BLOCK=block)
+            texts, kinds.numel(), digits, int(end_first), BLOCK=block)
     return word_starts, word_ends, word_base, counts, total
