@@ -110,20 +110,20 @@ def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte
     # Bytes to their tokens, then each adjacent pair's value (a tile probed as one vector).
     merging = inside & ~is_whole
     for chunk in range(0, tl.max(tl.where(merging, n, 0), 0), WIDTH):
-        k = chunk + column
-        live = merging[:, None] & (k < n[:, None])
-        byte = tl.load(tokens[:, None] + k, mask=live, other=0)
-        tl.store(tokens[:, None] + k, tl.load(byte_to_id_ptr + byte, mask=live, other=0), mask=live)
+        pos = chunk + column
+        live = merging[:, None] & (pos < n[:, None])
+        byte = tl.load(tokens[:, None] + pos, mask=live, other=0)
+        tl.store(tokens[:, None] + pos, tl.load(byte_to_id_ptr + byte, mask=live, other=0), mask=live)
     tl.debug_barrier()
     for chunk in range(0, tl.max(tl.where(merging, n - 1, 0), 0), WIDTH):
-        k = chunk + column
-        live = merging[:, None] & (k < (n - 1)[:, None])
-        left = tl.reshape(tl.load(tokens[:, None] + k, mask=live, other=0), [BLOCK * WIDTH])
-        right = tl.reshape(tl.load(tokens[:, None] + k + 1, mask=live, other=0), [BLOCK * WIDTH])
+        pos = chunk + column
+        live = merging[:, None] & (pos < (n - 1)[:, None])
+        left = tl.reshape(tl.load(tokens[:, None] + pos, mask=live, other=0), [BLOCK * WIDTH])
+        right = tl.reshape(tl.load(tokens[:, None] + pos + 1, mask=live, other=0), [BLOCK * WIDTH])
         flat = tl.reshape(live, [BLOCK * WIDTH])
         value = probe_until_found(left * vocab_size + right, flat, tl.zeros_like(left) + NO_RANK, slot_keys_ptr,
                                   slot_values_ptr, hash_mask, hash_shift, max_probes)
-        tl.store(pairs[:, None] + k, tl.reshape(value, [BLOCK, WIDTH]), mask=live)
+        tl.store(pairs[:, None] + pos, tl.reshape(value, [BLOCK, WIDTH]), mask=live)
 
     # The merges: the leftmost pair of lowest rank, one per lane per step; a word's positions are
     # read WIDTH at a time, as a [BLOCK, WIDTH] tile.
@@ -134,13 +134,13 @@ def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte
         best_value = tl.zeros([BLOCK], dtype=tl.int64)
         at = tl.zeros([BLOCK], dtype=tl.int64)
         for chunk in range(0, tl.max(tl.where(alive, n - 1, 0), 0), WIDTH):
-            k = chunk + column
-            live = alive[:, None] & (k < (n - 1)[:, None])
-            value = tl.load(pairs[:, None] + k, mask=live, other=NO_RANK)
+            pos = chunk + column
+            live = alive[:, None] & (pos < (n - 1)[:, None])
+            value = tl.load(pairs[:, None] + pos, mask=live, other=NO_RANK)
             rank = tl.where(value == NO_RANK, NO_RANK, value >> 32)
             chunk_best = tl.min(rank, 1)
-            chunk_at = tl.min(tl.where(live & (rank == chunk_best[:, None]), k, 1 << 62), 1)
-            chunk_value = tl.max(tl.where(k == chunk_at[:, None], value, 0), 1)
+            chunk_at = tl.min(tl.where(live & (rank == chunk_best[:, None]), pos, 1 << 62), 1)
+            chunk_value = tl.max(tl.where(pos == chunk_at[:, None], value, 0), 1)
             better = chunk_best < best  # strictly: an earlier chunk keeps ties (the leftmost)
             best = tl.where(better, chunk_best, best)
             best_value = tl.where(better, chunk_value, best_value)
@@ -151,14 +151,14 @@ def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte
         # so that no thread overwrites what another has yet to read.
         lowest = tl.min(tl.where(alive, at + 1, 1 << 62), 0)
         for chunk in range(lowest, tl.max(tl.where(alive, n - 1, 0), 0), WIDTH):
-            k = chunk + column
-            moving = alive[:, None] & (k > at[:, None]) & (k < (n - 1)[:, None])
-            shifts = moving & (k < (n - 2)[:, None])
-            moved = tl.load(tokens[:, None] + k + 1, mask=moving, other=0)
-            moved_pairs = tl.load(pairs[:, None] + k + 1, mask=shifts, other=0)
+            pos = chunk + column
+            moving = alive[:, None] & (pos > at[:, None]) & (pos < (n - 1)[:, None])
+            shifts = moving & (pos < (n - 2)[:, None])
+            moved = tl.load(tokens[:, None] + pos + 1, mask=moving, other=0)
+            moved_pairs = tl.load(pairs[:, None] + pos + 1, mask=shifts, other=0)
             tl.debug_barrier()
-            tl.store(tokens[:, None] + k, moved, mask=moving)
-            tl.store(pairs[:, None] + k, moved_pairs, mask=shifts)
+            tl.store(tokens[:, None] + pos, moved, mask=moving)
+            tl.store(pairs[:, None] + pos, moved_pairs, mask=shifts)
             tl.debug_barrier()
         n = tl.where(alive, n - 1, n)
         tl.debug_barrier()
