@@ -5,13 +5,15 @@ Numba twins: ``bpe_symbols_numba.bpe_symbols_numba`` (byte-level: a word's UTF-8
 the same ``build_whole_table`` hash table by the same key hash and verified byte by byte), then
 ``bpe_heap.merge_rows`` (repeatedly merge the adjacent pair of lowest rank, the leftmost among
 equal ranks, until no pair has a rank; the pair map is a ``gputok.hashing.HashMap``,
-``left * vocab_size + right`` -> ``rank << 32 | merged id``, probed by ``hash_lookup.probe``). The
-result is the twins' per word. The merge loop is ``bpe_merge._bpe_merge_kernel``'s rule with the
+``left * vocab_size + right`` -> ``rank << 32 | merged id``, probed by
+``hash_lookup.probe_until_found``). The result is the twins' per word. The merge loop is ``bpe_merge._bpe_merge_kernel``'s rule with the
 lanes over words instead of over one word's positions, and each position's pair value kept
 (``pair_values``), so a merge ranks two new pairs and scans the word once (the minimum rank and
 its leftmost position), then shifts the rest of the word left by one. A word of ``n`` bytes costs
 O(n) per merge, O(n^2) in all: fine for the words a regex split makes (a few to tens of bytes);
-the heap of the twin is O(n log n) for the rare long run.
+the heap of the twin is O(n log n) for the rare long run. The per-position work (bytes, their
+tokens, the first pair values, each merge's scan and shift) reads ``[BLOCK, WIDTH]`` tiles: words
+by positions, ``WIDTH`` positions of every word at a time.
 
 Layout (no host sync): word ``w`` is ``values[word_starts[w]:word_ends[w]]`` (codepoints); the
 packed words are the first ``total[0]`` places, the rest empty. Its tokens are written from
@@ -39,8 +41,8 @@ def _pair_value(tokens_ptr, at, ok, slot_keys_ptr, slot_values_ptr, vocab_size, 
     """The pair map's value of ``(tokens[at], tokens[at + 1])`` where ``ok``, else NO_RANK."""
     left = tl.load(tokens_ptr + at, mask=ok, other=0)
     right = tl.load(tokens_ptr + at + 1, mask=ok, other=0)
-    return probe_until_found(left * vocab_size + right, ok, tl.zeros_like(left) + NO_RANK, slot_keys_ptr, slot_values_ptr,
-                 hash_mask, hash_shift, max_probes)
+    return probe_until_found(left * vocab_size + right, ok, tl.zeros_like(left) + NO_RANK, slot_keys_ptr,
+                             slot_values_ptr, hash_mask, hash_shift, max_probes)
 
 
 @triton.jit(do_not_specialize=["places", "vocab_size", "hash_mask", "hash_shift", "max_probes", "whole_mask",

@@ -17,16 +17,18 @@ per step, so the lanes of a block step together:
 
 A text of ``n`` characters takes at most ``2n`` steps (one per character read, one per match).
 
-Layout (no host sync), as ``word_split.split_by_class_triton``: a lane writes its text's matches
-into the text's own slots (``offsets[t] + k``: at most one match per character), then takes the
-next ``counts[t]`` places of the packed arrays with one atomic add (``word_base[t]``) and copies
-them there as ``word_starts``/``word_ends`` (int64 indices into ``values``); places past the total
+Layout (no host sync), as ``word_split.split_by_class_triton`` (its ``pack_words``): a lane writes
+its text's matches into the text's own slots (``offsets[t] + k``: at most one match per character),
+then takes the next ``counts[t]`` places of the packed arrays with one atomic add (``word_base[t]``)
+and copies them there as ``word_starts``/``word_ends`` (int64 indices into ``values``); places past the total
 hold empty words (0, 0). Memory: four int64 per codepoint.
 """
 
 import torch
 import triton
 import triton.language as tl
+
+from .word_split import pack_words, word_buffers
 
 # kinds (gputok.regex_split.K_*) and contraction letter codes (regex_split_numba.L_*); a kernel
 # reads only constexpr globals
@@ -143,14 +145,8 @@ def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_s
         i = tl.where(done, end, i)
         state = tl.where(done, START, state)
         alive = alive & ~(done & (end >= e))
-    count = w - first
-    tl.store(counts_ptr + text, count, mask=inside)
-    base = tl.atomic_add(total_ptr + tl.zeros([BLOCK], dtype=tl.int64), count, mask=inside)
-    tl.store(word_base_ptr + text, base, mask=inside)
-    for k in range(0, tl.max(count, 0)):  # the words, packed
-        move = inside & (k < count)
-        tl.store(word_starts_ptr + base + k, tl.load(slot_starts_ptr + first + k, mask=move, other=0), mask=move)
-        tl.store(word_ends_ptr + base + k, tl.load(slot_ends_ptr + first + k, mask=move, other=0), mask=move)
+    pack_words(inside, text, first, w - first, slot_starts_ptr, slot_ends_ptr, total_ptr, word_base_ptr,
+               word_starts_ptr, word_ends_ptr, counts_ptr, BLOCK)
 
 
 def cl100k_split_triton(values: torch.Tensor, offsets: torch.Tensor, kinds: torch.Tensor, letters: torch.Tensor, *,
@@ -161,13 +157,7 @@ def cl100k_split_triton(values: torch.Tensor, offsets: torch.Tensor, kinds: torc
     cl100k: ``digits=3, end_first=True``; llama3: ``digits=3, end_first=False``; qwen2: ``digits=1,
     end_first=False``. ``kinds``/``letters``: the rule's tables (``gputok.regex_split._numba_tables``)."""
     texts = offsets.numel() - 1
-    slot_starts = torch.empty(values.numel(), dtype=torch.int64, device=values.device)
-    slot_ends = torch.empty_like(slot_starts)
-    word_starts = torch.zeros_like(slot_starts)
-    word_ends = torch.zeros_like(slot_starts)
-    total = torch.zeros(1, dtype=torch.int64, device=values.device)
-    word_base = torch.empty(texts, dtype=torch.int64, device=values.device)
-    counts = torch.empty(texts, dtype=torch.int64, device=values.device)
+    slot_starts, slot_ends, word_starts, word_ends, total, word_base, counts = word_buffers(values, texts)
     if texts:
         # 64 lanes, as the other per-text kernels: a block runs as long as its longest text.
         block = 64

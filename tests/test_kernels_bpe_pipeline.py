@@ -24,6 +24,7 @@ from gputok.kernels.regex_split import cl100k_split_triton
 from gputok.kernels.regex_split_numba import regex_split_numba
 
 from test_cuda import _random_texts
+from test_kernels_pipeline import _ragged
 
 ODD = ["", "x", " ", "Hello world's  end", "it's  \t\n", "'ll 'LL 're' 'S", "foo!!!\n\nbar   ", "  \n\n  x",
        "\r\n\r\n  ", "x1234567 ?!", "中文字 😀 ..", "a" * 70 + " ok", ""]
@@ -40,13 +41,6 @@ def texts(parity_lines):
 @pytest.fixture(scope="module")
 def cl100k():
     return gputok.Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k")
-
-
-def _ragged(texts):
-    units = np.frombuffer(gputok.ingest._join(texts).encode("utf-32-le"), dtype=np.int32).copy()
-    offsets = np.zeros(len(texts) + 1, np.int64)
-    np.cumsum([len(t) for t in texts], out=offsets[1:])
-    return units, offsets
 
 
 def _split(units, offsets, rule):
