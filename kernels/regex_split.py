@@ -3,19 +3,22 @@
 Numba twin: ``regex_split_numba.regex_split_numba`` with rule CL100K, LLAMA3 or QWEN2 (the same
 matches, read through the same per-rule kind and contraction-letter tables of
 :mod:`gputok.regex_split`). The twin runs ``_cl100k_end`` at each match start, its alternatives as
-nested loops; a lane here runs the same alternatives as one state machine that reads one character
-per step, so the lanes of a block step together:
+nested loops; a lane here runs the same alternatives as one state machine whose steps the lanes
+of a block take together:
 
 - at a match start (START) the lane reads the kinds at ``i`` and ``i + 1`` (and the contraction
   letters at ``i + 1``, ``i + 2``) and picks the alternative the twin takes: a contraction (the match
   ends at once), a letter run (from ``i + 1``, or ``i + 2`` after one prefix character), a digit
   group (at most ``max_digits``), an other-character run and then a newline run, or whitespace;
-- each later step reads the kind at ``p`` and either extends the run (``p += 1``) or ends the match.
-  Whitespace tracks the run's last newline and, where the run stops, ends as the twin's
-  ``_whitespace_end`` does (``\\s++$`` first with ``end_first``, then to the last newline,
-  ``\\s+(?!\\S)``, ``\\s``).
+- then, in the same step and in each later one, the run reads the kinds of the ``WIDTH``
+  characters from ``p`` (a ``[BLOCK, WIDTH]`` tile) and extends to the first that does not
+  extend it; if all do, it goes on from ``p + WIDTH`` on the next step, else the match ends there
+  (an other-character run goes on as a newline run first). Whitespace keeps the run's last newline
+  and ends as the twin's ``_whitespace_end`` does (``\\s++$`` first with ``end_first``, then to
+  the last newline, ``\\s+(?!\\S)``, ``\\s``).
 
-A text of ``n`` characters takes at most ``2n`` steps (one per character read, one per match).
+A match of ``m`` characters takes ``1 + m // WIDTH`` steps (two for an other-character run that
+goes on as newlines), so a text takes about one step per word.
 
 Layout (no host sync), as ``word_split.split_by_class_triton`` (its ``pack_words``): a lane writes
 its text's matches into the text's own slots (``offsets[t] + k``: at most one match per character),
@@ -55,6 +58,7 @@ DIGITS_RUN = tl.constexpr(2)
 OTHERS = tl.constexpr(3)
 NEWLINES = tl.constexpr(4)
 SPACES = tl.constexpr(5)
+NOWHERE = tl.constexpr(1 << 62)
 
 
 @triton.jit
@@ -68,7 +72,7 @@ def _table_at(values_ptr, table_ptr, p, ok, limit):
 @triton.jit(do_not_specialize=["texts", "limit", "max_digits", "end_first"])
 def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_starts_ptr, slot_ends_ptr, total_ptr,
                          word_base_ptr, word_starts_ptr, word_ends_ptr, counts_ptr, texts, limit, max_digits, end_first,
-                         BLOCK: tl.constexpr):
+                         BLOCK: tl.constexpr, WIDTH: tl.constexpr):
     text = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = text < texts
     first = tl.load(offsets_ptr + text, mask=inside, other=0)
@@ -80,6 +84,7 @@ def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_s
     last_nl = first - 1  # whitespace: the run's last newline
     # lane flags, not constexprs: one compiled kernel serves the three rules
     ends_first = (tl.zeros([BLOCK], dtype=tl.int32) + end_first) != 0
+    column = tl.arange(0, WIDTH).to(tl.int64)[None, :]
     alive = inside & (i < e)
     while tl.max(alive.to(tl.int32), 0) > 0:
         # A match starts: pick the alternative (_cl100k_end's order).
@@ -119,19 +124,27 @@ def _cl100k_split_kernel(values_ptr, offsets_ptr, kinds_ptr, letters_ptr, slot_s
         last_nl = tl.where(undecided, i - 1, last_nl)
         end = tl.where(ends_now, i + contraction, -1)
 
-        # One character of the running alternative.
+        # The running alternative reads WIDTH characters from p at once: the run extends to the
+        # first character that does not extend it (or past the tile, read on the next step).
         scanning = alive & ~ends_now & (state != START)
-        readable = scanning & (p < e)
-        kp = _table_at(values_ptr, kinds_ptr, p, readable, limit)
-        extends = (((state == LETTERS) & (kp == K_L)) | ((state == DIGITS_RUN) & (kp == K_N) & (p < i + max_digits))
-                   | ((state == OTHERS) & ((kp == K_O) | (kp == K_APOS))) | ((state == NEWLINES) & (kp == K_NL))
-                   | ((state == SPACES) & ((kp == K_SP) | (kp == K_OWS) | (kp == K_NL))))
+        pos = p[:, None] + column
+        readable = scanning[:, None] & (pos < e[:, None])
+        kp = _table_at(values_ptr, kinds_ptr, pos, readable, limit)
+        run = state[:, None]
+        extends = (((run == LETTERS) & (kp == K_L))
+                   | ((run == DIGITS_RUN) & (kp == K_N) & (pos < (i + max_digits)[:, None]))
+                   | ((run == OTHERS) & ((kp == K_O) | (kp == K_APOS))) | ((run == NEWLINES) & (kp == K_NL))
+                   | ((run == SPACES) & ((kp == K_SP) | (kp == K_OWS) | (kp == K_NL))))
         extends = readable & extends
-        last_nl = tl.where(extends & (state == SPACES) & (kp == K_NL), p, last_nl)
-        to_newlines = scanning & ~extends & (state == OTHERS) & (kp == K_NL)
+        stop_at = tl.min(tl.where(extends, NOWHERE, pos), 1)  # NOWHERE: the whole tile extends
+        newline = extends & (kp == K_NL) & (run == SPACES) & (pos < stop_at[:, None])
+        last_nl = tl.maximum(last_nl, tl.max(tl.where(newline, pos, -1), 1))
+        beyond = scanning & (stop_at == NOWHERE)
+        stop_kind = tl.max(tl.where(pos == stop_at[:, None], kp, -1), 1)
+        to_newlines = scanning & ~beyond & (state == OTHERS) & (stop_kind == K_NL)
         state = tl.where(to_newlines, NEWLINES, state)
-        p = tl.where(extends | to_newlines, p + 1, p)
-        stops = scanning & ~extends & ~to_newlines
+        p = tl.where(beyond, p + WIDTH, tl.where(to_newlines, stop_at + 1, tl.where(scanning, stop_at, p)))
+        stops = scanning & ~beyond & ~to_newlines
         at_end = p == e
         space_end = tl.where(last_nl >= i, last_nl + 1, tl.where(at_end, e, tl.where(p - i >= 2, p - 1, p)))
         space_end = tl.where(ends_first & at_end, e, space_end)
@@ -159,9 +172,10 @@ def cl100k_split_triton(values: torch.Tensor, offsets: torch.Tensor, kinds: torc
     texts = offsets.numel() - 1
     slot_starts, slot_ends, word_starts, word_ends, total, word_base, counts = word_buffers(values, texts)
     if texts:
-        # 64 lanes, as the other per-text kernels: a block runs as long as its longest text.
-        block = 64
+        # 64 lanes, as the other per-text kernels (a block runs as long as its longest text); runs
+        # read 16 characters a step: most words are shorter, so a word costs about one step.
+        block, width = 64, 16
         _cl100k_split_kernel[(triton.cdiv(texts, block),)](
             values, offsets, kinds, letters, slot_starts, slot_ends, total, word_base, word_starts, word_ends, counts,
-            texts, kinds.numel(), digits, int(end_first), BLOCK=block)
+            texts, kinds.numel(), digits, int(end_first), BLOCK=block, WIDTH=width)
     return word_starts, word_ends, word_base, counts, total
