@@ -73,6 +73,8 @@ def test_split_no_texts():
 
 @pytest.mark.parametrize("whole", [True, False])
 def test_byte_bpe_equals_twin(texts, cl100k, whole):
+    if not whole:  # the rule changes whole words only: a third of the texts, the long word kept
+        texts = texts[::3] + ["a" * 70 + " ok"]
     units, offsets = _ragged(texts)
     kinds, letters, code = regex_split._numba_tables("cl100k")
     starts, ends, _ = regex_split_numba(units, offsets, kinds, letters, code)
@@ -106,15 +108,16 @@ def test_pipeline_equals_tiktoken(cl100k, texts, monkeypatch):
     calls = []
     monkeypatch.setattr(cuda_pipeline, "encode", lambda *a, _encode=cuda_pipeline.encode, **k: calls.append(1) or
                         _encode(*a, **k))
+    some = texts[::3]  # the ragged output: the same kernels, another row layout
     with _dispatch.use_backend("triton"):
         out = cl100k(texts)
-        flat = cl100k(texts, padding=False)
+        flat = cl100k(some, padding=False)
     assert len(calls) == 2, "the Triton backend did not take gputok.cuda_pipeline"
     expected = reference.encode_batch([gputok.ingest.without_surrogates(t) for t in texts])
     mask = out["attention_mask"].bool()
     assert [row[m].tolist() for row, m in zip(out["input_ids"], mask)] == expected
     bounds = flat["row_offsets"].tolist()
-    assert [flat["input_ids"][a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])] == expected
+    assert [flat["input_ids"][a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])] == expected[::3]
 
 
 @pytest.mark.parametrize("options", [dict(padding_side="left", pad_to_multiple_of=8),
