@@ -76,11 +76,12 @@ _REGEX_RULES = {"cl100k": (3, True), "llama3": (3, False), "qwen2": (1, False)} 
 
 
 def _byte_level_bpe(tok) -> bool:
-    """Byte-level BPE words of a cl100k-style split (no normalizer): ``_bpe_words`` covers it."""
+    """Byte-level BPE words of a cl100k-style split (no normalizer, no dropout): ``_bpe_words`` covers it."""
     from . import regex_split
 
     split = tok.pre_tokenizer
-    return (type(tok.model) is BPE and tok.model.byte_level and tok.normalizer is None
+    return (type(tok.model) is BPE and tok.model.byte_level and not getattr(tok.model, "dropout", None)
+            and tok.normalizer is None
             and type(split) is pre_tokenizers.Split and split.tiles
             and regex_split._RULE.get(split.rule) in _REGEX_RULES)
 

@@ -9,6 +9,8 @@ tokens apart (upper-bound regions), so each is compared after cutting it out. In
 the interpreter runs a kernel's lanes as numpy vectors, a few ms per step.
 """
 
+import copy
+
 import numpy as np
 import pytest
 import tiktoken
@@ -130,3 +132,13 @@ def test_pipeline_options_equal_cpu(cl100k, texts, options):
     assert got.keys() == want.keys()
     for key in want:
         assert torch.equal(got[key], want[key]), key
+
+
+def test_pipeline_covers_cl100k_style_splits(cl100k):
+    covered = dict(pairs=None, return_offsets=False, overflow=False, truncation=None)
+    assert cuda_pipeline.supports(cl100k, **covered)
+    assert not cuda_pipeline.supports(cl100k, **dict(covered, return_offsets=True))
+    other = copy.copy(cl100k)
+    for split in (gputok.pre_tokenizers.Split("o200k", byte_level=True), gputok.pre_tokenizers.ByteLevel()):
+        other.pre_tokenizer = split  # no Triton split for these rules yet: the stage-by-stage path
+        assert not cuda_pipeline.supports(other, **covered)
