@@ -3,9 +3,10 @@
 ``Tokenizer.__call__`` hands a batch here when the Triton backend runs it (CUDA tensors, or CPU
 tensors under ``GPUTOK_BACKEND=triton`` with ``TRITON_INTERPRET=1``) and :func:`supports` says every
 stage of the tokenizer has a Triton kernel; otherwise the call takes the stage-by-stage path.
-Covered now: WordPiece tokenizers with a table normalizer (BertNormalizer, Lowercase, or none) and
-BertPreTokenizer / WhitespaceSplit (BERT), single texts, no offsets, truncation without overflow,
-every padding option.
+Covered now, for single texts, no offsets, truncation without overflow, every padding option:
+WordPiece tokenizers with a table normalizer (BertNormalizer, Lowercase, or none) and
+BertPreTokenizer / WhitespaceSplit (BERT); byte-level BPE with no normalizer and the cl100k,
+llama3 or qwen2 regex split (tiktoken's cl100k_base and its kin).
 
 The stages and their kernels (``gputok.kernels``; each has a numba twin of the same per-row
 algorithm that the CPU runs):
@@ -13,22 +14,26 @@ algorithm that the CPU runs):
 1. ingest: the batch joined and encoded by CPython's UTF-32 codec (lone surrogates as U+FFFD), one
    copy to the device with its row offsets;
 2. normalize: ``normalize.rewrite_table_triton``, one text per lane;
-3. split: ``word_split.split_by_class_triton``, one text per lane;
-4. model: ``wordpiece_match.wordpiece_encode_triton``, one word per lane (every word occurrence:
-   on a GPU a lane per word costs less than finding the repeated ones);
+3. split: ``word_split.split_by_class_triton`` (BERT) or ``regex_split.cl100k_split_triton``, one
+   text per lane;
+4. model: ``wordpiece_match.wordpiece_encode_triton`` or ``bpe_words.byte_bpe_words_triton`` (UTF-8
+   bytes, the whole-word rule, the merges), one word per lane (every word occurrence: on a GPU a
+   lane per word costs less than finding the repeated ones);
 5. post-process: ``postprocess.row_tokens_triton`` (tokens per text), then the one host sync of
    the call (the output's width, or the ragged output's size), then
    ``postprocess.write_rows_triton`` (specials, truncation, padding, mask, type ids).
 
 No stage sizes its output on the host: each writes every text (word) into a region sized by an
-upper bound (a text has at most one word per character and a word at most one piece per
-character) and the next stage reads the regions; the split packs the words with one atomic add
-per text. Memory: ~52 bytes per place of the normalized buffer (``expand`` places per input
-character, 3 for BERT: ~160 bytes per input character; 1 GB for 6.5M characters): codepoints 4,
-word slots and packed words 32, piece ids and ends 8, piece counts 8.
+upper bound (a text has at most one word per character, a WordPiece word at most one piece per
+character, a byte-level BPE word at most four tokens per character) and the next stage reads the
+regions; the split packs the words with one atomic add per text. Memory: ~52 bytes per place of
+the normalized buffer for WordPiece (``expand`` places per input character, 3 for BERT: ~160 bytes
+per input character; 1 GB for 6.5M characters): codepoints 4, word slots and packed words 32,
+piece ids and ends 8, piece counts 8; ~100 bytes per character for byte-level BPE (words 32,
+tokens and pair values 64).
 
-Tables (the normalizer's rows, the character classes, the vocabulary trie, the template) are put on
-the device once per component and device and kept.
+Tables (the normalizer's rows, the character classes, the split's kind tables, the vocabulary
+trie, the BPE pair map, the template) are put on the device once per component and device and kept.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import torch
 
 from . import normalizers, pre_tokenizers
 from .ingest import _join
+from .models.bpe import BPE
 from .models.wordpiece import WordPiece
 from .processors import check_truncation
 
@@ -60,8 +66,24 @@ def supports(tok, *, pairs: Sequence[str] | None, return_offsets: bool, overflow
     table_normalizer = tok.normalizer is None or (isinstance(tok.normalizer, normalizers.Normalizer)
                                                   and type(tok.normalizer).__call__ is normalizers.Normalizer.__call__)
     splitter = type(tok.pre_tokenizer) in (pre_tokenizers.BertPreTokenizer, pre_tokenizers.WhitespaceSplit)
-    return (type(tok.model) is WordPiece and table_normalizer and splitter and pairs is None and not return_offsets
-            and not overflow and truncation in (None, "longest_first", "only_first"))
+    wordpiece = type(tok.model) is WordPiece and table_normalizer and splitter
+    options = pairs is None and not return_offsets and not overflow and truncation in (None, "longest_first",
+                                                                                       "only_first")
+    return options and (wordpiece or _byte_level_bpe(tok))
+
+
+_REGEX_RULES = {"cl100k": (3, True), "llama3": (3, False), "qwen2": (1, False)}  # rule: (digits, end_first)
+
+
+def _byte_level_bpe(tok) -> bool:
+    """Byte-level BPE words of a cl100k-style split (no normalizer, no dropout): ``_bpe_words`` covers it."""
+    from . import regex_split
+
+    split = tok.pre_tokenizer
+    return (type(tok.model) is BPE and tok.model.byte_level and not getattr(tok.model, "dropout", None)
+            and tok.normalizer is None
+            and type(split) is pre_tokenizers.Split and split.tiles
+            and regex_split._RULE.get(split.rule) in _REGEX_RULES)
 
 
 def _classes(pre_tokenizer, device: torch.device) -> torch.Tensor:
@@ -90,19 +112,13 @@ def _ingest(texts: Sequence[str], device: torch.device) -> tuple[torch.Tensor, t
             torch.from_numpy(offsets).to(device, non_blocking=True))
 
 
-def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequence, truncation: str | None,
-           budget: int | None, padding: str, max_length: int | None, pad_to_multiple_of: int | None, left: bool,
-           with_types: bool) -> dict[str, torch.Tensor]:
-    """``tok(texts, ...)``'s outputs (single texts, no added token written in them) on ``device``."""
+def _wordpiece_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.device):
+    """(word_base, word_counts, piece_starts, piece_counts, piece_ids) of the texts: normalizer, split
+    by class, WordPiece per word."""
     from .kernels.normalize import rewrite_table_triton
-    from .kernels.postprocess import row_tokens_triton, write_rows_triton
     from .kernels.word_split import split_by_class_triton
     from .kernels.wordpiece_match import wordpiece_encode_triton
-    from .tokenizer import _template_arrays
 
-    if truncation is not None:
-        check_truncation(budget, truncation, False, False)
-    values, offsets = _ingest(texts, device)
     if tok.normalizer is not None:
         norm, starts, lengths = rewrite_table_triton(values, offsets, *_normalizer_tables(tok.normalizer, device))
     else:
@@ -113,6 +129,52 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
     piece_ids, _, piece_counts = wordpiece_encode_triton(
         norm, word_starts, word_ends, max_chars=model.max_input_chars_per_word, unk_id=model.unk_id,
         partial_unk=model.partial_unk, **model.trie.tensors(device))
+    return word_base, word_counts, word_starts, piece_counts, piece_ids
+
+
+def _bpe_tables(model: BPE, device: torch.device) -> dict:
+    """The byte-level BPE model's tables for ``bpe_words.byte_bpe_words_triton`` on ``device``."""
+    def make():
+        symbols, merges = model._numba_tables["symbols"], model._numba_tables["merges"]
+        on = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+        return dict(byte_to_id=on(symbols["byte_to_id"]), whole_slots=on(symbols["whole_slots"]),
+                    token_keys=on(symbols["token_keys"]), token_offsets=on(symbols["token_offsets"]),
+                    slot_keys=on(merges["slot_keys"]), slot_values=on(merges["slot_values"]),
+                    hash_mask=merges["hash_mask"], max_probes=merges["max_probes"], vocab_size=merges["vocab_size"])
+
+    return _on_device(model, device, make)
+
+
+def _bpe_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.device):
+    """(word_base, word_counts, piece_starts, piece_counts, piece_ids) of the texts: the regex split,
+    then byte-level BPE per word."""
+    from . import regex_split
+    from .kernels.bpe_words import byte_bpe_words_triton
+    from .kernels.regex_split import cl100k_split_triton
+
+    rule = regex_split._RULE[tok.pre_tokenizer.rule]
+    kinds, letters = _on_device(tok.pre_tokenizer, device, lambda: tuple(
+        torch.from_numpy(a).to(device) for a in regex_split._numba_tables(rule)[:2]))
+    digits, end_first = _REGEX_RULES[rule]
+    word_starts, word_ends, word_base, word_counts, total = cl100k_split_triton(values, offsets, kinds, letters,
+                                                                                digits=digits, end_first=end_first)
+    piece_ids, piece_starts, piece_counts = byte_bpe_words_triton(values, word_starts, word_ends, total,
+                                                                  **_bpe_tables(tok.model, device))
+    return word_base, word_counts, piece_starts, piece_counts, piece_ids
+
+
+def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequence, truncation: str | None,
+           budget: int | None, padding: str, max_length: int | None, pad_to_multiple_of: int | None, left: bool,
+           with_types: bool) -> dict[str, torch.Tensor]:
+    """``tok(texts, ...)``'s outputs (single texts, no added token written in them) on ``device``."""
+    from .kernels.postprocess import row_tokens_triton, write_rows_triton
+    from .tokenizer import _template_arrays
+
+    if truncation is not None:
+        check_truncation(budget, truncation, False, False)
+    values, offsets = _ingest(texts, device)
+    words = _bpe_words if type(tok.model) is BPE else _wordpiece_words
+    word_base, word_counts, piece_starts, piece_counts, piece_ids = words(tok, values, offsets, device)
     tokens = row_tokens_triton(word_base, word_counts, piece_counts)
     keep = tokens if budget is None else tokens.clamp(max=budget)
     item_seq, item_id, item_type = _on_device(tok, (device, tuple(template)), lambda: tuple(
@@ -126,7 +188,7 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
         total = int(row_offsets[-1])  # the call's one host sync: the size of the output
         ids = torch.empty(total, dtype=torch.int64, device=device)
         types = torch.zeros_like(ids) if with_types else None
-        write_rows_triton(item_seq, item_id, item_type, word_base, word_counts, word_starts, piece_counts, piece_ids,
+        write_rows_triton(item_seq, item_id, item_type, word_base, word_counts, piece_starts, piece_counts, piece_ids,
                           keep, row_offsets, ids, None, types)
         out = {"input_ids": ids, "row_offsets": row_offsets}
     else:
@@ -141,7 +203,7 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
         row_base = torch.arange(rows, dtype=torch.int64, device=device) * width
         if left:
             row_base += width - row_lengths
-        write_rows_triton(item_seq, item_id, item_type, word_base, word_counts, word_starts, piece_counts, piece_ids,
+        write_rows_triton(item_seq, item_id, item_type, word_base, word_counts, piece_starts, piece_counts, piece_ids,
                           keep, row_base, ids, mask, types)
         out = {"input_ids": ids, "attention_mask": mask}
     if with_types:

@@ -23,5 +23,7 @@ Only the CPU side of most of these exists yet: CUDA runs the Triton ops here plu
 except where ``gputok.cuda_pipeline`` runs a whole call as Triton kernels (BERT): ``normalize``,
 ``word_split``, ``wordpiece_match`` (``wordpiece_encode_triton``) and ``postprocess``, the twins of
 ``normalize_numba``, ``word_split_numba``, ``wordpiece_match_numba`` and ``postprocess_numba``
-(``tests/test_kernels_pipeline.py`` compares them).
+(``tests/test_kernels_pipeline.py`` compares them); and cl100k-style byte-level BPE: ``regex_split``
+and ``bpe_words``, the twins of ``regex_split_numba`` and ``bpe_symbols_numba`` + ``bpe_heap``
+(``tests/test_kernels_bpe_pipeline.py``).
 """

@@ -26,6 +26,22 @@ def probe(key, searching, result, slot_keys_ptr, slot_values_ptr, hash_mask, has
     return result
 
 
+@triton.jit
+def probe_until_found(key, searching, result, slot_keys_ptr, slot_values_ptr, hash_mask, hash_shift, max_probes):
+    """:func:`probe` that stops as soon as no lane is searching (most keys sit in their home slot
+    or the next: 1-2 steps instead of ``max_probes``, for kernels that probe in their inner loop)."""
+    slot = ((key * FIBONACCI) >> hash_shift) & hash_mask
+    step = 0
+    while (step < max_probes) & (tl.max(searching.to(tl.int32), 0) > 0):
+        found = tl.load(slot_keys_ptr + slot, mask=searching, other=-1)
+        hit = searching & (found == key)
+        result = tl.where(hit, tl.load(slot_values_ptr + slot, mask=hit, other=-1), result)
+        searching = searching & ~hit & (found != -1)
+        slot = (slot + 1) & hash_mask
+        step += 1
+    return result
+
+
 # Sizes that change from call to call are not specialized on: one compile serves every call.
 @triton.jit(do_not_specialize=["n", "hash_mask", "hash_shift", "max_probes", "default"])
 def _hash_lookup_kernel(query_ptr, out_ptr, slot_keys_ptr, slot_values_ptr, n, hash_mask, hash_shift,

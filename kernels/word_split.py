@@ -58,13 +58,32 @@ def _split_by_class_kernel(values_ptr, row_starts_ptr, row_lengths_ptr, classes_
     tl.store(slot_starts_ptr + w, open_at, mask=last)
     tl.store(slot_ends_ptr + w, start + size, mask=last)
     count = tl.where(last, w + 1, w) - start
+    pack_words(inside, text, start, count, slot_starts_ptr, slot_ends_ptr, total_ptr, word_base_ptr, word_starts_ptr,
+               word_ends_ptr, counts_ptr, BLOCK)
+
+
+@triton.jit
+def pack_words(inside, text, first, count, slot_starts_ptr, slot_ends_ptr, total_ptr, word_base_ptr, word_starts_ptr,
+               word_ends_ptr, counts_ptr, BLOCK: tl.constexpr):
+    """Each lane's ``count`` words, in its slots from ``first``, to the next places of the packed
+    arrays (one atomic add on ``total``); their first place to ``word_base``, their number to ``counts``."""
     tl.store(counts_ptr + text, count, mask=inside)
     base = tl.atomic_add(total_ptr + tl.zeros([BLOCK], dtype=tl.int64), count, mask=inside)
     tl.store(word_base_ptr + text, base, mask=inside)
-    for k in range(0, tl.max(count, 0)):  # the words, packed
+    for k in range(0, tl.max(count, 0)):
         move = inside & (k < count)
-        tl.store(word_starts_ptr + base + k, tl.load(slot_starts_ptr + start + k, mask=move, other=0), mask=move)
-        tl.store(word_ends_ptr + base + k, tl.load(slot_ends_ptr + start + k, mask=move, other=0), mask=move)
+        tl.store(word_starts_ptr + base + k, tl.load(slot_starts_ptr + first + k, mask=move, other=0), mask=move)
+        tl.store(word_ends_ptr + base + k, tl.load(slot_ends_ptr + first + k, mask=move, other=0), mask=move)
+
+
+def word_buffers(values: torch.Tensor, texts: int) -> tuple[torch.Tensor, ...]:
+    """A per-text split's buffers: (slot starts, slot ends, packed word starts and ends (zeros: the
+    places past the total are empty words), the total (one int64), each text's first word and
+    count); a slot and a place per element of ``values``."""
+    slot_starts = torch.empty(values.numel(), dtype=torch.int64, device=values.device)
+    word_base = torch.empty(texts, dtype=torch.int64, device=values.device)
+    return (slot_starts, torch.empty_like(slot_starts), torch.zeros_like(slot_starts), torch.zeros_like(slot_starts),
+            torch.zeros(1, dtype=torch.int64, device=values.device), word_base, torch.empty_like(word_base))
 
 
 def split_by_class_triton(values: torch.Tensor, row_starts: torch.Tensor, row_lengths: torch.Tensor,
@@ -72,13 +91,7 @@ def split_by_class_triton(values: torch.Tensor, row_starts: torch.Tensor, row_le
     """(int64 word starts and ends, packed, one place per element of ``values``; int64 each text's
     first word and its number of words)."""
     texts = row_starts.numel()
-    slot_starts = torch.empty(values.numel(), dtype=torch.int64, device=values.device)
-    slot_ends = torch.empty_like(slot_starts)
-    word_starts = torch.zeros_like(slot_starts)
-    word_ends = torch.zeros_like(slot_starts)
-    total = torch.zeros(1, dtype=torch.int64, device=values.device)
-    word_base = torch.empty(texts, dtype=torch.int64, device=values.device)
-    counts = torch.empty(texts, dtype=torch.int64, device=values.device)
+    slot_starts, slot_ends, word_starts, word_ends, total, word_base, counts = word_buffers(values, texts)
     if texts:
         # 64 lanes, as the normalizer: a block runs as long as its longest text.
         block = 64

@@ -13,7 +13,7 @@ import random
 import pytest
 import torch
 
-from gputok import _dispatch
+from gputok import _dispatch, cuda_pipeline
 from gputok.hashing import HashMap, hash_lookup
 from gputok.kernels import wordpiece_match as kernel_module
 from gputok.kernels.wordpiece_match import wordpiece_match_triton
@@ -414,6 +414,8 @@ def test_bpe_merge_dispatch_picks_kernel_on_triton_backend(cl100k_model, monkeyp
     real = kernel.bpe_merge_triton
     # each call records how many words the kernel merged
     monkeypatch.setattr(kernel, "bpe_merge_triton", lambda *a, **k: calls.append(a[1].numel() - 1) or real(*a, **k))
+    # The stage-by-stage path: a cl100k call otherwise runs as gputok.cuda_pipeline (bpe_words' kernel).
+    monkeypatch.setattr(cuda_pipeline, "supports", lambda *a, **k: False)
     words = [" zqxmergingkernels", "Tokenizerzq"]  # not tokens: they need merges
     tok = cl100k_model
     tok.word_cache = None
