@@ -240,13 +240,16 @@ class TransformersAPI:
         plain = (device is None and return_tensors == "pt" and not (return_special_tokens_mask or return_length)
                  and _dispatch.on_cpu_kernels(_dispatch.CPU))
         with _NO_THREAD_SETTING if plain else _cpu_threads.gputok_threads():
-            return self._call_outputs(texts, self._encode_tensors(
+            out = self._encode_tensors(
                 texts, text_pair, add_special_tokens=add_special_tokens, padding=padding,
                 truncation=truncation or False, max_length=max_length, stride=stride,
                 pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side, return_offsets=with_offsets,
                 return_overflowing_tokens=return_overflowing_tokens, return_token_type_ids=return_token_type_ids,
-                device=device, allowed_special=allowed_special, disallowed_special=disallowed_special),
-                return_tensors=return_tensors, return_offsets=return_offsets,
+                device=device, allowed_special=allowed_special, disallowed_special=disallowed_special)
+            if plain and return_attention_mask and not with_offsets:  # the tensors as they are
+                return BatchEncoding(out)
+            return self._call_outputs(
+                texts, out, return_tensors=return_tensors, return_offsets=return_offsets,
                 return_offsets_mapping=return_offsets_mapping, return_overflowing_tokens=return_overflowing_tokens,
                 return_attention_mask=return_attention_mask, return_special_tokens_mask=return_special_tokens_mask,
                 return_length=return_length)
