@@ -20,6 +20,7 @@ and added special tokens with the usual names (``[CLS]``, ``<s>``, ``<|endoftext
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 from collections.abc import Sequence, Set
@@ -28,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _cpu_threads, file_defaults
+from . import _cpu_threads, _dispatch, file_defaults
 from .ragged import rows_as_lists
 from .ingest import TextInput
 
@@ -46,6 +47,7 @@ _USUAL_SPELLINGS = {
     "mask_token": ("[MASK]", "<mask>", "<|mask|>"),
 }
 RETURN_TENSORS = ("pt", "np", None)
+_NO_THREAD_SETTING = contextlib.nullcontext()
 
 
 class BatchEncoding(dict):
@@ -235,7 +237,12 @@ class TransformersAPI:
         if padding == "max_length" and max_length is None and self.model_max_length < VERY_LARGE_INTEGER:
             max_length = self.model_max_length
         with_offsets = return_offsets or return_offsets_mapping or return_special_tokens_mask
-        with _cpu_threads.gputok_threads():
+        # The torch ops of a call (the masks below, a copy to a GPU, the torch path's stages) run on
+        # one intra-op thread (gputok._cpu_threads); a plain call on the CPU kernels has none (where
+        # it runs chunk threads, _encode_tensors sets them up itself) and skips that setting.
+        plain = (device is None and return_tensors == "pt" and not (return_special_tokens_mask or return_length)
+                 and _dispatch.on_cpu_kernels(_dispatch.CPU))
+        with _NO_THREAD_SETTING if plain else _cpu_threads.gputok_threads():
             out = self._encode_tensors(
                 texts, text_pair, add_special_tokens=add_special_tokens, padding=padding,
                 truncation=truncation or False, max_length=max_length, stride=stride,
@@ -243,6 +250,20 @@ class TransformersAPI:
                 truncation_side=file_defaults.truncation_side(self._extra), return_offsets=with_offsets,
                 return_overflowing_tokens=return_overflowing_tokens, return_token_type_ids=return_token_type_ids,
                 device=device, allowed_special=allowed_special, disallowed_special=disallowed_special)
+            if plain and return_attention_mask and not with_offsets:  # the tensors as they are
+                return BatchEncoding(out)
+            return self._call_outputs(
+                texts, out, return_tensors=return_tensors, return_offsets=return_offsets,
+                return_offsets_mapping=return_offsets_mapping, return_overflowing_tokens=return_overflowing_tokens,
+                return_attention_mask=return_attention_mask, return_special_tokens_mask=return_special_tokens_mask,
+                return_length=return_length)
+
+    def _call_outputs(self, texts: TextInput | Sequence[TextInput], out: dict[str, torch.Tensor], *,
+                      return_tensors: str | None, return_offsets: bool, return_offsets_mapping: bool,
+                      return_overflowing_tokens: bool, return_attention_mask: bool, return_special_tokens_mask: bool,
+                      return_length: bool) -> BatchEncoding:
+        """:meth:`__call__`'s outputs from :meth:`_encode_tensors`'s: the masks and names asked for,
+        as tensors, arrays or lists."""
         padded = "row_offsets" not in out
         if return_special_tokens_mask:  # no character span: a template token, or padding
             spans = out["offsets"]

@@ -65,6 +65,11 @@ _WHOLE_PIPELINE_FACTORIES = (whole_bpe_kernel, whole_unigram_kernel, whole_sente
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
 CUDA_FROM_CHARS = 16384
 PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
+_PADDING_NAMES = {True: "longest", False: "do_not_pad"}
+_TRUNCATION_NAMES = {True: "longest_first", False: None}
+# Tokens from which a padded batch is written in row ranges on the CPU threads into numpy-allocated
+# arrays (``_padded_in_ranges``): below, one kernel call that allocates its own is cheaper.
+PADDED_IN_RANGES_FROM = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -347,6 +352,10 @@ class Tokenizer(TransformersAPI):
 
         Added tokens written in the text become their ids; ``allowed`` limits that to some of them.
         """
+        if _dispatch.on_cpu_kernels(device) and torch.device(device).type == "cpu":
+            ids, offsets, spans = self._encode_arrays(texts, with_spans, allowed)
+            return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
+                           None if spans is None else torch.from_numpy(spans))
         pattern = self._pattern(allowed) if allowed != frozenset() else None
         if (pattern is not None and pattern.search("".join(texts))) or (
                 allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
@@ -366,6 +375,29 @@ class Tokenizer(TransformersAPI):
             at += len(part) - 1
         ids = Ragged(torch.from_numpy(np.concatenate([d.ids.values.numpy() for d in done])), torch.from_numpy(offsets))
         return Encoded(ids, torch.from_numpy(np.concatenate([d.spans.numpy() for d in done])) if with_spans else None)
+
+    def _encode_arrays(self, texts: Sequence[str], with_spans: bool,
+                       allowed: frozenset[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """:meth:`encode_ragged` on the CPU kernels as numpy arrays (ids, offsets per text, spans or
+        None): the torch wrapping of each array costs ~2 us, which a small call feels. A large
+        batch runs in chunks on the CPU threads (:mod:`gputok._cpu_threads`)."""
+        pattern = self._pattern(allowed) if allowed != frozenset() else None
+        if (pattern is not None and pattern.search("".join(texts))) or (
+                allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
+            return _as_arrays(self._encode_with_added_tokens(texts, pattern, _CPU, with_spans, allowed))
+        parts = None if getattr(self.model, "is_sampling", False) else _cpu_threads.chunks(texts)  # draws stay in order
+        if parts is None:
+            return _as_arrays(self._encode_plain(texts, _CPU, with_spans))
+        done = _cpu_threads.map_chunks(lambda part: _as_arrays(self._encode_plain(part, _CPU, with_spans)), parts)
+        # joined with numpy: torch's cat would wake its OpenMP threads, which then spin on the cores
+        # the next call's chunk threads need
+        offsets = np.zeros(len(texts) + 1, np.int64)
+        at = 0
+        for _, part, _ in done:
+            offsets[at + 1:at + len(part)] = part[1:] + offsets[at]
+            at += len(part) - 1
+        return (np.concatenate([d[0] for d in done]), offsets,
+                np.concatenate([d[2] for d in done]) if with_spans else None)
 
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
         """:meth:`encode_ragged` of texts with no added token in them, in the calling thread."""
@@ -710,22 +742,34 @@ class Tokenizer(TransformersAPI):
         pairs = None if text_pair is None else as_texts(text_pair)
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"got {len(texts)} texts but {len(pairs)} text_pair entries; they pair up one to one")
-        padding = {True: "longest", False: "do_not_pad"}.get(padding, padding)
+        padding = _PADDING_NAMES.get(padding, padding)
         if padding not in PADDING_STRATEGIES:
             raise ValueError(f"padding={padding!r}; choose True, False or one of {PADDING_STRATEGIES}")
-        truncation = {True: "longest_first", False: None}.get(truncation, truncation)
+        truncation = _TRUNCATION_NAMES.get(truncation, truncation)
         if truncation is not None and truncation not in TRUNCATION_STRATEGIES:
             raise ValueError(f"truncation={truncation!r}; choose True, False or one of {TRUNCATION_STRATEGIES}")
         if (truncation or padding == "max_length") and max_length is None:
             raise ValueError(f"truncation={truncation!r} / padding={padding!r} need max_length=")
         if padding_side not in ("left", "right"):
             raise ValueError(f"padding_side={padding_side!r}; choose 'left' or 'right'")
+        templates = self._templates()
         if return_token_type_ids is None:
-            return_token_type_ids = self.uses_token_types
+            return_token_type_ids = templates[2]  # uses_token_types, without its scan of the template
         device = _dispatch.checked_device(device)
-        allowed = self._check_special(texts + (pairs or []), allowed_special, disallowed_special)
+        allowed = (None if allowed_special == "all" and disallowed_special == () else  # the defaults: nothing to check
+                   self._check_special(texts + (pairs or []), allowed_special, disallowed_special))
         device, out_device = self._work_device(device, texts, pairs), device
-        if _dispatch.backend(device) == "triton" and truncation_side == "right":  # the whole call as a few Triton kernels, where they cover it
+        left_cut = truncation is not None and truncation_side == "left"  # a file's "Left" truncation
+        if device.type == "cpu" and _dispatch.on_cpu_kernels(device) and not left_cut:  # the common case, first
+            out = self._encode_rows_cpu(texts, pairs, allowed, templates, add_special_tokens=add_special_tokens,
+                                        truncation=truncation, max_length=max_length, stride=stride,
+                                        overflow=return_overflowing_tokens, padding=padding,
+                                        pad_to_multiple_of=pad_to_multiple_of, left=padding_side == "left",
+                                        with_types=return_token_type_ids, with_offsets=return_offsets)
+            if out_device is not device:  # _work_device returns the device itself where it keeps it
+                out = {name: tensor.to(out_device) for name, tensor in out.items()}
+            return out
+        if _dispatch.backend(device) == "triton" and not left_cut:  # the whole call as a few Triton kernels, where they cover it
             out = self._encode_cuda_pipeline(texts, pairs, allowed, add_special_tokens, truncation, max_length,
                                              return_overflowing_tokens, return_offsets, padding, pad_to_multiple_of,
                                              padding_side == "left", return_token_type_ids, device)
@@ -742,22 +786,13 @@ class Tokenizer(TransformersAPI):
             template = self.post_processor.pair if second is not None else self.post_processor.single
         added = sum(item.sequence is None for item in template)
         budget = None if truncation is None else max_length - added
-        if truncation is not None and truncation_side == "left":  # cut before the post-processor, as huggingface
+        if left_cut:  # cut before the post-processor, as huggingface
             if return_overflowing_tokens:
                 raise ValueError("return_overflowing_tokens with left truncation (a tokenizer.json truncation "
                                  "direction \"Left\") is not supported; truncate on the right")
             check_truncation(budget, truncation, second is not None, False)
             first, second = file_defaults.cut_left(first, second, max_length=budget, strategy=truncation)
             truncation, budget = None, None
-        if device.type == "cpu" and _dispatch.on_cpu_kernels(device):
-            out = self._post_process_kernels(
-                template or ([_A] if second is None else [_A, _B]), first, second, truncation=truncation,
-                budget=budget, stride=stride, overflow=return_overflowing_tokens, padding=padding,
-                max_length=max_length, pad_to_multiple_of=pad_to_multiple_of, left=padding_side == "left",
-                with_types=return_token_type_ids, with_offsets=return_offsets)
-            if out_device != device:
-                out = {name: tensor.to(out_device) for name, tensor in out.items()}
-            return out
         rows = truncate(first.ids.lengths(), None if second is None else second.ids.lengths(),
                         max_length=budget, strategy=truncation or "longest_first", stride=stride,
                         overflow=return_overflowing_tokens)
@@ -826,43 +861,104 @@ class Tokenizer(TransformersAPI):
                                     budget=budget, padding=padding, max_length=max_length,
                                     pad_to_multiple_of=pad_to_multiple_of, left=left, with_types=with_types)
 
-    def _post_process_kernels(self, template: list[TemplateItem], first: Encoded, second: Encoded | None, *,
-                              truncation: str | None, budget: int | None, stride: int, overflow: bool, padding: str,
-                              max_length: int | None, pad_to_multiple_of: int | None, left: bool,
-                              with_types: bool, with_offsets: bool) -> dict[str, torch.Tensor]:
-        """:meth:`__call__`'s outputs from the encoded texts on the CPU in one kernel call of
-        ``gputok.kernels.postprocess_numba``: the rows after truncation (``truncate_rows``), then
-        every output array (``padded`` or ``ragged``); the torch reference is :func:`truncate`,
-        :func:`assemble` and :func:`pad`."""
+    def _templates(self) -> tuple[tuple, tuple, bool]:
+        """The post-processor's templates as the kernels read them (:func:`_template_arrays`, with
+        the number of special tokens each adds), single then pair, and whether the pair template
+        gives B its own type id (:attr:`uses_token_types`); made once per post-processor (its
+        ``single`` and ``pair`` lists are replaced, never edited, where they change)."""
+        post = self.post_processor
+        made = self.__dict__.get("_template_cache")
+        if made is None or made[0] is not post or (post is not None and (made[1] is not post.single
+                                                                         or made[2] is not post.pair)):
+            def arrays(template: list[TemplateItem], is_pair: bool) -> tuple:
+                if not template:  # the sequences alone
+                    return _NO_TEMPLATE[is_pair]
+                return (*_template_arrays(tuple(template)), sum(item.sequence is None for item in template))
+
+            single = arrays(post.single if post is not None else [], False)
+            pair = arrays(post.pair if post is not None else [], True)
+            made = self._template_cache = (post, None if post is None else post.single,
+                                           None if post is None else post.pair,
+                                           (single, pair, post is not None and any(item.type_id for item in post.pair)))
+        return made[3]
+
+    def _encode_rows_cpu(self, texts: list[str], pairs: list[str] | None, allowed: frozenset[str] | None,
+                         templates: tuple[tuple, tuple, bool], *,
+                         add_special_tokens: bool, truncation: str | None, max_length: int | None, stride: int,
+                         overflow: bool, padding: str, pad_to_multiple_of: int | None, left: bool, with_types: bool,
+                         with_offsets: bool) -> dict[str, torch.Tensor]:
+        """:meth:`__call__`'s outputs on the CPU kernels. A small batch of single texts without
+        offsets or overflow, whose pipeline is one kernel (``_whole_pipeline_kernel`` with
+        ``padded_cells`` / ``ragged_cells`` twins that also post-process, see
+        ``kernels/wordpiece_texts_numba.py``) and with no added token in its text is one kernel
+        call; any other batch is encoded (:meth:`_encode_arrays`) and then post-processed
+        (:meth:`_post_process_kernels`). Numpy arrays throughout, torch tensors only at the end:
+        no torch op on the way. ``templates``: :meth:`_templates`."""
+        single, pair, _ = templates
+        if add_special_tokens and self.post_processor is not None:
+            item_seq, item_id, item_type, added = pair if pairs is not None else single
+        else:
+            item_seq, item_id, item_type, added = _NO_TEMPLATE[pairs is not None]
+        budget = 0 if truncation is None else max_length - added
         strategy = -1
         if truncation is not None:
-            check_truncation(budget, truncation, second is not None, overflow)
+            check_truncation(budget, truncation, pairs is not None, overflow)
             strategy = TRUNCATION_STRATEGIES.index(truncation)
+        padded = padding != "do_not_pad"
+        post_padded = (max_length if padding == "max_length" else 0, pad_to_multiple_of or 0, left, self._pad_id)
+        whole = (None if pairs is not None or with_offsets or overflow or self.join_surrogate_pairs
+                 else self._whole_pipeline_kernel)
+        fused = getattr(whole, "padded_cells" if padded else "ragged_cells", None)
+        if fused is not None and not (allowed != frozenset() and self._normalized_added_tokens):
+            joined = "".join(texts)
+            pattern = self._pattern(allowed) if allowed != frozenset() else None
+            # one chunk's worth (see gputok._cpu_threads.chunks), and nothing for the added-token path
+            if len(joined) < 2 * _cpu_threads.MIN_CHUNK_CHARS and (pattern is None or not pattern.search(joined)):
+                units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+                lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+                kernel, tables = fused
+                got = (kernel(units, lengths, *tables, budget, strategy, stride, item_seq, item_id, item_type,
+                              *post_padded, with_types) if padded
+                       else kernel(units, lengths, *tables, budget, strategy, stride, item_seq, item_id, item_type,
+                                   with_types))
+                return _cell_outputs(got, padded, truncation, stride, with_types)
+        post = (budget, strategy, stride, overflow, item_seq, item_id, item_type)
+        with _cpu_threads.gputok_threads():  # chunk threads, and whatever torch ops the stages run
+            first = self._encode_arrays(texts, with_offsets, allowed)
+            second = None if pairs is None else self._encode_arrays(pairs, with_offsets, allowed)
+            if with_offsets and self._extra.get("offset_trim") is not None:
+                first, second = (None if e is None else _as_arrays(self._trim_offsets(Encoded(
+                    Ragged(torch.from_numpy(e[0]), torch.from_numpy(e[1])), torch.from_numpy(e[2]))))
+                                 for e in (first, second))
+            return self._post_process_kernels(first, second, post, post_padded if padded else None,
+                                              truncation=truncation, stride=stride, overflow=overflow,
+                                              with_types=with_types, with_offsets=with_offsets)
+
+    def _post_process_kernels(self, first: tuple, second: tuple | None, post: tuple, post_padded: tuple | None, *,
+                              truncation: str | None, stride: int, overflow: bool, with_types: bool,
+                              with_offsets: bool) -> dict[str, torch.Tensor]:
+        """:meth:`__call__`'s outputs from the encoded texts (numpy ids, offsets, spans) in one
+        kernel call of ``gputok.kernels.postprocess_numba``: the rows after truncation
+        (``truncate_rows``), then every output array (``padded_rows``, or ``ragged_rows`` where
+        ``post_padded`` is None); a large padded batch in row ranges on the CPU threads into arrays
+        numpy allocated (:func:`_padded_in_ranges`). The torch reference is :func:`truncate`,
+        :func:`assemble` and :func:`pad`."""
+        a_ids, a_offsets, a_spans = first
         b_ids, b_offsets, b_spans = _EMPTY_INDEX, _EMPTY_INDEX, _NO_SPANS  # single sequences: the kernel reads A
         if second is not None:
-            b_ids, b_offsets = second.ids.values.numpy(), second.ids.offsets.numpy()
-            b_spans = second.spans.numpy() if with_offsets else _NO_SPANS
-        args = (first.ids.offsets.numpy(), b_offsets, budget or 0, strategy, stride, overflow,
-                *_template_arrays(tuple(template)), first.ids.values.numpy(), b_ids,
-                first.spans.numpy() if with_offsets else _NO_SPANS, b_spans)
-        if padding == "do_not_pad":
-            ids, row_offsets, types, offsets, sample, error = postprocess_numba.ragged_rows(*args, with_types,
-                                                                                           with_offsets)
-            out = {"input_ids": torch.from_numpy(ids), "row_offsets": torch.from_numpy(row_offsets)}
+            b_ids, b_offsets, b_spans = second
+        if not with_offsets:
+            a_spans = b_spans = _NO_SPANS
+        budget, strategy, stride, overflow, item_seq, item_id, item_type = post
+        args = (a_offsets, b_offsets, budget, strategy, stride, overflow, item_seq, item_id, item_type, a_ids, b_ids,
+                a_spans, b_spans)
+        if post_padded is None:
+            got = postprocess_numba.ragged_rows(*args, with_types, with_offsets)
+        elif a_ids.size + b_ids.size >= PADDED_IN_RANGES_FROM:
+            got = _padded_in_ranges(args, post_padded, with_types, with_offsets)
         else:
-            min_width = max_length if padding == "max_length" else 0
-            ids, mask, types, offsets, sample, error = postprocess_numba.padded_rows(
-                *args, min_width, pad_to_multiple_of or 0, left, self._pad_id, with_types, with_offsets)
-            out = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
-        if error:
-            raise_truncation_error(error, truncation, stride)
-        if with_types:
-            out["token_type_ids"] = torch.from_numpy(types)
-        if with_offsets:
-            out["offsets"] = torch.from_numpy(offsets)
-        if overflow:
-            out["overflow_to_sample_mapping"] = torch.from_numpy(sample)
-        return out
+            got = postprocess_numba.padded_rows(*args, *post_padded, with_types, with_offsets)
+        return _outputs(got, post_padded is not None, truncation, stride, with_types, with_offsets, overflow)
 
     def _work_device(self, device: torch.device, texts: list[str], pairs: list[str] | None) -> torch.device:
         """Where a batch for ``device`` is encoded: the CPU for a small batch bound for a GPU (see
@@ -1115,7 +1211,87 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[np.nd
         ids, offsets, spans = wordpiece_texts_numba.encode_texts(units, lengths, *tables, with_spans)
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
+
+    # The encode and the post-processing of a small batch in one kernel call, as (kernel, tables): the
+    # caller (Tokenizer._encode_rows_cpu) calls kernel(units, lengths, *tables, *options).
+    encode.padded_cells = (wordpiece_texts_numba.encode_padded_cells, tables)
+    encode.ragged_cells = (wordpiece_texts_numba.encode_ragged_cells, tables)
     return encode
+
+
+def _as_arrays(encoded: Encoded) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """An :class:`Encoded` on the CPU as numpy arrays: ids, offsets, spans (or None)."""
+    return (encoded.ids.values.numpy(), encoded.ids.offsets.numpy(),
+            None if encoded.spans is None else encoded.spans.numpy())
+
+
+def _outputs(got: tuple, padded: bool, truncation: str | None, stride: int, with_types: bool, with_offsets: bool,
+             overflow: bool) -> dict[str, torch.Tensor]:
+    """The post-processing kernels' (ids, mask or row offsets, types, offsets, sample, error) as
+    ``__call__``'s tensors, or their truncation error raised."""
+    ids, second, types, offsets, sample, error = got
+    if error:
+        raise_truncation_error(error, truncation, stride)
+    out = {"input_ids": torch.from_numpy(ids), "attention_mask" if padded else "row_offsets": torch.from_numpy(second)}
+    if with_types:
+        out["token_type_ids"] = torch.from_numpy(types)
+    if with_offsets:
+        out["offsets"] = torch.from_numpy(offsets)
+    if overflow:
+        out["overflow_to_sample_mapping"] = torch.from_numpy(sample)
+    return out
+
+
+def _cell_outputs(got: tuple, padded: bool, truncation: str | None, stride: int,
+                  with_types: bool) -> dict[str, torch.Tensor]:
+    """``__call__``'s tensors from a whole-pipeline kernel's ``padded_cells`` (cells [ids, mask,
+    types], error) or ``ragged_cells`` (cells [ids, types], row offsets, error): the tensors are
+    views of the one array the kernel returned (a numba call pays ~1 us per array it returns)."""
+    if got[-1]:
+        raise_truncation_error(got[-1], truncation, stride)
+    cells = got[0]
+    if padded:
+        out = {"input_ids": torch.from_numpy(cells[0]), "attention_mask": torch.from_numpy(cells[1])}
+        if with_types:
+            out["token_type_ids"] = torch.from_numpy(cells[2])
+        return out
+    out = {"input_ids": torch.from_numpy(cells[0]), "row_offsets": torch.from_numpy(got[1])}
+    if with_types:
+        out["token_type_ids"] = torch.from_numpy(cells[1])
+    return out
+
+
+def _padded_in_ranges(args: tuple, post_padded: tuple, with_types: bool, with_offsets: bool) -> tuple:
+    """``postprocess_numba.padded_rows`` of a large batch: the rows planned in one kernel call,
+    the outputs allocated by numpy (which asks for huge pages: numba's own allocation of a
+    65,536-row output faulted in 4 kB pages, 5x slower), then filled in row ranges, one per CPU
+    thread (each range's pages first touched by the thread that fills it). Token types all zero
+    (a single-sequence template) are left to ``np.zeros``, whose pages the kernel never touches."""
+    a_offsets, b_offsets, budget, strategy, stride, overflow, item_seq, item_id, item_type = args[:9]
+    min_width, multiple, left, pad_id = post_padded
+    sample, a_start, a_len, b_start, b_len, lengths, width, error = postprocess_numba.plan_padded(
+        a_offsets, b_offsets, budget, strategy, stride, overflow, item_seq, min_width, multiple)
+    rows = sample.size
+    if error:
+        return _EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, sample, error
+    ids, mask = np.empty((rows, width), np.int64), np.empty((rows, width), np.int64)
+    write_types = with_types and bool(item_type.any())
+    types = np.empty((rows, width), np.int64) if write_types else np.zeros((rows if with_types else 0, width), np.int64)
+    offsets = np.empty((rows if with_offsets else 0, width, 2), np.int64)
+    tail = (item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, args[9], a_offsets, args[10],
+            b_offsets, args[11], args[12], lengths, ids, mask, types, offsets, write_types, with_offsets)
+    parts = min(_cpu_threads.num_threads(), rows)
+    bounds = [rows * k // parts for k in range(parts + 1)]
+    ranges = list(zip(bounds, bounds[1:]))
+
+    def fill(rows_range: tuple[int, int]) -> None:
+        postprocess_numba.fill_padded(*rows_range, width, left, pad_id, *tail)
+
+    if len(ranges) > 1:
+        _cpu_threads.map_chunks(fill, ranges)
+    else:
+        fill((0, rows))
+    return ids, mask, types, offsets, sample, error
 
 
 def _checked_special_tokens(special_tokens: Any, model: BPE, path: str | os.PathLike) -> dict[str, int]:
@@ -1149,6 +1325,7 @@ _WORD_CHAR = regex.compile(r"\w")
 _SPACE_CHARS = _WHITE_SPACE + "\u0120"
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)
+_CPU = torch.device("cpu")
 
 
 @functools.lru_cache(maxsize=64)
@@ -1160,6 +1337,9 @@ def _template_arrays(template: tuple[TemplateItem, ...]) -> tuple[np.ndarray, np
     return seq, ids, np.array([t.type_id for t in template], dtype=np.int64)
 _A = TemplateItem(sequence=0, token=None, token_id=None, type_id=0)
 _B = TemplateItem(sequence=1, token=None, token_id=None, type_id=1)
+# No special tokens (add_special_tokens=False or no post-processor): the sequences alone, as the
+# kernels read a template (see Tokenizer._templates), for single texts and for pairs.
+_NO_TEMPLATE = ((*_template_arrays((_A,)), 0), (*_template_arrays((_A, _B)), 0))
 
 
 def gputok_example_vocab() -> str:

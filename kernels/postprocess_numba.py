@@ -12,7 +12,9 @@ cells hold ``pad_id``, 0 mask, 0 type, (0, 0) offsets; ``left`` puts the padding
 ``ragged``: the rows flat, with their offsets.
 
 How: a pass over the rows for their lengths, then each row written straight into its place in
-the output arrays; sequential, re-entrant.
+the output arrays, every cell once (its token or its padding: no fill pass before); sequential,
+re-entrant. A large padded batch is split in two calls (``plan_padded``, then ``fill_padded`` over
+row ranges on the caller's threads, into arrays numpy allocated), see ``plan_padded``.
 """
 
 import numpy as np
@@ -66,9 +68,40 @@ def _write_row(r, at, item_seq, item_id, item_type, sample, a_start, a_len, b_st
 
 
 @kernel
-def padded(item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, a_ids, a_offsets, b_ids,
-           b_offsets, a_spans, b_spans, min_width, multiple, left, pad_id, with_types, with_offsets):
-    rows = sample.size
+def _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+                 a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
+                 with_offsets):
+    """Rows ``r0`` to ``r1`` of the [rows, width] outputs, each cell written once: the row's
+    tokens (mask 1) and its padding (``pad_id``, mask 0, type 0, offsets (0, 0)); ``types`` and
+    ``offsets`` only where asked, so the caller may hand in zeros it need not write."""
+    flat_ids = ids.reshape(-1)
+    flat_mask = mask.reshape(-1)
+    flat_types = types.reshape(-1)
+    flat_offsets = offsets.reshape(-1, 2)
+    for r in range(r0, r1):
+        n = lengths[r]
+        base = r * width
+        at = base + (width - n if left else 0)
+        pad_at = base if left else base + n
+        for c in range(pad_at, pad_at + width - n):
+            flat_ids[c] = pad_id
+            flat_mask[c] = 0
+            if with_types:
+                flat_types[c] = 0
+            if with_offsets:
+                flat_offsets[c, 0] = 0
+                flat_offsets[c, 1] = 0
+        for c in range(at, at + n):
+            flat_mask[c] = 1
+        _write_row(r, at, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, a_ids, a_offsets,
+                   b_ids, b_offsets, a_spans, b_spans, flat_ids, flat_types, flat_offsets, with_types, with_offsets)
+
+
+@kernel
+def _row_lengths(item_seq, a_len, b_len, min_width, multiple):
+    """Each row's length and the padded width (the longest row, at least ``min_width``, rounded
+    up to ``multiple``)."""
+    rows = a_len.size
     lengths = np.empty(rows, np.int64)
     width = 0
     for r in range(rows):
@@ -77,19 +110,21 @@ def padded(item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
     width = max(width, min_width)
     if multiple > 0:
         width = -(-width // multiple) * multiple
-    ids = np.full((rows, width), pad_id, np.int64)
-    mask = np.zeros((rows, width), np.int64)
-    types = np.zeros((rows if with_types else 0, width), np.int64)
-    offsets = np.zeros((rows if with_offsets else 0, width, 2), np.int64)
-    flat_ids = ids.reshape(-1)
-    flat_types = types.reshape(-1)
-    flat_offsets = offsets.reshape(-1, 2)
-    for r in range(rows):
-        at = r * width + (width - lengths[r] if left else 0)
-        for c in range(lengths[r]):
-            mask[r, at - r * width + c] = 1
-        _write_row(r, at, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, a_ids, a_offsets,
-                   b_ids, b_offsets, a_spans, b_spans, flat_ids, flat_types, flat_offsets, with_types, with_offsets)
+    return lengths, width
+
+
+@kernel
+def padded(item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, a_ids, a_offsets, b_ids,
+           b_offsets, a_spans, b_spans, min_width, multiple, left, pad_id, with_types, with_offsets):
+    rows = sample.size
+    lengths, width = _row_lengths(item_seq, a_len, b_len, min_width, multiple)
+    ids = np.empty((rows, width), np.int64)
+    mask = np.empty((rows, width), np.int64)
+    types = np.empty((rows if with_types else 0, width), np.int64)
+    offsets = np.empty((rows if with_offsets else 0, width, 2), np.int64)
+    _fill_padded(0, rows, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+                 a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
+                 with_offsets)
     return ids, mask, types, offsets
 
 
@@ -251,3 +286,28 @@ def ragged_rows(a_offsets, b_offsets, max_length, strategy, stride, overflow, it
                                               a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, with_types,
                                               with_offsets)
     return ids, row_offsets, types, offsets, sample, error
+
+
+@kernel
+def plan_padded(a_offsets, b_offsets, max_length, strategy, stride, overflow, item_seq, min_width, multiple):
+    """The first half of ``padded_rows`` for a large batch, whose outputs the caller allocates
+    (numpy asks the kernel for huge pages; numba's own allocation of 37 MB took 64 ms of page
+    faults against 12 ms, measured) and fills in row ranges on its threads with ``fill_padded``:
+    (sample, a_start, a_len, b_start, b_len, lengths, width, error)."""
+    sample, a_start, a_len, b_start, b_len, error = _rows_of(a_offsets, b_offsets, max_length, strategy, stride,
+                                                             overflow)
+    lengths, width = _row_lengths(item_seq, a_len, b_len, min_width, multiple)
+    return sample, a_start, a_len, b_start, b_len, lengths, width, error
+
+
+@kernel
+def fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+                a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
+                with_offsets):
+    """Rows ``r0`` to ``r1`` of ``plan_padded``'s rows into the caller's [rows, width] int64
+    ``ids``, ``mask`` (and ``types``, ``offsets`` [rows, width, 2] where asked; ``b_offsets``
+    empty: single sequences)."""
+    b_ids, b_offsets, b_spans = (b_ids, b_offsets, b_spans) if b_offsets.size else (a_ids, a_offsets, a_spans)
+    _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+                 a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
+                 with_offsets)

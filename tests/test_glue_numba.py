@@ -128,6 +128,50 @@ def test_whole_wordpiece_kernel_matches_torch(texts, parity_lines, normalizer):
         _assert_same(*_both(tok, [one], return_offsets=True), one)
 
 
+def test_one_kernel_call_matches_torch(texts, parity_lines):
+    """A small batch of single texts with no offsets asked is one kernel call from text to output
+    arrays (``encode_padded_cells`` / ``encode_ragged_cells``): the torch path's tensors."""
+    tok = Tokenizer.from_file(assets.fetch("bert-tokenizer-json"))
+    whole = tok._whole_pipeline_kernel
+    calls = []
+    for name in ("padded_cells", "ragged_cells"):
+        kernel, tables = getattr(whole, name)
+        setattr(whole, name, (lambda *args, kernel=kernel: calls.append(1) or kernel(*args), tables))
+    lines = [line for line in parity_lines[::89]][:40] + [t for t in texts[60:]  # no added token written in them
+                                                          if not any(s in t for s in tok.all_special_tokens)]
+    batches = [[one] for one in lines[::5]] + [lines[:32], lines]
+    for batch, kwargs in itertools.product(batches, (
+            {}, {"padding": False}, {"truncation": True, "max_length": 9}, {"add_special_tokens": False},
+            {"padding": "max_length", "max_length": 40, "padding_side": "left"},
+            {"pad_to_multiple_of": 8, "return_token_type_ids": False},
+            {"padding": False, "truncation": True, "max_length": 5, "return_token_type_ids": False})):
+        calls.clear()
+        _assert_same(*_both(tok, batch, **kwargs), (batch, kwargs))
+        assert calls == [1]  # the numba path was one kernel call
+    with pytest.raises(ValueError, match="no room"):  # not even for [CLS] and [SEP]
+        tok(lines[:3], truncation=True, max_length=1)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_padded_in_row_ranges_matches_torch(tok, texts, parity_lines, threads, monkeypatch):
+    """A large padded batch is planned in one kernel call and written in row ranges, one per
+    thread, into arrays numpy allocated: the same tensors as the torch path (and its errors)."""
+    from gputok import _cpu_threads, tokenizer
+
+    monkeypatch.setattr(tokenizer, "PADDED_IN_RANGES_FROM", 1)
+    _cpu_threads.set_num_threads(threads)
+    try:
+        batch = [line for line in parity_lines[::97]][:300] + texts
+        for kwargs in ({}, {"return_offsets": True, "padding_side": "left", "pad_to_multiple_of": 8},
+                       {"truncation": True, "max_length": 20, "return_overflowing_tokens": True, "stride": 4},
+                       {"padding": "max_length", "max_length": 130, "return_token_type_ids": False},
+                       {"truncation": True, "max_length": 5, "return_overflowing_tokens": True, "stride": 4}):
+            _assert_same(*_both(tok, batch, **kwargs), kwargs)
+        _assert_same(*_both(tok, batch[:150], batch[150:300], return_offsets=True))  # type ids of B written
+    finally:
+        _cpu_threads.set_num_threads(None)
+
+
 def test_whole_pipeline_kernel_follows_the_stages(bert_tok):
     """Only pipelines the one kernel implements take it; replacing a stage drops it."""
     from gputok import pre_tokenizers
