@@ -50,7 +50,7 @@ def families() -> dict[str, Tokenizer]:
 
 
 def unique_word_batch(tok: Tokenizer, texts: list[str]):
-    """The unique words of ``texts`` as ``tok``'s model sees them (the start of Tokenizer._encode_plain)."""
+    """The unique words of ``texts`` as ``tok``'s model sees them (the start of Tokenizer._encode_codepoints)."""
     with _dispatch.use_backend("torch"):  # the same words whatever the other stages run
         norm = codepoints(texts, "cpu")
         if tok.normalizer is not None:

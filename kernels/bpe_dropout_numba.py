@@ -20,7 +20,7 @@ without dropout; each skip costs a pop and a push more.
 import numpy as np
 
 from ._numba import kernel
-from .bpe_heap import LOW32, NO_RANK, _pair_value, _sift_down, _sift_up
+from .bpe_heap import LOW32, NO_RANK, _merge_at, _pair_value, _sift_down, _sift_up
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -102,22 +102,10 @@ def merge_rows_dropout(tokens, offsets, ends, seeds, dropout, slot_keys, slot_va
             i = top & LOW32
             if value[i] == NO_RANK or (value[i] >> 32) != (top >> 32):
                 continue  # stale: the pair at i changed since this entry was queued
-            right = nxt[i]
-            tok[i] = value[i] & LOW32
-            value[right] = NO_RANK
-            after = nxt[right]
-            nxt[i] = after
-            value[i] = NO_RANK
-            if after < n:
-                prv[after] = i
-                value[i] = _pair_value(tok[i], tok[after], vocab_size, slot_keys, slot_values, mask, shift,
-                                       max_probes)
-            before = prv[i]
-            if before >= 0:
-                value[before] = _pair_value(tok[before], tok[i], vocab_size, slot_keys, slot_values, mask, shift,
-                                            max_probes)
-                if value[before] != NO_RANK:
-                    size = _push(heap, size, ((value[before] >> 32) << 32) | before)
+            before = _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes,
+                               vocab_size)
+            if before >= 0 and value[before] != NO_RANK:
+                size = _push(heap, size, ((value[before] >> 32) << 32) | before)
             if value[i] != NO_RANK:
                 size = _push(heap, size, ((value[i] >> 32) << 32) | i)
         count = 0

@@ -1,6 +1,6 @@
 """A whole BPE encode on the CPU in one kernel call: texts in, token ids (and spans) out, with the word cache.
 
-Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_plain`` returns for a
+Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_units`` returns for a
 byte-level BPE pipeline (cl100k, o200k, gpt2, llama3, qwen2 as tiktoken files or tokenizer.json;
 character-level BPE too): int64 token ids, their int64 offsets per text and, with ``with_spans``,
 int64 [tokens, 2] character spans; and the words the cache did not hold, for the caller to insert

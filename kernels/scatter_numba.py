@@ -1,6 +1,6 @@
 """Scatter the tokens of unique words back to every word occurrence, with character spans.
 
-Contract (the reference is the torch tail of ``gputok.tokenizer.Tokenizer._encode_plain``):
+Contract (the reference is the torch tail of ``gputok.tokenizer.Tokenizer._encode_codepoints``):
 given the model's tokens per unique word (``piece_ids`` / ``piece_ends`` values with
 ``piece_offsets``; ends are each token's end in codepoints within its word), each word
 occurrence's unique word (``inverse``; empty: word ``i`` is row ``i``), the words' starts in the

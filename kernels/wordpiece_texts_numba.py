@@ -1,6 +1,6 @@
 """A whole WordPiece encode on the CPU in one kernel call: texts in, token ids (and spans) out.
 
-Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_plain`` returns for a
+Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_codepoints`` returns for a
 BERT-style pipeline (a table normalizer such as BertNormalizer or Lowercase, or none; the
 BertPreTokenizer split; WordPiece): int64 token ids, their int64 offsets per text and, with
 ``with_spans``, int64 [tokens, 2] character spans. The reference is that method run stage by stage
