@@ -69,8 +69,10 @@ def test_dropout_is_reproducible_and_falls_with_p_as_huggingface(hf_trained_mode
 
 def test_file_dropout_samples_every_call_and_each_occurrence(hf_trained_models):
     ours = Tokenizer.from_str(_hf(hf_trained_models, "bpe_byte", 0.5).to_str())
+    torch.manual_seed(0)  # the default generator: a fixed state, so the count below is too
     rows = ours.encode_batch(["internationalization"] * 200)
-    assert len({tuple(r) for r in rows}) > 20  # no cache, no dedup: each occurrence draws its own
+    # no cache, no dedup: each occurrence draws its own (a dedup would give one row 200 times)
+    assert len({tuple(r) for r in rows}) > 10
     torch.manual_seed(3)
     a = ours.encode_batch(["internationalization"] * 20)
     torch.manual_seed(3)
