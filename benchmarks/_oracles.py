@@ -111,9 +111,13 @@ def gputok_tiktoken(path, rule: str) -> Encode:
 
 
 def gputok_json(path) -> Encode:
+    """gputok on a tokenizer.json, padding and truncation off as in :func:`huggingface_reference`."""
     from gputok import Tokenizer
 
-    return _gputok(Tokenizer.from_file(path))
+    tok = Tokenizer.from_file(path)
+    tok.no_padding()
+    tok.no_truncation()
+    return _gputok(tok)
 
 
 def gputok_vocab(path) -> Encode:
