@@ -124,6 +124,15 @@ def test_unused_pieces_bpe(trained, texts, tmp_path, option):
         Tokenizer.from_sentencepiece(path).save(tmp_path / "t.json")
 
 
+@pytest.mark.xfail(strict=True, reason="known gap: in a Unigram lattice gputok takes the user piece '▁the▁' where "
+                   "sentencepiece keeps '▁the' '▁work' (43 of 409,933 parity lines under GPUTOK_FULL=1)")
+def test_user_defined_piece_in_unigram_lattice_gap(trained):
+    path = trained("unigram", "user_defined_and_control")
+    sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
+    line = "Of all perfection, which the workmanship"
+    assert tok.encode_batch([line]) == sp.encode([line])
+
+
 def test_user_defined_piece_bonus_is_sentencepieces(trained):
     # Unigram: a user piece is in the lattice with SentencePiece 0.2's bonus (not always taken);
     # BPE: matched whole before the merges (always taken).
