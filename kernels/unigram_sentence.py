@@ -10,7 +10,7 @@ The arithmetic, established against sentencepiece 0.2.3 (its encoder source, and
 
 - a candidate is ``score + best[start]`` in float32 (rounded before the comparison); the unk
   candidate (no single-character piece starts there) scores ``unk_score``; a user-defined piece
-  ``float32(bytes * max_score) - 0.1`` rounded to float32;
+  ``float32(0.1 * (bytes - 1))`` (sentencepiece 0.2.3's ``GetUserDefinedScore``);
 - starts are visited in order; a node takes the first candidate that reaches it and later ones only
   if strictly greater;
 - re-centring: before a start whose best score is beyond +-``reset_threshold`` (1e5), that score is

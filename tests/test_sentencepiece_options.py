@@ -10,13 +10,14 @@ corpus (all of it with ``GPUTOK_FULL=1``), hand-picked edge cases and random Uni
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 
 import pytest
 
 from gputok import Tokenizer
-from gputok.sentencepiece_model import UNUSED, read_model, write_model
+from gputok.sentencepiece_model import UNUSED, USER_DEFINED, read_model, write_model
 
 spm = pytest.importorskip("sentencepiece")
 
@@ -124,17 +125,64 @@ def test_unused_pieces_bpe(trained, texts, tmp_path, option):
         Tokenizer.from_sentencepiece(path).save(tmp_path / "t.json")
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: in a Unigram lattice gputok takes the user piece '▁the▁' where "
-                   "sentencepiece keeps '▁the' '▁work' (43 of 409,933 parity lines under GPUTOK_FULL=1)")
-def test_user_defined_piece_in_unigram_lattice_gap(trained):
+# Lines of the parity corpus where sentencepiece leaves the user piece "▁the▁" (score 0.8) for a
+# cheaper path, or takes it, plus constructed cases: "▁" at the piece's end, a piece inside a longer
+# word, at the start and end of a text, next to and overlapping longer normal pieces.
+USER_PIECE_LINES = [
+    "Of all perfection, which the workmanship", "    adj 1: of or relating to the work of an actuary",
+    "       acetic ether, acetic acid. The latter is the acid to", "the discretion of the court;",
+    "which may depend on the underlying TLS implementation", "in the catabolism of the cell", "the adjective",
+    "the", "the ", " the", "x the", "the the the", "thethe the▁the", "the▁work", "other theme", "bathe them",
+    "foo", "foobar", "xfoox", "food foo.", "112", "1212 121", "a12b", "<tool>", "x<tool>y", "<tool><tool>12foo",
+    "<too", "the <tool> the 12",
+]
+
+
+def test_user_defined_piece_in_unigram_lattice(trained):
+    """A user piece is a lattice node scored float32(0.1 * (bytes - 1)) (sentencepiece 0.2.3's
+    GetUserDefinedScore): it usually wins, not always."""
     path = trained("unigram", "user_defined_and_control")
     sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
-    line = "Of all perfection, which the workmanship"
-    assert tok.encode_batch([line]) == sp.encode([line])
+    assert tok.encode_batch(USER_PIECE_LINES) == sp.encode(USER_PIECE_LINES)
+    pieces = [[sp.id_to_piece(i) for i in ids] for ids in sp.encode(USER_PIECE_LINES[:2])]
+    assert "▁the▁" not in pieces[0] and "▁the▁" not in pieces[1]  # the cases the old bonus got wrong
+
+
+def _with_scores(path: str, out, scores: dict[str, float], user_defined: tuple[str, ...] = ()) -> str:
+    """The model with some pieces' scores changed and some normal pieces made user-defined."""
+    model = read_model(path)
+    for p in model.pieces:
+        if p.piece in scores:
+            p.score = scores[p.piece]
+        if p.piece in user_defined:
+            p.type = USER_DEFINED
+    write_model(model, out)
+    return str(out)
+
+
+@pytest.mark.parametrize("side", [-1, 1])
+def test_user_defined_score_is_one_tenth_per_extra_byte(trained, tmp_path, side):
+    """Near the tie: "▁the" "▁work" against "▁the▁" (9 bytes: 0.8) "w" "or" "k", and a multi-byte
+    user piece ("中文", 6 bytes: 0.5, where characters would give 0.1) against its two letters."""
+    base = trained("unigram", "user_defined_and_control")
+    sp = spm.SentencePieceProcessor(model_file=base)
+    score = {p: sp.get_score(sp.piece_to_id(p)) for p in ("▁the", "w", "or", "k")}
+    work = score["w"] + score["or"] + score["k"] + 0.8 - score["▁the"] + side * 0.01
+    letters = {"中": 0.25, "文": 0.25 + side * 0.01}  # the user piece "中文" wins iff 0.5 > 中 + 文
+    path = _with_scores(base, tmp_path / "near.model", {"▁work": work, **letters})
+    model = read_model(path)
+    model.pieces.append(dataclasses.replace(model.pieces[-1], piece="中文", score=0.0, type=USER_DEFINED))
+    write_model(model, path)
+    sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
+    lines = ["the work", "which the workmanship", "中文", "x中文中文 中文", "中 文"]
+    theirs = sp.encode(lines)
+    assert tok.encode_batch(lines) == theirs
+    assert (sp.piece_to_id("▁the▁") in theirs[0]) == (side < 0)
+    assert (sp.piece_to_id("中文") in theirs[2]) == (side < 0)
 
 
 def test_user_defined_piece_bonus_is_sentencepieces(trained):
-    # Unigram: a user piece is in the lattice with SentencePiece 0.2's bonus (not always taken);
+    # Unigram: a user piece is in the lattice with sentencepiece 0.2.3's score (not always taken);
     # BPE: matched whole before the merges (always taken).
     for model_type in MODEL_TYPES:
         path = trained(model_type, "user_defined_and_control")

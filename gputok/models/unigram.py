@@ -6,8 +6,8 @@ probabilities) sum highest. Candidates arrive at each end position in SentencePi
 start) and a later one wins only if strictly better. A character no usable single-character
 piece covers gets an unk candidate scored ``min_score - 10`` (min over normal pieces);
 consecutive unks become one unk token, or, with ``byte_fallback``, the UTF-8 bytes of the
-character as ``<0xNN>`` pieces. User-defined pieces score ``bytes * max_score + 1.0`` (as in
-SentencePiece 0.2's encoder); unused pieces never match.
+character as ``<0xNN>`` pieces. User-defined pieces score ``float32(0.1 * (bytes - 1))`` (as in
+sentencepiece 0.2.3's encoder: :func:`user_defined_score`); unused pieces never match.
 
 Batched as three tensor passes over the unique words, laid out *column by column* (words sorted
 longest first; the nodes after ``e`` characters of all words at least ``e`` long are one run, see
@@ -86,7 +86,6 @@ UNK_PENALTY = 10.0
 # SentencePiece piece types (sentencepiece_model.proto)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 ESCAPED_SPACE = "\u2581"
-FLT_MIN = 1.1754943508222875e-38
 # SentencePiece re-centres its running float32 sentence score whenever it passes +-1e5 (its encoder's
 # score_reset_threshold): see gputok/kernels/unigram_sentence.py.
 SCORE_RESET_THRESHOLD = 1e5
@@ -99,6 +98,20 @@ NARROW_CODES = 32  # PieceTrie.narrow_table's width: the codes of the commonest 
 
 def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def user_defined_score(piece: str) -> float:
+    """The score sentencepiece 0.2.3's encoder gives a user-defined piece in the lattice:
+    ``float32(0.1 * (length - 1))``, length in UTF-8 bytes (``GetUserDefinedScore`` in
+    ``unigram_model.cc``, ``EncodeOptimized``). Positive where every normal score is a log
+    probability, so a user piece usually wins, but not always: ``"▁the▁"`` (0.8) loses to
+    ``"▁the" "▁work"`` where the rest of the word would cost ``"w" "or" "k"``. (Its n-best and
+    sampling lattice counts characters instead; gputok uses the bytes there too.)
+
+    >>> user_defined_score("12"), user_defined_score("▁the▁")
+    (0.10000000149011612, 0.800000011920929)
+    """
+    return _f32(0.1 * (len(piece.encode()) - 1))
 
 
 def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor, edge_score: torch.Tensor,
@@ -365,12 +378,9 @@ class Unigram:
         if sentencepiece:
             normal = [s for s, t in zip(self.scores, self.types) if t == NORMAL]
             min_score = _f32(min(normal)) if normal else 3.4028234663852886e38
-            max_score = max([FLT_MIN] + normal)
             self.unk_score = _f32(min_score - UNK_PENALTY)
             matchable = {i for i, t in enumerate(self.types) if t in (NORMAL, USER_DEFINED)}
-            # SentencePiece 0.2's bonus for user-defined pieces: length * max_score + 1.0 (max_score is
-            # at least FLT_MIN, so ~1.0 for a model of log probabilities; 0.1.x subtracted 0.1).
-            score64 = [_f32(_f32(len(p.encode()) * _f32(max_score)) + 1.0) if t == USER_DEFINED else s
+            score64 = [user_defined_score(p) if t == USER_DEFINED else s
                        for p, s, t in zip(self.pieces, self.scores, self.types)]
         else:
             self.unk_score = min(self.scores) - UNK_PENALTY
