@@ -684,6 +684,25 @@ class Tokenizer(TransformersAPI):
         return self._encode_lists(texts, pair_texts, add_special_tokens=add_special_tokens,
                                   allowed_special=allowed_special, disallowed_special=disallowed_special)
 
+    def encode_batch_fields(self, texts: Sequence[TextInput], pair_texts: Sequence[TextInput] | None = None, *,
+                            add_special_tokens: bool = True, allowed_special: str | Set[str] = "all",
+                            disallowed_special: str | Set[str] = ()) -> dict[str, list[list[int]]]:
+        """:meth:`encode_batch` with the token type ids and attention mask of each row:
+        ``{"ids", "type_ids", "attention_mask"}``, each a list of rows, equal to huggingface's
+        ``[e.ids for e in ...]``, ``e.type_ids`` and ``e.attention_mask``. Padding from the file's
+        section has type ``pad_type_id`` and mask 0.
+
+        >>> tok = Tokenizer.from_vocab(gputok_example_vocab())
+        >>> tok.enable_padding(pad_type_id=1)
+        >>> fields = tok.encode_batch_fields(["hello world", "hello"], ["world", "world"])
+        >>> fields["type_ids"], fields["attention_mask"]
+        ([[0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 1, 1]], [[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]])
+        """
+        apply = self.__dict__.get("_file_sections_apply", True)  # off in from_pretrained, as in encode_batch
+        return file_defaults.encode_fields(self, texts, pair_texts, add_special_tokens=add_special_tokens,
+                                           allowed_special=allowed_special, disallowed_special=disallowed_special,
+                                           sections=apply)
+
     def _encode_lists(self, texts: Sequence[TextInput], pair_texts: Sequence[TextInput] | None = None, *,
                       add_special_tokens: bool = True, allowed_special: str | Set[str] = "all",
                       disallowed_special: str | Set[str] = ()) -> list[list[int]]:
@@ -705,8 +724,10 @@ class Tokenizer(TransformersAPI):
     def enable_truncation(self, max_length: int, *, stride: int = 0, strategy: str = "longest_first",
                           direction: str = "right") -> None:
         """Truncate in :meth:`encode_batch` (and save it), with huggingface's options and names."""
+        single = self.post_processor.single if self.post_processor is not None else []
         self._extra = dict(self._extra, truncation=file_defaults.truncation_section(
-            max_length=max_length, stride=stride, strategy=strategy, direction=direction))
+            max_length=max_length, stride=stride, strategy=strategy, direction=direction,
+            special_tokens=sum(item.sequence is None for item in single)))
 
     def no_truncation(self) -> None:
         self._extra = dict(self._extra, truncation=None)

@@ -71,6 +71,11 @@ def test_file_sections_match_huggingface_encode_batch(hf_base, lines, truncation
                     ours.encode_batch(firsts, seconds, add_special_tokens=add_special_tokens)
                 continue
             assert ours.encode_batch(firsts, seconds, add_special_tokens=add_special_tokens) == expected
+            fields = ours.encode_batch_fields(firsts, seconds, add_special_tokens=add_special_tokens)
+            encodings = hf.encode_batch(inputs, add_special_tokens=add_special_tokens)
+            assert fields["ids"] == expected
+            assert fields["type_ids"] == [e.type_ids for e in encodings]  # padding: the file's pad_type_id
+            assert fields["attention_mask"] == [e.attention_mask for e in encodings]
     if "only_second" not in truncation:
         assert ours.encode(lines[1]) == hf.encode(lines[1]).ids
     assert json.loads(json.dumps(ours.to_json()))["truncation"] == json.loads(hf.to_str())["truncation"]
@@ -94,3 +99,53 @@ def test_file_directions_are_the_call_defaults_and_arguments_override(hf_base, l
     assert right["input_ids"].tolist() == [e.ids[:max(40, len(e.ids))] for e in hf.encode_batch(lines[:8])]
     with pytest.raises(ValueError, match="return_overflowing_tokens with left truncation"):
         ours(lines[:8], truncation=True, max_length=6, return_overflowing_tokens=True)
+
+
+@pytest.mark.parametrize("strategy", ["longest_first", "only_first", "only_second"])
+@pytest.mark.parametrize("max_length,stride", [(6, 3), (6, 4), (6, 5), (9, 2), (9, 3), (9, 4), (9, 7), (12, 5)])
+def test_stride_where_huggingface_panics_is_a_value_error(hf_base, lines, strategy, max_length, stride):
+    """huggingface panics (``Encoding::truncate``) when a sequence is cut to n > 0 tokens with
+    stride >= n (n: max_length less the special tokens, or a pair member's share); gputok raises
+    a ValueError there and gives huggingface's ids everywhere else."""
+    spec = json.loads(hf_base)
+    spec["truncation"] = {"direction": "Right", "max_length": max_length, "strategy": _HF_STRATEGY[strategy],
+                          "stride": stride}  # as a file may hold it: enable_truncation would refuse some
+    hf, ours = HFTokenizer.from_str(json.dumps(spec)), Tokenizer.from_str(json.dumps(spec))
+    half = 12
+    for firsts, seconds in ((lines[:half], None), (lines[:half], lines[half:2 * half]), (["a b", "c"], ["d", "e f"])):
+        if seconds is None and strategy == "only_second":
+            continue
+        failed = False
+        for i in range(len(firsts)):  # row by row: in a batch huggingface reports whichever row fails first
+            first, second = firsts[i:i + 1], None if seconds is None else seconds[i:i + 1]
+            try:
+                expected = [e.ids for e in hf.encode_batch(first if second is None else list(zip(first, second)))]
+            except BaseException as e:  # pyo3's PanicException is a BaseException
+                failed = True
+                too_short = "too short to respect the provided max_length" in str(e)
+                assert too_short or "`stride` must be strictly less than" in str(e)
+                message = "cannot fit a pair into max_length" if too_short else f"stride={stride} must be smaller than"
+                with pytest.raises(ValueError, match=message):
+                    ours.encode_batch(first, second)
+                continue
+            assert ours.encode_batch(first, second) == expected
+        if failed:
+            with pytest.raises(ValueError, match="cannot fit a pair|must be smaller than"):
+                ours.encode_batch(firsts, seconds)
+        else:
+            assert ours.encode_batch(firsts, seconds) == [e.ids for e in hf.encode_batch(
+                firsts if seconds is None else list(zip(firsts, seconds)))]
+
+
+_HF_STRATEGY = {"longest_first": "LongestFirst", "only_first": "OnlyFirst", "only_second": "OnlySecond"}
+
+
+def test_enable_truncation_refuses_a_stride_longer_than_the_room_left(hf_base):
+    hf, ours = HFTokenizer.from_str(hf_base), Tokenizer.from_str(hf_base)
+    hf.enable_truncation(max_length=8, stride=6)  # 8 less 2 special tokens: 6 left, allowed
+    ours.enable_truncation(max_length=8, stride=6)
+    assert ours.truncation == json.loads(hf.to_str())["truncation"]
+    with pytest.raises(Exception, match="greater than or equal to its effective max length of 6"):
+        hf.enable_truncation(max_length=8, stride=7)
+    with pytest.raises(ValueError, match="stride is longer than the 6 tokens left per text after 2 special tokens"):
+        ours.enable_truncation(max_length=8, stride=7)

@@ -6,7 +6,7 @@ merges, and merges the text between. :class:`UserPieces` holds the pieces as a t
 numba kernels of ``kernels/user_pieces_numba.py``; :class:`UserPieceSplit` wraps a pre-tokenizer
 so that every match is a word of its own (and no other word crosses one); the model then gives
 each such word its piece's id (:meth:`UserPieces.force`). (SentencePiece's Unigram instead puts
-user pieces in its lattice with a bonus score: :mod:`gputok.models.unigram`.)
+user pieces in its lattice, scored 0.1 per UTF-8 byte after the first: :mod:`gputok.models.unigram`.)
 
 A word that equals a user piece is always a match (the scan would have taken it at its start),
 so the model finds the matches again from the words' characters (:meth:`UserPieces.ids_of`).
