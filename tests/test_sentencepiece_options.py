@@ -138,11 +138,17 @@ USER_PIECE_LINES = [
 ]
 
 
-def test_user_defined_piece_in_unigram_lattice(trained):
+@pytest.mark.parametrize("path_taken", ["whole_kernel", "stage_kernels", "torch"])
+def test_user_defined_piece_in_unigram_lattice(trained, monkeypatch, path_taken):
     """A user piece is a lattice node scored float32(0.1 * (bytes - 1)) (sentencepiece 0.2.3's
-    GetUserDefinedScore): it usually wins, not always."""
+    GetUserDefinedScore): it usually wins, not always. The same in the whole-pipeline kernel, the
+    stage kernels and the torch reference."""
     path = trained("unigram", "user_defined_and_control")
     sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
+    if path_taken == "stage_kernels":
+        monkeypatch.setattr(Tokenizer, "_whole_pipeline_kernel", property(lambda self: None))
+    elif path_taken == "torch":
+        monkeypatch.setenv("GPUTOK_BACKEND", "torch")
     assert tok.encode_batch(USER_PIECE_LINES) == sp.encode(USER_PIECE_LINES)
     pieces = [[sp.id_to_piece(i) for i in ids] for ids in sp.encode(USER_PIECE_LINES[:2])]
     assert "▁the▁" not in pieces[0] and "▁the▁" not in pieces[1]  # the cases the old bonus got wrong
