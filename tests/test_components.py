@@ -2,7 +2,8 @@
 loaded by gputok: ids, token type ids, offsets and decode equal on real text and random Unicode;
 saved back by gputok, the file loads in huggingface as the same tokenizer.
 
-CI runs each file on a slice of the parity corpus; ``GPUTOK_FULL=1`` on the whole 20 MB.
+CI runs each file on a slice of the parity corpus (every 600th line); ``GPUTOK_FULL=1`` on the
+whole 20 MB, ``GPUTOK_COMPONENTS_STEP=n`` on every n-th line (a long run that fits an hour).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tokenizers import decoders as D, models as M, normalizers as N, pre_tokeniz
 from gputok import Tokenizer
 
 FULL = bool(os.environ.get("GPUTOK_FULL"))
+STEP = int(os.environ.get("GPUTOK_COMPONENTS_STEP") or (1 if FULL else 600))
 BEHAVIORS = ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]
 CL100K_LIKE = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 
@@ -27,7 +29,7 @@ def texts(parity_lines):
     rnd = random.Random(18)
     alphabet = "ab cd,.!'0123½ \t\n\u00a0éü\u0301中文😀Привет<s>\u2581_|\x00\u200b"
     random_texts = ["".join(rnd.choice(alphabet) for _ in range(rnd.randrange(30))) for _ in range(300)]
-    return (parity_lines if FULL else parity_lines[::600]) + random_texts
+    return parity_lines[::STEP] + random_texts
 
 
 def _pipeline(trained: dict, kind: str, **components) -> HFTokenizer:
