@@ -158,7 +158,8 @@ def _encode_misses(chars, char_offsets, model):
                 last[written + k] = end[k]
             written += m
         done[w] = written
-    offsets[1:] = done
+    for w in range(words):  # a loop, not offsets[1:] = done: numba's shape check of that compiles its error message
+        offsets[w + 1] = done[w]
     merged = offsets[words]
     ends = np.empty(merged, np.int64)
     for k in range(merged):
