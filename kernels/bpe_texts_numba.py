@@ -38,6 +38,9 @@ from .word_cache_numba import assemble, lookup_dedup
 from .word_split_numba import prepend_unless_first, whole_texts
 
 NO_SPLIT = -1  # ``rule``: each non-empty text is one word
+# scatter_tokens' inverse: word i has row i. A global, so read-only in numba: the argument types the
+# other families' kernels pass, one compile of scatter_tokens for all of them.
+_NO_INVERSE = np.zeros(0, np.int64)
 # Words of up to this many symbols merge by a scan per merge (``_merge_short``), longer ones in
 # the heap kernel (O(n log n)); 32 keeps a scan under ~1k pair reads.
 SHORT = 32
@@ -273,6 +276,6 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, model, sl
         return none, none, np.zeros((0, 2), np.int64), none
     piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
                                                     new_offsets, with_spans)
-    ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, none, starts, word_offsets,
-                                               source, offsets, with_spans)
+    ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INVERSE, starts,
+                                               word_offsets, source, offsets, with_spans)
     return ids, token_offsets, spans, _pack_misses(miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends)
