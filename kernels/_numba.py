@@ -72,6 +72,10 @@ class _KernelCache(FunctionCache):
             return self._load_overload(sig, target_context)
 
 
+_HAS_CACHE_HOOKS = all(hasattr(FunctionCache, name)
+                       for name in ("_load_overload", "_guard_against_spurious_io_errors"))
+
+
 class _KernelDispatcher(CPUDispatcher):
     """numba's CPU dispatcher, but a call from another kernel compiles for the argument types with
     their literal values dropped (one specialisation per types, not per constant)."""
@@ -81,7 +85,9 @@ class _KernelDispatcher(CPUDispatcher):
                                          {name: types.unliteral(arg) for name, arg in kws.items()})
 
     def enable_caching(self):
-        self._cache = _KernelCache(self.py_func)
+        # _KernelCache leans on two private hooks of numba's FunctionCache (checked on 0.68): where a
+        # numba lacks them, its own cache, which is only slower to load.
+        self._cache = (_KernelCache(self.py_func) if _HAS_CACHE_HOOKS else FunctionCache(self.py_func))
 
 
 def kernel(function):
