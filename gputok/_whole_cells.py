@@ -21,7 +21,7 @@ class WholeKernel:
     """``encode(units, lengths, with_spans)`` called as the kernel; ``tables()``: the cells
     kernels' tables for the calling thread now, or None where the one-call path does not apply."""
 
-    __slots__ = ("encode", "tables", "padded_kernel", "ragged_kernel")
+    __slots__ = ("encode", "padded_kernel", "ragged_kernel", "tables")
 
     def __init__(self, encode: Callable, tables: Callable[[], tuple | None], padded_kernel: Callable,
                  ragged_kernel: Callable) -> None:

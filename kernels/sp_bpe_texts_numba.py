@@ -25,9 +25,10 @@ own store (``gputok._whole_sp_bpe``), so the kernel reads and writes it without 
 store (a table of no room) every word is merged. Re-entrant and nogil otherwise: the caller runs
 chunks of a large batch on its threads at once.
 
-``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then ``cells_numba``'s post-processing in the same call, so a small batch (one
-chunk) pays one kernel call from text to output arrays; for a model whose every character has
-tokens (an unk token, or byte fallback: the caller checks, the encode cannot fail then).
+``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then ``cells_numba``'s
+post-processing in the same call, so a small batch (one chunk) pays one kernel call from text to
+output arrays; for a model whose every character has tokens (an unk token, or byte fallback: the
+caller checks, the encode cannot fail then).
 """
 
 import numpy as np

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_unigram import EDGE_CASES, trained_model
 
-from gputok import Tokenizer, assets
+from gputok import Tokenizer
 from gputok._whole_cells import NO_CHARSMAP
 from gputok.ingest import utf32_units
 from gputok.kernels.charsmap_numba import charsmap_rewrite_numba
@@ -21,8 +21,8 @@ from gputok.kernels.sp_normalize_numba import normalize_split
 from gputok.kernels.word_split_numba import _split_at
 
 MARK = 0x2581
-POOLS = [" ", "  ", "\u2581", "abcxyz.,!", "\u3000\u00a0", "éàü\u0301\u0308", "ｈｅｌｌｏ①", "中文日本語", "\U0001F600",
-         "\x00\t\n", "\ufb01\u2126"]
+POOLS = [" ", "  ", "\u2581", "abcxyz.,!", "\u3000\u00a0", "éàü\u0301\u0308", "ｈｅｌｌｏ①", "中文日本語",
+         "\U0001F600", "\x00\t\n", "\ufb01\u2126"]
 
 
 @pytest.fixture(scope="module")
