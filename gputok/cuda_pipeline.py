@@ -48,6 +48,7 @@ from . import normalizers, pre_tokenizers
 from .ingest import _join
 from .models.bpe import BPE
 from .models.wordpiece import WordPiece
+from .models.unigram import SCORE_RESET_THRESHOLD
 from .processors import check_truncation
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # component -> {device: tables}
@@ -69,7 +70,18 @@ def supports(tok, *, pairs: Sequence[str] | None, return_offsets: bool, overflow
     wordpiece = type(tok.model) is WordPiece and table_normalizer and splitter
     options = pairs is None and not return_offsets and not overflow and truncation in (None, "longest_first",
                                                                                        "only_first")
-    return options and (wordpiece or _byte_level_bpe(tok))
+    return options and (wordpiece or _byte_level_bpe(tok) or _sentencepiece_unigram(tok))
+
+
+def _sentencepiece_unigram(tok) -> bool:
+    """SentencePiece's Unigram pipeline (``Tokenizer.from_sentencepiece``: its normalizer, the
+    Metaspace split, a Unigram with an unk piece, not sampling): ``_unigram_words`` covers it."""
+    from .models.unigram import MetaspaceSplit, Unigram
+
+    model = tok.model
+    return (type(model) is Unigram and model.sentencepiece and model.unk_id is not None and not model.is_sampling
+            and type(tok.normalizer) is normalizers.SentencePieceNormalizer
+            and type(tok.pre_tokenizer) is MetaspaceSplit)
 
 
 _REGEX_RULES = {"cl100k": (3, True), "llama3": (3, False), "qwen2": (1, False)}  # rule: (digits, end_first)
@@ -163,6 +175,60 @@ def _bpe_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.d
     return word_base, word_counts, piece_starts, piece_counts, piece_ids
 
 
+def _unigram_tables(tok, device: torch.device) -> tuple[dict | None, dict]:
+    """The SentencePiece normalizer's charsmap tables (None: no charsmap) and the Unigram model's
+    trie and scores, on ``device``."""
+    from .kernels.charsmap import device_rules
+
+    on = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
+
+    def charsmap_tables():
+        precompiled = tok.normalizer.precompiled
+        charsmap = None if precompiled is None else precompiled.charsmap
+        return None if charsmap is None else device_rules(
+            charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build(), device)
+
+    def model_tables():
+        model = tok.model
+        (code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes,
+         token_of_node) = model.trie.walk_arrays
+        return dict(code_of=on(code_of), root_child=on(root_child), narrow_row=on(narrow_row),
+                    narrow_table=on(narrow_table), narrow=int(narrow), child_offsets=on(child_offsets),
+                    child_codes=on(child_codes), child_nodes=on(child_nodes), token_of_node=on(token_of_node),
+                    piece_score=on(model.score32), byte_ids=model.byte_ids.to(device), unk_id=model.unk_id,
+                    unk_score=float(model.unk_score), reset_threshold=float(SCORE_RESET_THRESHOLD),
+                    byte_fallback=bool(model.byte_fallback))
+
+    return _on_device(tok.normalizer, device, charsmap_tables), _on_device(tok.model, device, model_tables)
+
+
+def _unigram_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.device):
+    """(word_base, word_counts, piece_starts, piece_counts, piece_ids) of the texts, one word slot
+    per text: the charsmap, the whitespace rules, then SentencePiece's Viterbi over each whole text."""
+    from .kernels.charsmap import charsmap_rewrite_triton
+    from .kernels.unigram_texts import unigram_texts_triton
+    from .kernels.whitespace_rules import whitespace_rules_triton
+
+    rules, model_tables = _unigram_tables(tok, device)
+    normalizer, split = tok.normalizer, tok.pre_tokenizer
+    if rules is not None:
+        expand = rules["expand"]
+        rewritten, units, lengths = charsmap_rewrite_triton(values, offsets, **rules)
+        gap = 2
+    else:
+        expand, rewritten, units, lengths, gap = 1, values, None, offsets[1:] - offsets[:-1], 0
+    text, text_lengths = whitespace_rules_triton(
+        rewritten, units, offsets, lengths, chars=values.numel(), in_expand=expand, in_gap=gap, out_expand=expand,
+        add_dummy_prefix=normalizer.add_dummy_prefix, remove_extra_whitespaces=normalizer.remove_extra_whitespaces,
+        escape_whitespaces=normalizer.escape_whitespaces)
+    piece_ids, piece_starts, piece_counts = unigram_texts_triton(
+        text, offsets, text_lengths, expand=expand, mark=ord(split.replacement) if split.split else -1,
+        **model_tables)
+    rows = offsets.numel() - 1
+    word_base = torch.arange(rows, dtype=torch.int64, device=device)
+    return word_base, torch.ones_like(word_base), piece_starts, piece_counts, piece_ids
+
+
 def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequence, truncation: str | None,
            budget: int | None, padding: str, max_length: int | None, pad_to_multiple_of: int | None, left: bool,
            with_types: bool) -> dict[str, torch.Tensor]:
@@ -173,7 +239,8 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
     if truncation is not None:
         check_truncation(budget, truncation, False, False)
     values, offsets = _ingest(texts, device)
-    words = _bpe_words if type(tok.model) is BPE else _wordpiece_words
+    words = (_bpe_words if type(tok.model) is BPE else _wordpiece_words if type(tok.model) is WordPiece
+             else _unigram_words)
     word_base, word_counts, piece_starts, piece_counts, piece_ids = words(tok, values, offsets, device)
     tokens = row_tokens_triton(word_base, word_counts, piece_counts)
     keep = tokens if budget is None else tokens.clamp(max=budget)
