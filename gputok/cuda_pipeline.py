@@ -70,7 +70,25 @@ def supports(tok, *, pairs: Sequence[str] | None, return_offsets: bool, overflow
     wordpiece = type(tok.model) is WordPiece and table_normalizer and splitter
     options = pairs is None and not return_offsets and not overflow and truncation in (None, "longest_first",
                                                                                        "only_first")
-    return options and (wordpiece or _byte_level_bpe(tok) or _sentencepiece_unigram(tok))
+    return options and (wordpiece or _byte_level_bpe(tok) or _sentencepiece_unigram(tok) or _sentencepiece_bpe(tok))
+
+
+def _sentencepiece_bpe(tok) -> bool:
+    """SentencePiece's BPE pipeline (``bpe_sentencepiece.sentencepiece_tokenizer``: its normalizer,
+    the merge-safe split, a character-level BPE without dropout, ``ignore_merges``, a subword prefix
+    or suffix; unknown characters spelled in byte pieces that all exist, or an unk piece):
+    ``_sp_bpe_words`` covers it."""
+    from .models.bpe_sentencepiece import MergeSafeSplit
+
+    model = tok.model
+    if not (type(model) is BPE and not model.byte_level and not getattr(model, "dropout", None)
+            and type(tok.normalizer) is normalizers.SentencePieceNormalizer
+            and type(tok.pre_tokenizer) is MergeSafeSplit):
+        return False
+    symbols = model._numba_tables["symbols"]
+    spelled = bool(symbols["byte_fallback"]) and bool((symbols["fallback_ids"] >= 0).all())
+    return (not symbols["whole_slots"].size and not symbols["prefix"].size and not symbols["suffix"].size
+            and (spelled or (bool(symbols["has_unk"]) and symbols["unk_id"] >= 0)))
 
 
 def _sentencepiece_unigram(tok) -> bool:
@@ -175,23 +193,45 @@ def _bpe_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.d
     return word_base, word_counts, piece_starts, piece_counts, piece_ids
 
 
-def _unigram_tables(tok, device: torch.device) -> tuple[dict | None, dict]:
-    """The SentencePiece normalizer's charsmap tables (None: no charsmap) and the Unigram model's
-    trie and scores, on ``device``."""
+def _charsmap_tables(normalizer, device: torch.device) -> dict | None:
+    """A SentencePiece normalizer's charsmap tables on ``device`` (None: no charsmap)."""
     from .kernels.charsmap import device_rules
 
-    on = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-
-    def charsmap_tables():
-        precompiled = tok.normalizer.precompiled
+    def make():
+        precompiled = normalizer.precompiled
         charsmap = None if precompiled is None else precompiled.charsmap
         return None if charsmap is None else device_rules(
             charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build(), device)
 
-    def model_tables():
-        model = tok.model
+    return _on_device(normalizer, device, make)
+
+
+def _sentencepiece_normalized(normalizer, values: torch.Tensor, offsets: torch.Tensor, device: torch.device
+                              ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(the normalized texts, text ``t`` from ``expand * offsets[t] + 2 * t``; their lengths;
+    ``expand``): the charsmap, if any, then SentencePiece's whitespace rules."""
+    from .kernels.charsmap import charsmap_rewrite_triton
+    from .kernels.whitespace_rules import whitespace_rules_triton
+
+    rules = _charsmap_tables(normalizer, device)
+    if rules is not None:
+        expand, gap = rules["expand"], 2
+        rewritten, units, lengths = charsmap_rewrite_triton(values, offsets, **rules)
+    else:
+        expand, gap, rewritten, units, lengths = 1, 0, values, None, offsets[1:] - offsets[:-1]
+    text, text_lengths = whitespace_rules_triton(
+        rewritten, units, offsets, lengths, chars=values.numel(), in_expand=expand, in_gap=gap, out_expand=expand,
+        add_dummy_prefix=normalizer.add_dummy_prefix, remove_extra_whitespaces=normalizer.remove_extra_whitespaces,
+        escape_whitespaces=normalizer.escape_whitespaces)
+    return text, text_lengths, expand
+
+
+def _unigram_tables(model, device: torch.device) -> dict:
+    """The Unigram model's trie, scores and unk handling on ``device``."""
+    def make():
         (code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes,
          token_of_node) = model.trie.walk_arrays
+        on = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
         return dict(code_of=on(code_of), root_child=on(root_child), narrow_row=on(narrow_row),
                     narrow_table=on(narrow_table), narrow=int(narrow), child_offsets=on(child_offsets),
                     child_codes=on(child_codes), child_nodes=on(child_nodes), token_of_node=on(token_of_node),
@@ -199,34 +239,51 @@ def _unigram_tables(tok, device: torch.device) -> tuple[dict | None, dict]:
                     unk_score=float(model.unk_score), reset_threshold=float(SCORE_RESET_THRESHOLD),
                     byte_fallback=bool(model.byte_fallback))
 
-    return _on_device(tok.normalizer, device, charsmap_tables), _on_device(tok.model, device, model_tables)
+    return _on_device(model, device, make)
 
 
 def _unigram_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.device):
     """(word_base, word_counts, piece_starts, piece_counts, piece_ids) of the texts, one word slot
-    per text: the charsmap, the whitespace rules, then SentencePiece's Viterbi over each whole text."""
-    from .kernels.charsmap import charsmap_rewrite_triton
+    per text: the SentencePiece normalizer, then SentencePiece's Viterbi over each whole text."""
     from .kernels.unigram_texts import unigram_texts_triton
-    from .kernels.whitespace_rules import whitespace_rules_triton
 
-    rules, model_tables = _unigram_tables(tok, device)
-    normalizer, split = tok.normalizer, tok.pre_tokenizer
-    if rules is not None:
-        expand = rules["expand"]
-        rewritten, units, lengths = charsmap_rewrite_triton(values, offsets, **rules)
-        gap = 2
-    else:
-        expand, rewritten, units, lengths, gap = 1, values, None, offsets[1:] - offsets[:-1], 0
-    text, text_lengths = whitespace_rules_triton(
-        rewritten, units, offsets, lengths, chars=values.numel(), in_expand=expand, in_gap=gap, out_expand=expand,
-        add_dummy_prefix=normalizer.add_dummy_prefix, remove_extra_whitespaces=normalizer.remove_extra_whitespaces,
-        escape_whitespaces=normalizer.escape_whitespaces)
+    text, text_lengths, expand = _sentencepiece_normalized(tok.normalizer, values, offsets, device)
+    split = tok.pre_tokenizer
     piece_ids, piece_starts, piece_counts = unigram_texts_triton(
         text, offsets, text_lengths, expand=expand, mark=ord(split.replacement) if split.split else -1,
-        **model_tables)
-    rows = offsets.numel() - 1
-    word_base = torch.arange(rows, dtype=torch.int64, device=device)
+        **_unigram_tables(tok.model, device))
+    word_base = torch.arange(offsets.numel() - 1, dtype=torch.int64, device=device)
     return word_base, torch.ones_like(word_base), piece_starts, piece_counts, piece_ids
+
+
+def _sp_bpe_tables(model: BPE, device: torch.device) -> dict:
+    """The SentencePiece BPE model's tables for ``sp_bpe_words.sp_bpe_words_triton`` on ``device``."""
+    def make():
+        symbols, merges = model._numba_tables["symbols"], model._numba_tables["merges"]
+        on = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+        return dict(char_keys=on(symbols["char_keys"]), char_values=on(symbols["char_values"]),
+                    char_mask=symbols["char_mask"], char_probes=symbols["char_probes"],
+                    byte_fallback=bool(symbols["byte_fallback"]), fallback_ids=on(symbols["fallback_ids"]),
+                    unk_id=int(symbols["unk_id"]), fuse_unk=bool(symbols["fuse_unk"]), slot_keys=on(merges["slot_keys"]),
+                    slot_values=on(merges["slot_values"]), hash_mask=merges["hash_mask"],
+                    max_probes=merges["max_probes"], vocab_size=merges["vocab_size"])
+
+    return _on_device(model, device, make)
+
+
+def _sp_bpe_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.device):
+    """(word_base, word_counts, piece_starts, piece_counts, piece_ids) of the texts: the
+    SentencePiece normalizer, the split before each run of '▁', then BPE per word."""
+    from .kernels.sp_bpe_words import sp_bpe_words_triton
+    from .kernels.word_split import split_before_marks_triton
+
+    text, text_lengths, expand = _sentencepiece_normalized(tok.normalizer, values, offsets, device)
+    char = tok.pre_tokenizer.char
+    word_starts, word_ends, word_base, word_counts, total = split_before_marks_triton(
+        text, offsets, text_lengths, expand=expand, mark=-1 if char is None else ord(char))
+    piece_ids, piece_starts, piece_counts = sp_bpe_words_triton(text, word_starts, word_ends, total,
+                                                                **_sp_bpe_tables(tok.model, device))
+    return word_base, word_counts, piece_starts, piece_counts, piece_ids
 
 
 def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequence, truncation: str | None,
@@ -239,8 +296,8 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
     if truncation is not None:
         check_truncation(budget, truncation, False, False)
     values, offsets = _ingest(texts, device)
-    words = (_bpe_words if type(tok.model) is BPE else _wordpiece_words if type(tok.model) is WordPiece
-             else _unigram_words)
+    words = (_wordpiece_words if type(tok.model) is WordPiece else _unigram_words if type(tok.model) is not BPE
+             else _bpe_words if tok.model.byte_level else _sp_bpe_words)
     word_base, word_counts, piece_starts, piece_counts, piece_ids = words(tok, values, offsets, device)
     tokens = row_tokens_triton(word_base, word_counts, piece_counts)
     keep = tokens if budget is None else tokens.clamp(max=budget)

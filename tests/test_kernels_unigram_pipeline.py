@@ -130,7 +130,7 @@ def test_unigram_texts_equal_twin(texts, rules, sp_test_tokenizer, byte_fallback
     values = np.zeros(text.size + 2 * lengths.size, np.int32)
     for t in range(lengths.size):
         values[layout_offsets[t] + 2 * t:layout_offsets[t + 1] + 2 * t] = text[text_offsets[t]:text_offsets[t + 1]]
-    tables = dict(cuda_pipeline._unigram_tables(sp_test_tokenizer, torch.device("cpu"))[1], byte_ids=torch.from_numpy(byte_ids),
+    tables = dict(cuda_pipeline._unigram_tables(model, torch.device("cpu")), byte_ids=torch.from_numpy(byte_ids),
                   byte_fallback=byte_fallback, reset_threshold=threshold)
     tokens, piece_starts, counts = unigram_texts_triton(torch.from_numpy(values), torch.from_numpy(layout_offsets),
                                                         torch.from_numpy(lengths), expand=1, mark=0x2581, **tables)
