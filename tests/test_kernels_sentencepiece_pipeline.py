@@ -1,11 +1,14 @@
-"""The CUDA pipeline's SentencePiece Unigram kernels against their numba twins, and the pipeline against the CPU path.
+"""The CUDA pipeline's SentencePiece kernels (Unigram, BPE) against their numba twins, and the pipelines against the CPU path.
 
 ``charsmap.charsmap_rewrite_triton`` against ``charsmap_numba.charsmap_rewrite_numba``,
-``whitespace_rules.whitespace_rules_triton`` against ``sentencepiece_whitespace.whitespace_rules_numba``
-and ``unigram_texts.unigram_texts_triton`` against ``unigram_sentence.unigram_sentences_encode`` +
+``whitespace_rules.whitespace_rules_triton`` against ``sentencepiece_whitespace.whitespace_rules_numba``,
+``unigram_texts.unigram_texts_triton`` against ``unigram_sentence.unigram_sentences_encode`` +
 ``unigram_finish_numba`` (byte fallback and SentencePiece's re-centring included: a low threshold
-makes it run on short texts), under ``TRITON_INTERPRET=1`` on CPU tensors (conftest), with the
-tests' 8k SentencePiece model (nmt_nfkc charsmap), on odd shapes (no text, empty texts, runs of
+makes it run on short texts), ``word_split.split_before_marks_triton`` against
+``word_split_numba.split_before_runs`` / ``whole_texts`` and ``sp_bpe_words.sp_bpe_words_triton``
+against ``bpe_symbols_numba`` + ``bpe_heap.merge_rows`` (byte fallback, and unk with and without
+fusing), under ``TRITON_INTERPRET=1`` on CPU tensors (conftest), with the tests' 8k SentencePiece
+Unigram model (nmt_nfkc charsmap) and Mistral's SentencePiece BPE, on odd shapes (no text, empty texts, runs of
 spaces, Hangul jamo and combining sequences the longer charsmap rules rewrite, a ligature that
 becomes 18 codepoints), real lines of the parity corpus (cut short: the interpreter runs a
 kernel's lanes as numpy vectors, a few ms per step) and random Unicode. The Triton kernels leave
@@ -16,15 +19,20 @@ import numpy as np
 import pytest
 import torch
 
-from gputok import _dispatch, cuda_pipeline
+import gputok
+from gputok import _dispatch, assets, cuda_pipeline
+from gputok.kernels.bpe_heap import merge_rows
+from gputok.kernels.bpe_symbols_numba import bpe_symbols_numba
 from gputok.kernels.charsmap import charsmap_rewrite_triton, device_rules
 from gputok.kernels.charsmap_numba import charsmap_rewrite_numba
 from gputok.kernels.sentencepiece_whitespace import whitespace_rules_numba
 from gputok.kernels.unigram_finish_numba import unigram_finish_numba
 from gputok.kernels.unigram_sentence import unigram_sentences_encode
 from gputok.kernels.unigram_texts import unigram_texts_triton
+from gputok.kernels.sp_bpe_words import sp_bpe_words_triton
 from gputok.kernels.whitespace_rules import whitespace_rules_triton
-from gputok.kernels.word_split_numba import split_at_marks
+from gputok.kernels.word_split import split_before_marks_triton
+from gputok.kernels.word_split_numba import split_at_marks, split_before_runs, whole_texts
 from gputok.models.unigram import SCORE_RESET_THRESHOLD
 
 from test_cuda import _random_texts
@@ -45,6 +53,11 @@ def texts(parity_lines):
 def rules(sp_test_tokenizer):
     charsmap = sp_test_tokenizer.normalizer.precompiled.charsmap
     return charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build()
+
+
+@pytest.fixture(scope="module")
+def mistral():
+    return gputok.Tokenizer.from_sentencepiece(assets.fetch("mistral-sp-model"))
 
 
 def _normalized(units, offsets, rules, **flags):
@@ -106,6 +119,17 @@ def test_whitespace_rules_equal_twin(texts, rules, flags, with_charsmap):
                                                                  zip(want_offsets[:-1], want_offsets[1:])]
 
 
+def _layout(text, text_offsets):
+    """Normalized texts in the CUDA pipeline's layout, expand 1: text ``t`` from ``offsets[t] + 2 * t``
+    (``offsets``: the cumulative lengths). Returns (values, offsets, lengths)."""
+    lengths = np.diff(text_offsets)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    values = np.zeros(text.size + 2 * lengths.size, np.int32)
+    for t in range(lengths.size):
+        values[offsets[t] + 2 * t:offsets[t + 1] + 2 * t] = text[text_offsets[t]:text_offsets[t + 1]]
+    return values, offsets, lengths
+
+
 def _twin_tokens(text, text_offsets, trie, score32, unk_score, unk_id, threshold, byte_ids, byte_fallback):
     """Each text's tokens by the CPU path's kernels: the Viterbi over the whole text, cut at its
     words, then unk handling per word."""
@@ -124,12 +148,7 @@ def test_unigram_texts_equal_twin(texts, rules, sp_test_tokenizer, byte_fallback
     byte_ids = np.arange(256, dtype=np.int64) + 5000  # any 256 ids: the model has no byte pieces
     want = _twin_tokens(text, text_offsets, model.trie.walk_arrays, model.score32, model.unk_score, model.unk_id,
                         threshold, byte_ids, byte_fallback)
-    # The kernel's layout, expand 1: text t from lengths[:t].sum() + 2 * t.
-    lengths = np.diff(text_offsets)
-    layout_offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    values = np.zeros(text.size + 2 * lengths.size, np.int32)
-    for t in range(lengths.size):
-        values[layout_offsets[t] + 2 * t:layout_offsets[t + 1] + 2 * t] = text[text_offsets[t]:text_offsets[t + 1]]
+    values, layout_offsets, lengths = _layout(text, text_offsets)
     tables = dict(cuda_pipeline._unigram_tables(model, torch.device("cpu")), byte_ids=torch.from_numpy(byte_ids),
                   byte_fallback=byte_fallback, reset_threshold=threshold)
     tokens, piece_starts, counts = unigram_texts_triton(torch.from_numpy(values), torch.from_numpy(layout_offsets),
@@ -159,3 +178,63 @@ def test_pipeline_covers_sentencepiece_unigram(sp_test_tokenizer):
     covered = dict(pairs=None, return_offsets=False, overflow=False, truncation=None)
     assert cuda_pipeline.supports(sp_test_tokenizer, **covered)
     assert not cuda_pipeline.supports(sp_test_tokenizer, **dict(covered, return_offsets=True))
+
+
+@pytest.mark.parametrize("mark", [0x2581, -1])
+def test_split_before_marks_equals_twin(texts, rules, mark):
+    units, offsets = _ragged(texts)
+    *_, text, text_offsets = _normalized(units, offsets, rules, remove_extra_whitespaces=False)
+    want_starts, want_ends, want_offsets = (split_before_runs(text, text_offsets, mark) if mark >= 0
+                                            else whole_texts(text_offsets))
+    values, layout_offsets, lengths = _layout(text, text_offsets)
+    starts, ends, word_base, counts, total = split_before_marks_triton(
+        torch.from_numpy(values), torch.from_numpy(layout_offsets), torch.from_numpy(lengths), expand=1, mark=mark)
+    assert int(total) == want_offsets[-1]
+    shift = layout_offsets + 2 * np.arange(layout_offsets.size) - text_offsets  # layout place - twin place
+    for t in range(len(texts)):
+        a, b = want_offsets[t], want_offsets[t + 1]
+        packed = slice(int(word_base[t]), int(word_base[t]) + b - a)
+        assert int(counts[t]) == b - a
+        assert (starts[packed].numpy() - shift[t]).tolist() == want_starts[a:b].tolist()
+        assert (ends[packed].numpy() - shift[t]).tolist() == want_ends[a:b].tolist()
+
+
+@pytest.mark.parametrize(("byte_fallback", "fuse_unk"), [(True, True), (False, True), (False, False)])
+def test_sp_bpe_words_equal_twin(texts, mistral, byte_fallback, fuse_unk):
+    units, offsets = _ragged(texts + ["▁" + "ab" * 20 + "☃☃x☃"])  # a word of several tiles; a run of unknowns
+    text, text_offsets, _ = whitespace_rules_numba(units, offsets, np.arange(units.size), True, False, True)
+    starts, ends, _ = split_before_runs(text, text_offsets, 0x2581)
+    codes = np.concatenate([text[s:e] for s, e in zip(starts, ends)]).astype(np.int32)
+    word_offsets = np.zeros(starts.size + 1, np.int64)
+    np.cumsum(ends - starts, out=word_offsets[1:])
+    tables = mistral.model._numba_tables
+    symbols = dict(tables["symbols"], byte_fallback=byte_fallback, fuse_unk=fuse_unk)
+    ids, symbol_offsets, _ = bpe_symbols_numba(codes, word_offsets, **symbols)
+    merged = merge_rows(ids, symbol_offsets, np.empty(0, np.int64), **tables["merges"])
+    want = [ids[a:b].tolist() for a, b in zip(merged[:-1], merged[1:])]
+
+    on_device = dict(cuda_pipeline._sp_bpe_tables(mistral.model, torch.device("cpu")), byte_fallback=byte_fallback,
+                     fuse_unk=fuse_unk)
+    tokens, piece_starts, counts = sp_bpe_words_triton(torch.from_numpy(text), torch.from_numpy(np.append(starts, 0)),
+                                                       torch.from_numpy(np.append(ends, 0)), torch.tensor([starts.size]),
+                                                       **on_device)
+    assert [tokens[s:s + n].tolist() for s, n in zip(piece_starts[:-1].tolist(), counts[:-1].tolist())] == want
+    assert int(counts[-1]) == 0  # the place past the total: no word
+    unk = tables["symbols"]["unk_id"]
+    assert any(unk in row for row in want) != byte_fallback
+
+
+def test_sp_bpe_pipeline_equals_cpu(mistral, texts, monkeypatch):
+    calls = []
+    monkeypatch.setattr(cuda_pipeline, "_sp_bpe_words", lambda *a, _words=cuda_pipeline._sp_bpe_words:
+                        calls.append(1) or _words(*a))
+    some = texts[::3]
+    want, want_flat = mistral(texts), mistral(some, padding=False)
+    with _dispatch.use_backend("triton"):
+        got, flat = mistral(texts), mistral(some, padding=False)
+    assert len(calls) == 2, "the Triton backend did not take gputok.cuda_pipeline"
+    for a, b in ((got, want), (flat, want_flat)):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert torch.equal(a[key], b[key]), key
+    assert cuda_pipeline.supports(mistral, pairs=None, return_offsets=False, overflow=False, truncation=None)
