@@ -6,19 +6,27 @@ stage of the tokenizer has a Triton kernel; otherwise the call takes the stage-b
 Covered now, for single texts, no offsets, truncation without overflow, every padding option:
 WordPiece tokenizers with a table normalizer (BertNormalizer, Lowercase, or none) and
 BertPreTokenizer / WhitespaceSplit (BERT); byte-level BPE with no normalizer and the cl100k,
-llama3 or qwen2 regex split (tiktoken's cl100k_base and its kin).
+llama3 or qwen2 regex split (tiktoken's cl100k_base and its kin); SentencePiece's Unigram and
+BPE pipelines (``Tokenizer.from_sentencepiece``: its normalizer, with or without a precompiled
+charsmap; a Unigram with an unk piece, not sampling; a character-level BPE without dropout).
 
 The stages and their kernels (``gputok.kernels``; each has a numba twin of the same per-row
 algorithm that the CPU runs):
 
 1. ingest: the batch joined and encoded by CPython's UTF-32 codec (lone surrogates as U+FFFD), one
    copy to the device with its row offsets;
-2. normalize: ``normalize.rewrite_table_triton``, one text per lane;
-3. split: ``word_split.split_by_class_triton`` (BERT) or ``regex_split.cl100k_split_triton``, one
+2. normalize: ``normalize.rewrite_table_triton``, or SentencePiece's
+   ``charsmap.charsmap_rewrite_triton`` then ``whitespace_rules.whitespace_rules_triton``, one
    text per lane;
-4. model: ``wordpiece_match.wordpiece_encode_triton`` or ``bpe_words.byte_bpe_words_triton`` (UTF-8
-   bytes, the whole-word rule, the merges), one word per lane (every word occurrence: on a GPU a
-   lane per word costs less than finding the repeated ones);
+3. split: ``word_split.split_by_class_triton`` (BERT), ``regex_split.cl100k_split_triton`` or
+   ``word_split.split_before_marks_triton`` (SentencePiece BPE), one text per lane; none for
+   Unigram, whose Viterbi runs over each whole text, as SentencePiece's does;
+4. model: ``wordpiece_match.wordpiece_encode_triton``, ``bpe_words.byte_bpe_words_triton`` (UTF-8
+   bytes, the whole-word rule, the merges) or ``sp_bpe_words.sp_bpe_words_triton`` (characters
+   to symbols, byte fallback or unk, the same merges), one word per lane (every word occurrence:
+   on a GPU a lane per word costs less than finding the repeated ones); or
+   ``unigram_texts.unigram_texts_triton`` (SentencePiece's float32 Viterbi, then unk fusing or
+   byte pieces), one text per lane, its tokens one word slot of the post-process;
 5. post-process: ``postprocess.row_tokens_triton`` (tokens per text), then the one host sync of
    the call (the output's width, or the ragged output's size), then
    ``postprocess.write_rows_triton`` (specials, truncation, padding, mask, type ids).
@@ -30,10 +38,14 @@ regions; the split packs the words with one atomic add per text. Memory: ~52 byt
 the normalized buffer for WordPiece (``expand`` places per input character, 3 for BERT: ~160 bytes
 per input character; 1 GB for 6.5M characters): codepoints 4, word slots and packed words 32,
 piece ids and ends 8, piece counts 8; ~100 bytes per character for byte-level BPE (words 32,
-tokens and pair values 64).
+tokens and pair values 64). SentencePiece texts are laid out from ``expand * offsets[t] + 2 * t``
+(``expand``: the most codepoints the charsmap writes per codepoint, 18 for nmt_nfkc; 1 without
+a charsmap): ~60 bytes per place for Unigram (codepoints and units 12, scratch 12, tokens 32),
+~110 for SentencePiece BPE.
 
-Tables (the normalizer's rows, the character classes, the split's kind tables, the vocabulary
-trie, the BPE pair map, the template) are put on the device once per component and device and kept.
+Tables (the normalizer's rows, the charsmap's, the character classes, the split's kind tables,
+the vocabulary trie, the Unigram piece trie, the BPE pair map, the template) are put on the
+device once per component and device and kept.
 """
 
 from __future__ import annotations
@@ -47,8 +59,8 @@ import torch
 from . import normalizers, pre_tokenizers
 from .ingest import _join
 from .models.bpe import BPE
-from .models.wordpiece import WordPiece
 from .models.unigram import SCORE_RESET_THRESHOLD
+from .models.wordpiece import WordPiece
 from .processors import check_truncation
 
 _tables: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # component -> {device: tables}
@@ -264,9 +276,9 @@ def _sp_bpe_tables(model: BPE, device: torch.device) -> dict:
         return dict(char_keys=on(symbols["char_keys"]), char_values=on(symbols["char_values"]),
                     char_mask=symbols["char_mask"], char_probes=symbols["char_probes"],
                     byte_fallback=bool(symbols["byte_fallback"]), fallback_ids=on(symbols["fallback_ids"]),
-                    unk_id=int(symbols["unk_id"]), fuse_unk=bool(symbols["fuse_unk"]), slot_keys=on(merges["slot_keys"]),
-                    slot_values=on(merges["slot_values"]), hash_mask=merges["hash_mask"],
-                    max_probes=merges["max_probes"], vocab_size=merges["vocab_size"])
+                    unk_id=int(symbols["unk_id"]), fuse_unk=bool(symbols["fuse_unk"]),
+                    slot_keys=on(merges["slot_keys"]), slot_values=on(merges["slot_values"]),
+                    hash_mask=merges["hash_mask"], max_probes=merges["max_probes"], vocab_size=merges["vocab_size"])
 
     return _on_device(model, device, make)
 

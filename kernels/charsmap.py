@@ -143,7 +143,8 @@ def expansion(rules: tuple) -> int:
 def device_rules(rules: tuple, device: torch.device) -> dict:
     """``charsmap_rewrite_triton``'s tables from ``Charsmap._numpy_rules`` on ``device``: the
     longer rules' hashes sorted as signed int64 (the kernel compares int64 lanes)."""
-    direct, table_values, table_offsets, hashes, order, key_values, key_offsets, rule_values, rule_offsets, max_long = rules
+    (direct, table_values, table_offsets, hashes, order, key_values, key_offsets, rule_values, rule_offsets,
+     max_long) = rules
     signed = hashes.view(np.int64)
     by_hash = np.argsort(signed, kind="stable")
     on = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731

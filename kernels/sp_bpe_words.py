@@ -26,8 +26,8 @@ from .hash_lookup import probe_until_found
                                "fuse_unk", "vocab_size", "hash_mask", "hash_shift", "max_probes"])
 def _sp_bpe_words_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, char_keys_ptr, char_values_ptr,
                          fallback_ids_ptr, slot_keys_ptr, slot_values_ptr, tokens_ptr, pair_values_ptr,
-                         piece_starts_ptr, counts_ptr, places, char_mask, char_shift, char_probes, byte_fallback, unk_id,
-                         fuse_unk, vocab_size, hash_mask, hash_shift, max_probes, BLOCK: tl.constexpr,
+                         piece_starts_ptr, counts_ptr, places, char_mask, char_shift, char_probes, byte_fallback,
+                         unk_id, fuse_unk, vocab_size, hash_mask, hash_shift, max_probes, BLOCK: tl.constexpr,
                          WIDTH: tl.constexpr):
     word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = (word < places) & (word < tl.load(total_ptr))
@@ -54,7 +54,8 @@ def _sp_bpe_words_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, 
         tl.store(tokens + n, symbol, mask=known)
         spelled = live & ~known & as_bytes  # the model's byte pieces are all there (the caller checks)
         size = 1 + (cp >= 0x80).to(tl.int64) + (cp >= 0x800).to(tl.int64) + (cp >= 0x10000).to(tl.int64)
-        lead = tl.where(size == 1, cp, tl.where(size == 2, 0xC0, tl.where(size == 3, 0xE0, 0xF0)) | (cp >> (6 * (size - 1))))
+        lead = tl.where(size == 1, cp,
+                        tl.where(size == 2, 0xC0, tl.where(size == 3, 0xE0, 0xF0)) | (cp >> (6 * (size - 1))))
         tl.store(tokens + n, tl.load(fallback_ids_ptr + (lead & 0xFF), mask=spelled, other=0), mask=spelled)
         for k in range(1, 4):  # continuation byte k: bits 6 * (size - 1 - k) of cp
             more = spelled & (k < size)

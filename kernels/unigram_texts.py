@@ -30,6 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
+
 @triton.jit
 def _trie_step(node, code, walking, narrow_row_ptr, narrow_table_ptr, narrow, child_offsets_ptr, child_codes_ptr,
                child_nodes_ptr):
@@ -67,8 +68,8 @@ def _word_start(values_ptr, lo, at, ok, mark):
 def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, root_child_ptr, narrow_row_ptr,
                           narrow_table_ptr, child_offsets_ptr, child_codes_ptr, child_nodes_ptr, token_of_node_ptr,
                           piece_score_ptr, byte_ids_ptr, best_ptr, start_ptr, piece_ptr, tokens_ptr, piece_starts_ptr,
-                          counts_ptr, texts, narrow, unk_id, unk_score, threshold, mark, byte_fallback, EXPAND: tl.constexpr,
-                          BLOCK: tl.constexpr):
+                          counts_ptr, texts, narrow, unk_id, unk_score, threshold, mark, byte_fallback,
+                          EXPAND: tl.constexpr, BLOCK: tl.constexpr):
     text = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = text < texts
     lo = EXPAND * tl.load(offsets_ptr + text, mask=inside, other=0) + 2 * text

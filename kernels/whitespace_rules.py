@@ -11,9 +11,10 @@ characters the first rule drops are spaces), and the second writes.
 
 Layout (no host sync): text ``t`` is read from ``in_expand * offsets[t] + in_gap * t`` (its length
 ``in_lengths[t]``; its units from ``units`` where ``with_units``, else each character is its own
-unit), and written from ``out_expand * offsets[t] + 2 * t`` with its length in ``lengths[t]``: the layout of ``charsmap.charsmap_rewrite_triton``'s
-output, which leaves room for the dummy prefix. Compacting row ``t`` gives the twin's row. The
-twin's source units are not written (the CUDA path reports no offsets yet).
+unit), and written from ``out_expand * offsets[t] + 2 * t`` with its length in ``lengths[t]``: the
+layout of ``charsmap.charsmap_rewrite_triton``'s output, which leaves room for the dummy prefix.
+Compacting row ``t`` gives the twin's row. The twin's source units are not written (the CUDA path
+reports no offsets yet).
 Memory: the output (int32 per place).
 """
 

@@ -1,4 +1,6 @@
-"""Words by character class on CUDA (BertPreTokenizer, WhitespaceSplit), or before SentencePiece's '▁' runs, one text per lane.
+"""Words by character class on CUDA (BertPreTokenizer, WhitespaceSplit), one text per lane.
+
+(And :func:`split_before_marks_triton`: SentencePiece BPE's words, before each run of '▁'.)
 
 Numba twin: ``word_split_numba.split_by_class`` (the same per-text state machine): runs of WORD
 characters are words, each PUNCTUATION character is a word of its own, SPACE characters separate
@@ -142,7 +144,7 @@ def split_before_marks_triton(values: torch.Tensor, offsets: torch.Tensor, row_l
     slot_starts, slot_ends, word_starts, word_ends, total, word_base, counts = word_buffers(values, texts)
     if texts:
         block = 64  # as the other per-text kernels
-        _split_before_marks_kernel[(triton.cdiv(texts, block),)](values, offsets, row_lengths, slot_starts,
-                                                                 slot_ends, total, word_base, word_starts, word_ends,
-                                                                 counts, texts, expand, mark, BLOCK=block)
+        _split_before_marks_kernel[(triton.cdiv(texts, block),)](
+            values, offsets, row_lengths, slot_starts, slot_ends, total, word_base, word_starts, word_ends, counts,
+            texts, expand, mark, BLOCK=block)
     return word_starts, word_ends, word_base, counts, total

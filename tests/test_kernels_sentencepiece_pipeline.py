@@ -1,4 +1,4 @@
-"""The CUDA pipeline's SentencePiece kernels (Unigram, BPE) against their numba twins, and the pipelines against the CPU path.
+"""The CUDA pipeline's SentencePiece kernels (Unigram, BPE) against their numba twins, the pipelines against the CPU.
 
 ``charsmap.charsmap_rewrite_triton`` against ``charsmap_numba.charsmap_rewrite_numba``,
 ``whitespace_rules.whitespace_rules_triton`` against ``sentencepiece_whitespace.whitespace_rules_numba``,
@@ -18,6 +18,8 @@ texts apart (upper-bound regions), so each is compared after cutting it out.
 import numpy as np
 import pytest
 import torch
+from test_cuda import _random_texts
+from test_kernels_pipeline import _ragged
 
 import gputok
 from gputok import _dispatch, assets, cuda_pipeline
@@ -26,20 +28,21 @@ from gputok.kernels.bpe_symbols_numba import bpe_symbols_numba
 from gputok.kernels.charsmap import charsmap_rewrite_triton, device_rules
 from gputok.kernels.charsmap_numba import charsmap_rewrite_numba
 from gputok.kernels.sentencepiece_whitespace import whitespace_rules_numba
+from gputok.kernels.sp_bpe_words import sp_bpe_words_triton
 from gputok.kernels.unigram_finish_numba import unigram_finish_numba
 from gputok.kernels.unigram_sentence import unigram_sentences_encode
 from gputok.kernels.unigram_texts import unigram_texts_triton
-from gputok.kernels.sp_bpe_words import sp_bpe_words_triton
 from gputok.kernels.whitespace_rules import whitespace_rules_triton
 from gputok.kernels.word_split import split_before_marks_triton
-from gputok.kernels.word_split_numba import split_at_marks, split_before_runs, whole_texts
+from gputok.kernels.word_split_numba import (
+    split_at_marks,
+    split_before_runs,
+    whole_texts,
+)
 from gputok.models.unigram import SCORE_RESET_THRESHOLD
 
-from test_cuda import _random_texts
-from test_kernels_pipeline import _ragged
-
-ODD = ["", "x", " ", "  Hello   world  ", "\u1100\u1161\u11a8 e\u0301 \u1112\u1161\u11ab", "ﷺ ok", "▁▁ a▁ ", "\t\n x \u3000",
-       "😀\ud800 ﬁ①", "   ", "a" * 40 + " b", ""]
+ODD = ["", "x", " ", "  Hello   world  ", "\u1100\u1161\u11a8 e\u0301 \u1112\u1161\u11ab", "ﷺ ok", "▁▁ a▁ ",
+       "\t\n x \u3000", "😀\ud800 ﬁ①", "   ", "a" * 40 + " b", ""]
 
 
 @pytest.fixture(scope="module")
@@ -88,8 +91,8 @@ def test_charsmap_equals_twin(texts, rules):
 
 
 def test_charsmap_no_texts(rules):
-    out, units, lengths = charsmap_rewrite_triton(torch.zeros(0, dtype=torch.int32), torch.zeros(1, dtype=torch.int64),
-                                                  **device_rules(rules, torch.device("cpu")))
+    *_, lengths = charsmap_rewrite_triton(torch.zeros(0, dtype=torch.int32), torch.zeros(1, dtype=torch.int64),
+                                          **device_rules(rules, torch.device("cpu")))
     assert lengths.numel() == 0
 
 
@@ -102,8 +105,8 @@ def test_whitespace_rules_equal_twin(texts, rules, flags, with_charsmap):
     if with_charsmap:
         out, out_offsets, unit = charsmap_rewrite_numba(units, offsets, *rules)
         tables = device_rules(rules, torch.device("cpu"))
-        rewritten, rewritten_units, lengths = charsmap_rewrite_triton(torch.from_numpy(units), torch.from_numpy(offsets),
-                                                                      **tables)
+        rewritten, rewritten_units, lengths = charsmap_rewrite_triton(torch.from_numpy(units),
+                                                                      torch.from_numpy(offsets), **tables)
         expand, gap = tables["expand"], 2
     else:
         out, out_offsets, unit = units, offsets, np.arange(units.size)
@@ -215,9 +218,10 @@ def test_sp_bpe_words_equal_twin(texts, mistral, byte_fallback, fuse_unk):
 
     on_device = dict(cuda_pipeline._sp_bpe_tables(mistral.model, torch.device("cpu")), byte_fallback=byte_fallback,
                      fuse_unk=fuse_unk)
+    # The words as the split leaves them, one empty place past the total.
     tokens, piece_starts, counts = sp_bpe_words_triton(torch.from_numpy(text), torch.from_numpy(np.append(starts, 0)),
-                                                       torch.from_numpy(np.append(ends, 0)), torch.tensor([starts.size]),
-                                                       **on_device)
+                                                       torch.from_numpy(np.append(ends, 0)),
+                                                       torch.tensor([starts.size]), **on_device)
     assert [tokens[s:s + n].tolist() for s, n in zip(piece_starts[:-1].tolist(), counts[:-1].tolist())] == want
     assert int(counts[-1]) == 0  # the place past the total: no word
     unk = tables["symbols"]["unk_id"]
