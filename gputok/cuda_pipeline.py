@@ -40,8 +40,9 @@ per input character; 1 GB for 6.5M characters): codepoints 4, word slots and pac
 piece ids and ends 8, piece counts 8; ~100 bytes per character for byte-level BPE (words 32,
 tokens and pair values 64). SentencePiece texts are laid out from ``expand * offsets[t] + 2 * t``
 (``expand``: the most codepoints the charsmap writes per codepoint, 18 for nmt_nfkc; 1 without
-a charsmap): ~60 bytes per place for Unigram (codepoints and units 12, scratch 12, tokens 32),
-~110 for SentencePiece BPE.
+a charsmap): ~36 bytes per place for Unigram (codepoints and units 12, scratch 12, tokens 8;
+tokens 32 with byte fallback), so ~650 bytes per input character with nmt_nfkc's 18 (65 MB for
+100k characters: the bound, not the text, sets it); ~110 bytes per place for SentencePiece BPE.
 
 Tables (the normalizer's rows, the charsmap's, the character classes, the split's kind tables,
 the vocabulary trie, the Unigram piece trie, the BPE pair map, the template) are put on the

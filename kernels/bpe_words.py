@@ -46,6 +46,16 @@ def _pair_value(tokens_ptr, at, ok, slot_keys_ptr, slot_values_ptr, vocab_size, 
 
 
 @triton.jit
+def word_lanes(word_starts_ptr, word_ends_ptr, total_ptr, places, BLOCK: tl.constexpr):
+    """This program's words (a lane each), which of them are packed words (the first ``total[0]``
+    places), their first characters and their lengths."""
+    word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = (word < places) & (word < tl.load(total_ptr))
+    first = tl.load(word_starts_ptr + word, mask=inside, other=0)
+    return word, inside, first, tl.load(word_ends_ptr + word, mask=inside, other=0) - first
+
+
+@triton.jit
 def merge_words(tokens, pairs, n, merging, slot_keys_ptr, slot_values_ptr, vocab_size, hash_mask, hash_shift,
                 max_probes, BLOCK: tl.constexpr, WIDTH: tl.constexpr):
     """The merges of each ``merging`` lane's word (``n`` token ids from ``tokens``; ``pairs``: room
@@ -117,10 +127,7 @@ def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte
                      token_keys_ptr, token_offsets_ptr, slot_keys_ptr, slot_values_ptr, tokens_ptr, pair_values_ptr,
                      piece_starts_ptr, counts_ptr, places, vocab_size, hash_mask, hash_shift, max_probes, whole_mask,
                      with_whole, BLOCK: tl.constexpr, WIDTH: tl.constexpr):
-    word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = (word < places) & (word < tl.load(total_ptr))
-    first = tl.load(word_starts_ptr + word, mask=inside, other=0)
-    chars = tl.load(word_ends_ptr + word, mask=inside, other=0) - first
+    word, inside, first, chars = word_lanes(word_starts_ptr, word_ends_ptr, total_ptr, places, BLOCK)
     base = 4 * first
     tokens = tokens_ptr + base
     pairs = pair_values_ptr + base
@@ -188,6 +195,14 @@ def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte
     tl.store(piece_starts_ptr + word, base, mask=word < places)
 
 
+def word_token_buffers(values: torch.Tensor, places: int) -> tuple[torch.Tensor, ...]:
+    """A word-per-lane BPE kernel's outputs and scratch: int64 tokens and pair values, four places
+    per element of ``values``; int64 each word's first token's place and its number of tokens."""
+    tokens = torch.empty(max(4 * values.numel(), 1), dtype=torch.int64, device=values.device)
+    piece_starts = torch.empty(places, dtype=torch.int64, device=values.device)
+    return tokens, torch.empty_like(tokens), piece_starts, torch.empty_like(piece_starts)
+
+
 def byte_bpe_words_triton(values: torch.Tensor, word_starts: torch.Tensor, word_ends: torch.Tensor,
                           total: torch.Tensor, *, byte_to_id: torch.Tensor, whole_slots: torch.Tensor,
                           token_keys: torch.Tensor, token_offsets: torch.Tensor, slot_keys: torch.Tensor,
@@ -198,11 +213,7 @@ def byte_bpe_words_triton(values: torch.Tensor, word_starts: torch.Tensor, word_
     (codepoints). ``whole_slots`` empty: no ``ignore_merges``; the tables are
     ``gputok.models.bpe.BPE._numba_tables``' on the device."""
     places = word_starts.numel()
-    device = values.device
-    tokens = torch.empty(max(4 * values.numel(), 1), dtype=torch.int64, device=device)
-    pair_values = torch.empty_like(tokens)
-    piece_starts = torch.empty(places, dtype=torch.int64, device=device)
-    counts = torch.empty(places, dtype=torch.int64, device=device)
+    tokens, pair_values, piece_starts, counts = word_token_buffers(values, places)
     if places:
         # 128 words per program, as the WordPiece kernel (a block runs as long as its longest word's
         # merges); 16 positions per tile: most words of a regex split have fewer bytes.

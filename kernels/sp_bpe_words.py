@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .bpe_words import merge_words
+from .bpe_words import merge_words, word_lanes, word_token_buffers
 from .hash_lookup import probe_until_found
 
 
@@ -29,10 +29,7 @@ def _sp_bpe_words_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, 
                          piece_starts_ptr, counts_ptr, places, char_mask, char_shift, char_probes, byte_fallback,
                          unk_id, fuse_unk, vocab_size, hash_mask, hash_shift, max_probes, BLOCK: tl.constexpr,
                          WIDTH: tl.constexpr):
-    word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = (word < places) & (word < tl.load(total_ptr))
-    first = tl.load(word_starts_ptr + word, mask=inside, other=0)
-    chars = tl.load(word_ends_ptr + word, mask=inside, other=0) - first
+    word, inside, first, chars = word_lanes(word_starts_ptr, word_ends_ptr, total_ptr, places, BLOCK)
     base = 4 * first
     tokens = tokens_ptr + base
     # lane flags, not constexprs: one compiled kernel serves every model
@@ -84,11 +81,7 @@ def sp_bpe_words_triton(values: torch.Tensor, word_starts: torch.Tensor, word_en
     (codepoints). The tables are ``gputok.models.bpe.BPE._numba_tables``' on the device; without
     byte fallback, ``unk_id >= 0``."""
     places = word_starts.numel()
-    device = values.device
-    tokens = torch.empty(max(4 * values.numel(), 1), dtype=torch.int64, device=device)
-    pair_values = torch.empty_like(tokens)
-    piece_starts = torch.empty(places, dtype=torch.int64, device=device)
-    counts = torch.empty(places, dtype=torch.int64, device=device)
+    tokens, pair_values, piece_starts, counts = word_token_buffers(values, places)
     if places:
         # 128 words per program and 16 positions per tile, as the byte-level kernel.
         block, width = 128, 16

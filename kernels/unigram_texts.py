@@ -20,10 +20,10 @@ A word starts at a text's first character and, with ``split``, at each ``mark`` 
 Layout (no host sync): text ``t`` is ``values[expand * offsets[t] + 2 * t:]`` (``lengths[t]``
 characters: ``whitespace_rules.whitespace_rules_triton``'s output), and the per-position scratch
 (best score, start, piece: the twin's ``best`` / ``start`` / ``piece``) sits at the same places.
-Its tokens are written from ``4 * (expand * offsets[t] + 2 * t)`` (at most four byte pieces per
-character), their number to ``counts[t]`` and that first place to ``piece_starts[t]``: one word
-slot per text for ``postprocess.write_rows_triton``. Memory: 12 bytes of scratch and 32 bytes of
-tokens per place of ``values``.
+Its tokens are written from ``k * (expand * offsets[t] + 2 * t)`` (``k``: 4 with byte fallback,
+at most four byte pieces per character, else 1), their number to ``counts[t]`` and that first
+place to ``piece_starts[t]``: one word slot per text for ``postprocess.write_rows_triton``.
+Memory: 12 bytes of scratch and ``8 * k`` bytes of tokens per place of ``values``.
 """
 
 import torch
@@ -64,11 +64,12 @@ def _word_start(values_ptr, lo, at, ok, mark):
     return (at == 0) | (later & (c == mark))  # mark -1: no character
 
 
-@triton.jit(do_not_specialize=["texts", "narrow", "unk_id", "unk_score", "threshold", "mark", "byte_fallback"])
+@triton.jit(do_not_specialize=["texts", "narrow", "unk_id", "unk_score", "threshold", "mark", "byte_fallback",
+                               "per_place"])
 def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, root_child_ptr, narrow_row_ptr,
                           narrow_table_ptr, child_offsets_ptr, child_codes_ptr, child_nodes_ptr, token_of_node_ptr,
                           piece_score_ptr, byte_ids_ptr, best_ptr, start_ptr, piece_ptr, tokens_ptr, piece_starts_ptr,
-                          counts_ptr, texts, narrow, unk_id, unk_score, threshold, mark, byte_fallback,
+                          counts_ptr, texts, narrow, unk_id, unk_score, threshold, mark, byte_fallback, per_place,
                           EXPAND: tl.constexpr, BLOCK: tl.constexpr):
     text = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = text < texts
@@ -146,7 +147,7 @@ def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, roo
         count = tl.where(walking, count + written, count)
         next_unk = is_unk & ~_word_start(values_ptr, lo, first, walking, mark)
         at = tl.where(walking, first, at)
-    out = tokens_ptr + 4 * lo
+    out = tokens_ptr + per_place * lo
     put = count  # one past the next token to write, from the end
     at = tl.where(inside, n, 0)
     next_unk = tl.zeros([BLOCK], dtype=tl.int1)
@@ -171,7 +172,7 @@ def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, roo
         next_unk = is_unk & ~_word_start(values_ptr, lo, first, walking, mark)
         at = tl.where(walking, first, at)
     tl.store(counts_ptr + text, count, mask=inside)
-    tl.store(piece_starts_ptr + text, 4 * lo, mask=inside)
+    tl.store(piece_starts_ptr + text, per_place * lo, mask=inside)
 
 
 def unigram_texts_triton(values: torch.Tensor, offsets: torch.Tensor, lengths: torch.Tensor, *, expand: int,
@@ -181,8 +182,8 @@ def unigram_texts_triton(values: torch.Tensor, offsets: torch.Tensor, lengths: t
                          piece_score: torch.Tensor, byte_ids: torch.Tensor, unk_id: int, unk_score: float,
                          reset_threshold: float, mark: int, byte_fallback: bool
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(int64 tokens, four places per place of ``values``; int64 each text's first token's place
-    and its number of tokens) of the texts ``values[expand * offsets[t] + 2 * t:]``, ``lengths[t]``
+    """(int64 tokens, four places per place of ``values`` with byte fallback, else one; int64 each
+    text's first token's place and its number of tokens) of the texts ``values[expand * offsets[t] + 2 * t:]``, ``lengths[t]``
     characters each. The trie: ``PieceTrie.walk_arrays`` on the device; ``piece_score`` float32;
     ``mark``: the codepoint words start at (-1: each text is one word); ``unk_id >= 0``."""
     texts = offsets.numel() - 1
@@ -191,7 +192,8 @@ def unigram_texts_triton(values: torch.Tensor, offsets: torch.Tensor, lengths: t
     best = torch.empty(room, dtype=torch.float32, device=device)
     start = torch.empty(room, dtype=torch.int32, device=device)
     piece = torch.empty(room, dtype=torch.int32, device=device)
-    tokens = torch.empty(4 * room, dtype=torch.int64, device=device)
+    per_place = 4 if byte_fallback else 1  # an unk token spelled in byte pieces: at most four
+    tokens = torch.empty(per_place * room, dtype=torch.int64, device=device)
     piece_starts = torch.empty(texts, dtype=torch.int64, device=device)
     counts = torch.empty(texts, dtype=torch.int64, device=device)
     if texts:
@@ -199,5 +201,6 @@ def unigram_texts_triton(values: torch.Tensor, offsets: torch.Tensor, lengths: t
         _unigram_texts_kernel[(triton.cdiv(texts, block),)](
             values, offsets, lengths, code_of, root_child, narrow_row, narrow_table, child_offsets, child_codes,
             child_nodes, token_of_node, piece_score, byte_ids, best, start, piece, tokens, piece_starts, counts, texts,
-            narrow, unk_id, unk_score, reset_threshold, mark, int(byte_fallback), EXPAND=expand, BLOCK=block)
+            narrow, unk_id, unk_score, reset_threshold, mark, int(byte_fallback), per_place, EXPAND=expand,
+            BLOCK=block)
     return tokens, piece_starts, counts
