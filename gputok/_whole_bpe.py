@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from . import normalizers, pre_tokenizers
-from .kernels import bpe_texts_numba
+from .kernels import bpe_texts_numba, cells_numba
 from .models.bpe import BPE
 from .ragged import Ragged
 
@@ -40,6 +40,7 @@ from .ragged import Ragged
 _NO_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
              np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
 _NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
+_NO_SPANS = np.zeros((0, 2), np.int64)
 
 
 def _split_of(pre_tokenizer: Any) -> tuple[str | None, bool] | None:
@@ -108,13 +109,22 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     # The encode and the post-processing of a small batch in one kernel call (the caller,
     # Tokenizer._encode_rows_cpu, calls kernel(units, lengths, *tables, *post-processing options));
     # here the kernel is a function that reads the word cache before the call and fills it after.
+    # A model sampling (BPE-dropout, ``model.sampling``) encodes stage by stage, as _encode_units does.
+    def sampled(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        encoded = owner()._encode_units(units, lengths, False)
+        return encoded.ids.values.numpy(), encoded.ids.offsets.numpy(), _NO_SPANS
+
     def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
+        if model.is_sampling:
+            return cells_numba.padded_cells(*sampled(units, lengths), *post)
         cache, stored = store()
         cells, misses, error = bpe_texts_numba.encode_padded_cells(units, lengths, *options, *stored, *post)
         settle(cache, misses)
         return cells, error
 
     def ragged_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        if model.is_sampling:
+            return cells_numba.ragged_cells(*sampled(units, lengths), *post)
         cache, stored = store()
         cells, row_offsets, misses, error = bpe_texts_numba.encode_ragged_cells(units, lengths, *options, *stored,
                                                                                 *post)

@@ -249,3 +249,16 @@ def test_one_kernel_call_unk_error():
     for kwargs in ({}, {"padding": False}):
         with pytest.raises(ValueError, match="unk_token '<unk>' is not in the vocabulary"):
             tok(["abc"], **kwargs)
+
+
+def test_one_kernel_call_while_sampling(cl100k):
+    """A model sampling its merges (BPE-dropout) leaves the one-call kernel (plain BPE) for the
+    stages: the stage path's draws, not the plain merges."""
+    texts = ["zqxjwvkp unmergeable wordsmithing"]
+    for kwargs in ({}, {"padding": False}):
+        plain = cl100k(texts, **kwargs)
+        with cl100k.model.sampling(1.0, torch.Generator().manual_seed(0)):
+            got = cl100k(texts, **kwargs)
+        with _stages(cl100k), cl100k.model.sampling(1.0, torch.Generator().manual_seed(0)):
+            _same(got, cl100k(texts, **kwargs))
+        assert got["input_ids"].numel() > plain["input_ids"].numel()
