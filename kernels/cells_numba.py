@@ -9,8 +9,8 @@ error), cells [2 or 3, rows, width] = ids, mask and, ``with_types``, type ids; `
 
 Why one array: a numba call costs ~0.15 us per argument and ~1 us per array it returns, so a
 batch-1 call feels each. A pipeline's ``encode_padded_cells`` kernel calls its encode and then
-this, inside the same compiled call (``unigram_texts_numba``, ``sp_bpe_texts_numba``; the
-WordPiece kernel writes the same tail in ``wordpiece_texts_numba``).
+this, inside the same compiled call (``wordpiece_texts_numba``, ``bpe_texts_numba``,
+``unigram_texts_numba``, ``sp_bpe_texts_numba``).
 """
 
 import numpy as np

@@ -16,8 +16,8 @@ about what a cache probe costs (hash, compare, copy). Re-entrant; the caller run
 batch on its threads.
 
 ``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then what
-``postprocess_numba.padded_rows`` / ``ragged_rows`` write, in the same call, so a small batch (one
-chunk) pays one kernel call from text to output arrays. The outputs come back as one array (ids,
+``postprocess_numba.padded_rows`` / ``ragged_rows`` write (``cells_numba``), in the same call, so a
+small batch (one chunk) pays one kernel call from text to output arrays. The outputs come back as one array (ids,
 mask, types stacked): a numba call costs ~0.15 us per argument and ~1 us per array it returns, and
 the two calls with the torch wrapping between them were half of a batch-1 call.
 """
@@ -25,8 +25,8 @@ the two calls with the torch wrapping between them were half of a batch-1 call.
 import numpy as np
 
 from ._numba import kernel
+from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
-from .postprocess_numba import _fill_padded, _row_length, _row_lengths, _rows_of, _write_row
 from .normalize_numba import rewrite_table_numba
 from .scatter_numba import scatter_tokens
 from .word_split_numba import gather_words, split_by_class
@@ -69,19 +69,11 @@ def encode_padded_cells(units, lengths, table_values, table_offsets, classes, sl
                         left, pad_id, with_types):
     """``encode_texts`` then ``padded_rows`` of single sequences without offsets or overflow:
     (cells, error), ``cells`` [2 or 3, rows, width]: ids, mask and, ``with_types``, type ids."""
-    ids, offsets, spans = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
-                                       hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
-                                       max_chars, unk_id, partial_unk, False)
-    none = np.zeros(0, np.int64)
-    sample, a_start, a_len, b_start, b_len, error = _rows_of(offsets, none, max_length, strategy, stride, False)
-    row_lengths, width = _row_lengths(item_seq, a_len, b_len, min_width, multiple)
-    rows = sample.size
-    cells = np.empty((3 if with_types else 2, rows, width), np.int64)
-    types = cells[2] if with_types else np.empty((0, width), np.int64)
-    _fill_padded(0, rows, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
-                 ids, offsets, ids, offsets, spans, spans, row_lengths, cells[0], cells[1], types,
-                 np.empty((0, width, 2), np.int64), with_types, False)
-    return cells, error
+    ids, offsets, _ = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
+                                   hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
+                                   max_chars, unk_id, partial_unk, False)
+    return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width,
+                        multiple, left, pad_id, with_types)
 
 
 @kernel
@@ -90,19 +82,7 @@ def encode_ragged_cells(units, lengths, table_values, table_offsets, classes, sl
                         partial_unk, max_length, strategy, stride, item_seq, item_id, item_type, with_types):
     """``encode_texts`` then ``ragged_rows`` of single sequences without offsets or overflow:
     (cells, row_offsets, error), ``cells`` [1 or 2, tokens]: ids and, ``with_types``, type ids."""
-    ids, offsets, spans = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
-                                       hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
-                                       max_chars, unk_id, partial_unk, False)
-    none = np.zeros(0, np.int64)
-    sample, a_start, a_len, b_start, b_len, error = _rows_of(offsets, none, max_length, strategy, stride, False)
-    rows = sample.size
-    row_offsets = np.empty(rows + 1, np.int64)
-    row_offsets[0] = 0
-    for r in range(rows):
-        row_offsets[r + 1] = row_offsets[r] + _row_length(r, item_seq, a_len, b_len)
-    cells = np.empty((2 if with_types else 1, row_offsets[rows]), np.int64)
-    types = cells[1] if with_types else np.empty(0, np.int64)
-    for r in range(rows):
-        _write_row(r, row_offsets[r], item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, ids,
-                   offsets, ids, offsets, spans, spans, cells[0], types, spans, with_types, False)
-    return cells, row_offsets, error
+    ids, offsets, _ = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
+                                   hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
+                                   max_chars, unk_id, partial_unk, False)
+    return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)
