@@ -11,22 +11,27 @@ import textwrap
 
 import numpy as np
 
-from gputok.kernels._numba import kernel
 
+def test_a_kernel_called_with_constants_compiles_once_per_types(tmp_path):
+    # In a fresh process with an empty cache: from a warm one the caller loads and nothing compiles.
+    (tmp_path / "constants_kernels.py").write_text(textwrap.dedent("""
+        from gputok.kernels._numba import kernel
 
-@kernel
-def _add(x, k):
-    return x + k
+        @kernel
+        def add(x, k):
+            return x + k
 
-
-@kernel
-def _add_constants(x):
-    return _add(x, 1) + _add(x, 2) + _add(x, 3)
-
-
-def test_a_kernel_called_with_constants_compiles_once_per_types():
-    assert _add_constants(10) == 36
-    assert len(_add.overloads) == 1  # not one per constant (numba's Literal[int](1), (2), (3))
+        @kernel
+        def add_constants(x):
+            return add(x, 1) + add(x, 2) + add(x, 3)
+    """))
+    got = _run("""
+        import json
+        import constants_kernels as k
+        print(json.dumps([k.add_constants(10), len(k.add.overloads)]))
+    """, dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=os.pathsep.join(
+        [str(tmp_path), os.environ.get("PYTHONPATH", "")])))
+    assert got == [36, 1]  # one overload, not one per constant (numba's Literal[int](1), (2), (3))
 
 
 def _run(code: str, env: dict) -> dict:
