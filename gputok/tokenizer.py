@@ -986,12 +986,8 @@ class Tokenizer(TransformersAPI):
         width = max(plan[6] for *_, plan in done)
         ends = np.cumsum([plan[0].size for *_, plan in done])
         rows = int(ends[-1])
-        # numpy's allocation: huge pages, see _padded_in_ranges; zero types (a single-sequence
-        # template) are np.zeros' untouched pages
-        ids, mask = np.empty((rows, width), np.int64), np.empty((rows, width), np.int64)
-        write_types = with_types and bool(item_type.any())
-        types = np.empty((rows, width), np.int64) if write_types else np.zeros((rows if with_types else 0, width), np.int64)
-        offsets = np.empty((rows if with_offsets else 0, width, 2), np.int64)
+        ids, mask, types, offsets, write_types = _padded_outputs(rows, width, pad_id, item_type, with_types,
+                                                                 with_offsets)
 
         def fill(chunk: int) -> None:
             a_ids, a_offsets, a_spans, plan = done[chunk]
@@ -1001,7 +997,7 @@ class Tokenizer(TransformersAPI):
                 0, sample.size, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start,
                 b_len, a_ids, a_offsets, _EMPTY_INDEX, _EMPTY_INDEX, a_spans if with_offsets else _NO_SPANS, _NO_SPANS,
                 lengths, ids[block], mask[block], types[block] if write_types else types,
-                offsets[block] if with_offsets else offsets, write_types, with_offsets)
+                offsets[block] if with_offsets else offsets, write_types, with_offsets, pad_id != 0)
 
         _cpu_threads.map_chunks(fill, list(range(len(done))))
         return _outputs((ids, mask, types, offsets, None, 0), True, truncation, stride, with_types, with_offsets, False)
@@ -1345,12 +1341,27 @@ def _cell_outputs(got: tuple, padded: bool, truncation: str | None, stride: int,
     return out
 
 
+def _padded_outputs(rows: int, width: int, pad_id: int, item_type: np.ndarray, with_types: bool,
+                    with_offsets: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The [rows, width] outputs ``postprocess_numba.fill_padded`` fills (ids, mask, types, offsets
+    [rows, width, 2] or empty), allocated by numpy, which asks for huge pages (numba's own
+    allocation of a 65,536-row output faulted in 4 kB pages, 5x slower), each page first touched
+    by the thread that fills it; and whether the kernel writes the types. With ``pad_id`` 0 they
+    are ``np.zeros`` and the kernel leaves the pad cells alone (``write_pads`` False): a large
+    array is fresh pages the system zeroes anyway, and most cells of a batch padded to its longest
+    row are padding (80% at batch 65,536 of English lines). Token types all zero (a
+    single-sequence template) are ``np.zeros``' pages, which the kernel never touches."""
+    alloc = np.zeros if pad_id == 0 else np.empty
+    write_types = with_types and bool(item_type.any())
+    types = alloc((rows, width), np.int64) if write_types else np.zeros((rows if with_types else 0, width), np.int64)
+    return (alloc((rows, width), np.int64), alloc((rows, width), np.int64), types,
+            alloc((rows if with_offsets else 0, width, 2), np.int64), write_types)
+
+
 def _padded_in_ranges(args: tuple, post_padded: tuple, with_types: bool, with_offsets: bool) -> tuple:
     """``postprocess_numba.padded_rows`` of a large batch: the rows planned in one kernel call,
-    the outputs allocated by numpy (which asks for huge pages: numba's own allocation of a
-    65,536-row output faulted in 4 kB pages, 5x slower), then filled in row ranges, one per CPU
-    thread (each range's pages first touched by the thread that fills it). Token types all zero
-    (a single-sequence template) are left to ``np.zeros``, whose pages the kernel never touches."""
+    the outputs allocated by numpy (:func:`_padded_outputs`), then filled in row ranges, one per
+    CPU thread."""
     a_offsets, b_offsets, budget, strategy, stride, overflow, item_seq, item_id, item_type = args[:9]
     min_width, multiple, left, pad_id = post_padded
     sample, a_start, a_len, b_start, b_len, lengths, width, error = postprocess_numba.plan_padded(
@@ -1358,12 +1369,9 @@ def _padded_in_ranges(args: tuple, post_padded: tuple, with_types: bool, with_of
     rows = sample.size
     if error:
         return _EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, sample, error
-    ids, mask = np.empty((rows, width), np.int64), np.empty((rows, width), np.int64)
-    write_types = with_types and bool(item_type.any())
-    types = np.empty((rows, width), np.int64) if write_types else np.zeros((rows if with_types else 0, width), np.int64)
-    offsets = np.empty((rows if with_offsets else 0, width, 2), np.int64)
+    ids, mask, types, offsets, write_types = _padded_outputs(rows, width, pad_id, item_type, with_types, with_offsets)
     tail = (item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, args[9], a_offsets, args[10],
-            b_offsets, args[11], args[12], lengths, ids, mask, types, offsets, write_types, with_offsets)
+            b_offsets, args[11], args[12], lengths, ids, mask, types, offsets, write_types, with_offsets, pad_id != 0)
     parts = min(_cpu_threads.num_threads(), rows)
     bounds = [rows * k // parts for k in range(parts + 1)]
     ranges = list(zip(bounds, bounds[1:]))

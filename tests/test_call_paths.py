@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gputok import Tokenizer, _cpu_threads
+from test_cpu_threads import split_small  # noqa: F401  (the fixture: two threads, chunks from 2,000 characters)
 
 
 @pytest.fixture(scope="module")
@@ -66,33 +67,20 @@ def test_added_tokens_and_large_batches_take_the_general_path(bert, lines, one_c
     _assert_same(got, bert(marked, padding="longest"))
 
 
-@pytest.fixture
-def two_chunks(monkeypatch):
-    """Two CPU threads and chunks from 2,000 characters; counts the parts of every map."""
-    monkeypatch.setattr(_cpu_threads, "MIN_CHUNK_CHARS", 2000)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    maps = []
-    real_map = _cpu_threads.map_chunks
-    monkeypatch.setattr(_cpu_threads, "map_chunks", lambda fn, parts: maps.append(len(parts)) or real_map(fn, parts))
-    yield maps
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("options", [{}, dict(return_offsets=True, padding_side="left"),
                                      dict(truncation=True, max_length=12, pad_to_multiple_of=8),
                                      dict(padding="max_length", max_length=200, return_token_type_ids=True),
                                      dict(add_special_tokens=False, return_offsets=True)])
-def test_padded_rows_filled_per_chunk_equal_one_chunk(bert, lines, two_chunks, options):
+def test_padded_rows_filled_per_chunk_equal_one_chunk(bert, lines, split_small, options):
     batch = lines * 3  # ~60k characters: past one call's worth
     got = bert(batch, **options)
-    assert two_chunks == [2, 2]  # encoded and planned per chunk, then filled per chunk
+    assert split_small == [2, 2]  # encoded and planned per chunk, then filled per chunk
     with pytest.MonkeyPatch.context() as m:
         m.setattr(_cpu_threads, "MIN_CHUNK_CHARS", 1 << 60)
         expected = bert(batch, **options)
     _assert_same(got, expected)
 
 
-def test_a_truncation_error_is_raised_from_the_chunks(bert, lines, two_chunks):
+def test_a_truncation_error_is_raised_from_the_chunks(bert, lines, split_small):
     with pytest.raises(ValueError):
         bert(lines * 3, truncation=True, max_length=1)  # shorter than [CLS] and [SEP]
