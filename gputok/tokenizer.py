@@ -937,7 +937,8 @@ class Tokenizer(TransformersAPI):
         if pattern is not None and pattern.search(joined):
             return None
         units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        lengths = (np.array((len(joined),), np.int64) if len(texts) == 1  # 0.3 us less than fromiter
+                   else np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
         kernel, tables = fused
         return _cell_outputs(kernel(units, lengths, *tables, *options), padded, truncation, stride, with_types)
 
