@@ -9,10 +9,12 @@ BertPreTokenizer split; WordPiece): int64 token ids, their int64 offsets per tex
 How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
 call instead of a call and its Python glue per stage (at batch 1 the glue was most of the time):
 ``ingest_numba.codepoints_numba`` -> ``normalize_numba.rewrite_table_numba`` ->
-``word_split_numba.split_by_class`` -> ``word_split_numba.gather_words`` ->
-``wordpiece_match_numba._encode`` -> ``scatter_numba.scatter_tokens``. There is no word cache:
-a WordPiece longest match walks each word's characters once through the trie's dense ASCII table,
-about what a cache probe costs (hash, compare, copy). Re-entrant; the caller runs chunks of a large
+``word_split_numba.split_by_class`` -> ``wordpiece_match_numba._encode`` (the words read in place
+in the normalized text, not gathered: that copy was 9% of the call) ->
+``scatter_numba.scatter_tokens``. There is no word cache: a WordPiece longest match walks each
+word's characters once through the trie's dense ASCII table, about what a cache probe costs (hash,
+compare, copy; a table of the short whole-word tokens, one probe a word, measured no faster than
+the walk, whose first trie levels stay in cache). Re-entrant; the caller runs chunks of a large
 batch on its threads.
 
 ``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then what
@@ -29,7 +31,7 @@ from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
 from .normalize_numba import rewrite_table_numba
 from .scatter_numba import scatter_tokens
-from .word_split_numba import gather_words, split_by_class
+from .word_split_numba import split_by_class
 from .wordpiece_match_numba import _encode
 
 _NO_INDEX = np.zeros(0, np.int64)
@@ -48,13 +50,13 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys
         text, text_offsets, source = values, offsets, np.zeros(0, np.int64)
     starts, ends, word_offsets = split_by_class(text, text_offsets, classes)
     words = starts.size
-    chars, char_offsets = gather_words(text, starts, ends)
-    bound = chars.size + words  # a piece per character, or one unk per word
+    bound = text.size + words  # a piece per character, or one unk per word
     piece_ids = np.empty(bound, np.int32)
     piece_ends = np.empty(bound, np.int32)
     piece_offsets = np.zeros(words + 1, np.int64)
-    _encode(chars, char_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes, token_of_node,
-            ascii_row, ascii_children, max_chars, unk_id, partial_unk, piece_ids, piece_ends, piece_offsets[1:])
+    _encode(text, starts, ends, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
+            token_of_node, ascii_row, ascii_children, max_chars, unk_id, partial_unk, piece_ids, piece_ends,
+            piece_offsets[1:])
     for w in range(words):
         piece_offsets[w + 1] += piece_offsets[w]
     return scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INDEX, starts, word_offsets, source,
