@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from gputok import Tokenizer, _cpu_threads
-from test_cpu_threads import split_small  # noqa: F401  (the fixture: two threads, chunks from 2,000 characters)
 
 
 @pytest.fixture(scope="module")
