@@ -7,13 +7,32 @@
 ([[1, 5, 10, 2], [1, 5, 2, 0]], [[1, 1, 1, 1], [1, 1, 1, 0]])
 """
 
-from . import data
+import importlib
+
 from ._cpu_threads import num_threads as get_num_threads, set_num_threads
-from .embeddings import extend_embeddings
-from .encode_corpus import encode_corpus
-from .extending import extend, extend_with_report
 from .tokenizer import AddedToken, Tokenizer
-from .training import train, train_from_counts
+
+# Imported on first use, so that a program that only encodes does not load training, corpus and
+# DataLoader code at start-up (issue 17: a warm process at its first batch in under 1 s).
+_LAZY = {"data": ("data", None), "extend_embeddings": ("embeddings", "extend_embeddings"),
+         "encode_corpus": ("encode_corpus", "encode_corpus"), "extend": ("extending", "extend"),
+         "extend_with_report": ("extending", "extend_with_report"), "train": ("training", "train"),
+         "train_from_counts": ("training", "train_from_counts")}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts", "extend", "extend_with_report",
            "extend_embeddings", "encode_corpus", "set_num_threads", "get_num_threads"]

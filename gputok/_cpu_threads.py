@@ -41,8 +41,14 @@ import torch
 # 1,024 lines (34k characters) took 188 ms in one chunk (torch's 2 OpenMP threads starved by the
 # load) and 17 ms in two (each chunk's thread runs torch single-threaded); 4,096 lines: 85 ms at
 # 2**19, 24 ms at 2**16, 11.6 ms at 2**14, 37 ms at 2**12; batches of 32 lines (1k characters)
-# stay one chunk. Re-measure once every stage is a kernel (the lead's end-to-end run).
-MIN_CHUNK_CHARS = 1 << 14
+# stay one chunk. With every BERT stage a kernel (2026-11-26), a chunk of 8k characters is ~0.25 ms
+# of encoding against ~25 us for a hand-off (a no-op map of two parts: 55 us of CPU with both
+# hand-offs), so 2**13: at 2**14, 46% of the bench's batches of 1,024 lines (under 32k characters)
+# ran on one thread.
+MIN_CHUNK_CHARS = 1 << 13
+# Texts whose lengths place the cuts between chunks: all of a batch up to twice this, else every
+# (batch // SAMPLED_TEXTS)-th (chunks balanced to within a few texts' characters on real lines).
+SAMPLED_TEXTS = 4096
 
 T = TypeVar("T")
 _pool: ThreadPoolExecutor | None = None
@@ -109,18 +115,22 @@ def with_gputok_threads(fn: Callable[..., T]) -> Callable[..., T]:
 
 
 def chunks(texts: Sequence[str]) -> list[Sequence[str]] | None:
-    """``texts`` cut into consecutive chunks of about equal characters, one per thread of
-    :func:`num_threads`; None when one chunk is best (one thread, a small batch, or the caller is
-    a chunk's worker already)."""
+    """``texts`` cut into consecutive chunks of about equal characters (see ``SAMPLED_TEXTS``), one
+    per thread of :func:`num_threads`; None when one chunk is best (one thread, a small batch, or
+    the caller is a chunk's worker already)."""
     threads = num_threads()
     if threads < 2 or getattr(_local, "worker", False) or len(texts) < 2:
         return None
-    ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+    # The lengths of every step-th text stand for their runs of texts: a length costs ~40 ns of
+    # Python, with the GIL held while the chunk threads wait (2.6 ms of a batch of 65,536 lines)
+    step = max(1, len(texts) // SAMPLED_TEXTS)
+    sample = texts[::step] if step > 1 else texts
+    ends = np.cumsum(np.fromiter(map(len, sample), dtype=np.int64, count=len(sample)))
     total = int(ends[-1])
-    parts = min(threads, len(texts), total // MIN_CHUNK_CHARS)
+    parts = min(threads, len(texts), total * step // MIN_CHUNK_CHARS)
     if parts < 2:
         return None
-    cuts = np.searchsorted(ends, total * np.arange(1, parts) / parts, side="left") + 1
+    cuts = (np.searchsorted(ends, total * np.arange(1, parts) / parts, side="left") + 1) * step
     bounds = [0, *sorted(set(int(c) for c in cuts if 0 < c < len(texts))), len(texts)]
     if len(bounds) < 3:  # one text holds nearly all the characters
         return None
@@ -134,19 +144,36 @@ def _as_worker(fn: Callable[[Sequence[str]], T], part: Sequence[str]) -> T:
     return fn(part)
 
 
+def _in_caller(fn: Callable[[Sequence[str]], T], part: Sequence[str]) -> T:
+    """``fn(part)`` in the calling thread as a worker runs it (no nested chunks, torch on one
+    thread); the caller's flag is restored after (its torch count by :func:`map_chunks`)."""
+    was_worker = getattr(_local, "worker", False)
+    _local.worker = True
+    torch.set_num_threads(1)
+    try:
+        return fn(part)
+    finally:
+        _local.worker = was_worker
+
+
 def map_chunks(fn: Callable[[Sequence[str]], T], parts: list[Sequence[str]]) -> list[T]:
-    """``[fn(part) for part in parts]``, run in parallel on a shared pool of worker threads."""
+    """``[fn(part) for part in parts]``, run in parallel: the first part in the calling thread,
+    the others on a shared pool of worker threads (the caller would only wait for them: a hand-off
+    saved, ~25 us of a call's CPU on the 2-core machine)."""
     global _pool, _pool_size
     threads = torch.get_num_threads()  # the caller's, restored below
+    others = len(parts) - 1
     with _pool_lock:
-        if _pool is None or _pool_size < len(parts):
+        if _pool is None or _pool_size < others:
             if _pool is not None:
                 _pool.shutdown(wait=False)
-            _pool_size = max(len(parts), num_threads())
+            _pool_size = max(others, num_threads() - 1, 1)
             _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="gputok")
         pool = _pool
     try:
-        return list(pool.map(_as_worker, [fn] * len(parts), parts))
+        pending = [pool.submit(_as_worker, fn, part) for part in parts[1:]]
+        first = _in_caller(fn, parts[0])
+        return [first, *(future.result() for future in pending)]
     finally:
         torch.set_num_threads(threads)
 

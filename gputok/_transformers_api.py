@@ -224,6 +224,17 @@ class TransformersAPI:
         not allowed) raise ValueError; any other is plain text. tiktoken's defaults are
         ``allowed_special=set(), disallowed_special="all"``.
         """
+        if (padding is True and text_pair is None and truncation is None and max_length is None
+                and (device is None or device == "cpu") and padding_side is None and pad_to_multiple_of is None
+                and return_tensors == "pt" and return_attention_mask
+                and not (return_offsets or return_offsets_mapping or return_overflowing_tokens
+                         or return_special_tokens_mask or return_length)
+                and allowed_special == "all" and disallowed_special == ()):
+            # the common call (a training loop's), which one kernel call may answer: its glue is
+            # most of a batch-1 call, so the option handling below is skipped
+            out = self._padded_call(texts, add_special_tokens, return_token_type_ids)
+            if out is not None:
+                return BatchEncoding(out)
         if return_tensors not in RETURN_TENSORS:
             raise ValueError(f"return_tensors={return_tensors!r}; choose one of {RETURN_TENSORS}")
         if truncation is None and max_length is not None:

@@ -14,6 +14,11 @@ taken under the cache's lock, and the words it missed are inserted under the loc
 call, so chunks of a batch on several threads share one cache; ``tokenizer.word_cache = None``
 turns the cache off (each call deduplicates its words only), and a new cache is read from the
 next call on. The cache pickles empty and its lock is renewed in a forked child (its own module).
+
+A small batch (one chunk, single texts, no offsets) takes ``padded_cells`` / ``ragged_cells``
+(``Tokenizer._encode_rows_cpu``): the encode and the post-processing in one kernel call
+(``bpe_texts_numba.encode_padded_cells`` / ``encode_ragged_cells``), the cache read and filled
+around it as above; at batch 1 that call is most of gputok's own time.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 import torch
 
 from . import normalizers, pre_tokenizers
-from .kernels import bpe_texts_numba
+from .kernels import bpe_texts_numba, cells_numba
 from .models.bpe import BPE
 from .ragged import Ragged
 
@@ -82,15 +87,49 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     owner = weakref.ref(tokenizer)
     kernel = bpe_texts_numba.encode_texts
 
-    def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
+    def store() -> tuple:
         cache = owner().word_cache
-        store = _NO_CACHE if cache is None else cache.cpu_snapshot(model)
-        ids, offsets, spans, misses = kernel(units, lengths, *options, *store, with_spans)
-        if offsets.size == 0:
+        return cache, (_NO_CACHE if cache is None else cache.cpu_snapshot(model))
+
+    def settle(cache: Any, misses: np.ndarray) -> None:
+        """The unk error where the kernel gave no misses at all, else the misses into the cache."""
+        if misses.size == 0:
             raise ValueError(f"unk_token {model.unk_token!r} is not in the vocabulary; add it or pass another")
         if cache is not None and misses[0]:
-            cache.insert_misses(model, *bpe_texts_numba.unpack_misses(misses))
+            cache.insert_misses(model, misses)
+
+    def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
+        cache, stored = store()
+        ids, offsets, spans, misses = kernel(units, lengths, *options, *stored, with_spans)
+        settle(cache, misses)
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
-    return encode
 
+    # The encode and the post-processing of a small batch in one kernel call (the caller,
+    # Tokenizer._encode_rows_cpu, calls kernel(units, lengths, *tables, *post-processing options));
+    # here the kernel is a function that reads the word cache before the call and fills it after.
+    # A model sampling (BPE-dropout, ``model.sampling``) encodes stage by stage, as _encode_units does.
+    def sampled(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        encoded = owner()._encode_units(units, lengths, False)
+        return encoded.ids.values.numpy(), encoded.ids.offsets.numpy()
+
+    def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
+        if model.is_sampling:
+            return cells_numba.padded_cells(*sampled(units, lengths), *post)
+        cache, stored = store()
+        cells, misses, error = bpe_texts_numba.encode_padded_cells(units, lengths, *options, *stored, *post)
+        settle(cache, misses)
+        return cells, error
+
+    def ragged_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, np.ndarray, int]:
+        if model.is_sampling:
+            return cells_numba.ragged_cells(*sampled(units, lengths), *post)
+        cache, stored = store()
+        cells, row_offsets, misses, error = bpe_texts_numba.encode_ragged_cells(units, lengths, *options, *stored,
+                                                                                *post)
+        settle(cache, misses)
+        return cells, row_offsets, error
+
+    encode.padded_cells = (padded_cells, ())
+    encode.ragged_cells = (ragged_cells, ())
+    return encode

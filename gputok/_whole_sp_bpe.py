@@ -13,6 +13,7 @@ one thread (the chunks of a batch run on several, ``gputok._cpu_threads``) and t
 no lock, and setting ``tokenizer.word_cache`` to a new :class:`gputok.word_cache.WordCache` starts
 from empty stores (None: no cache). Words longer than its ``max_word_length`` are not kept; a full
 store is emptied before the next call. Stores are never pickled (they hang off this closure).
+A small batch is one kernel call from text to output arrays (``WholeKernel``'s ``padded_cells``).
 Memory: ~160 bytes per kept word and thread, at most ``min(capacity, 2**17)`` words (~27 MB).
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._whole_cells import NO_CHARSMAP, WholeKernel
 from .kernels import sp_bpe_texts_numba
 from .models.bpe import BPE
 from .models.bpe_sentencepiece import MergeSafeSplit
@@ -83,11 +85,10 @@ def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: A
              -1 if pre_tokenizer.char is None else ord(pre_tokenizer.char))
     precompiled = normalizer.precompiled
     if precompiled is None:
-        run, charsmap = sp_bpe_texts_numba.encode_texts, ()
+        charsmap = (False, *NO_CHARSMAP)
     else:
-        run = sp_bpe_texts_numba.encode_texts_charsmap
         rules_of = precompiled.charsmap
-        charsmap = rules_of.__dict__.get("_numpy_rules") or rules_of._numpy_rules_build()
+        charsmap = (True, *(rules_of.__dict__.get("_numpy_rules") or rules_of._numpy_rules_build()))
     unk = model.unk_token
     tokenizer = weakref.ref(owner)
     stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # word cache -> {thread id: WordStore}
@@ -111,9 +112,14 @@ def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: A
         return local.arrays
 
     def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Any:
-        ids, offsets, spans = run(units, lengths, *charsmap, *rules, *model_arrays, *store(), with_spans)
+        ids, offsets, spans = sp_bpe_texts_numba.encode_texts(units, lengths, *charsmap, *rules, *model_arrays,
+                                                             *store(), with_spans)
         if not offsets.size:
             raise ValueError(f"unk_token {unk!r} is not in the vocabulary; add it or pass another")
         return encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
-    return encode
+
+    # The one-call path: where every character has tokens (the encode cannot fail).
+    encodes_all = not (symbols["has_unk"] and symbols["unk_id"] < 0)
+    return WholeKernel(encode, lambda: (*charsmap, *rules, *model_arrays, *store()) if encodes_all else None,
+                       sp_bpe_texts_numba.encode_padded_cells, sp_bpe_texts_numba.encode_ragged_cells)

@@ -12,6 +12,7 @@ batch run on several threads at once; a table per thread needs no lock), while t
 ``word_cache`` is the same object: setting it to None turns the cache off, a new ``WordCache``
 starts an empty one (as ``gputok bench`` does for each pass). The caches are not pickled (the
 kernel is rebuilt on use) and a forked child starts with empty ones. Memory: 16 MB per thread.
+A small batch is one kernel call from text to output arrays (``WholeKernel``'s ``padded_cells``).
 """
 
 from __future__ import annotations
@@ -25,17 +26,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._whole_cells import NO_CHARSMAP, WholeKernel
 from .kernels import unigram_texts_numba
 from .models.sentencepiece_options import DummySuffix
 from .models.unigram import SCORE_RESET_THRESHOLD, WHOLE_SENTENCE_CHARS, MetaspaceSplit, Unigram
 from .normalizers import SentencePieceNormalizer
 from .ragged import Ragged
-
-# charsmap_rewrite_numba's arrays for a normalizer without a charsmap (never read; typed as the real ones)
-_NO_CHARSMAP = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.uint64),
-                np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.int32),
-                np.zeros(1, np.int64), 0)
-
 
 # The cache's sizes: slots (a power of two; at most half of them used) and its store (int32 entries:
 # a word's codepoints and twice its tokens); words over MAX_CACHED_CHARS codepoints are segmented
@@ -70,7 +66,7 @@ def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, mo
     from .tokenizer import Encoded
 
     charsmap = normalizer.precompiled.charsmap if normalizer.precompiled is not None else None
-    rules = _NO_CHARSMAP if charsmap is None else (charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build())
+    rules = NO_CHARSMAP if charsmap is None else (charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build())
     tables = (charsmap is not None, *rules, normalizer.add_dummy_prefix, normalizer.remove_extra_whitespaces,
               normalizer.escape_whitespaces, suffix_code, ord(pre_tokenizer.replacement), pre_tokenizer.split,
               model.splits_at_space, *model.trie.walk_arrays, model.score32, model.unk_score,
@@ -104,4 +100,13 @@ def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, mo
                              "give the model an unk piece")
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
-    return encode
+
+    def cells_tables() -> tuple | None:
+        """The one-call path's tables for this thread: none while sampling, or where a missing
+        character would have to raise (no unk piece)."""
+        if model.is_sampling or model.unk_id is None:
+            return None
+        whole_chars, cache = cache_arrays()
+        return (*tables, score64, max_abs, whole_chars, MAX_CACHED_CHARS, CACHE_FULL_MISSES, *cache)
+    return WholeKernel(encode, cells_tables, unigram_texts_numba.encode_padded_cells,
+                       unigram_texts_numba.encode_ragged_cells)

@@ -21,10 +21,11 @@ subprocess (the two variables must be set before Triton is imported). Per call i
   on CPU tensors dispatch nothing (wrapped for the call). A ``.tolist()`` or ``.cpu()`` on a tensor
   that is on the host anyway (built from Python lists) is counted too: an upper bound.
 
-A BERT call runs as :mod:`gputok.cuda_pipeline` (five Triton kernels, one sync), and so does a
-cl100k call (four); Unigram and Mistral run stage by stage. ``tests/test_cuda_budget.py`` holds issue 17's budget (<= 40 launches, <= 3
-syncs per call) with these counts. The counts are of one steady call: the tokenizer first encodes the next batch of the corpus (tables
-built, word cache warm as in a running loader), then the counted batch.
+Every family's call runs as :mod:`gputok.cuda_pipeline`, with one sync: BERT five Triton kernels,
+cl100k four, Unigram five, Mistral's SentencePiece BPE five. ``tests/test_cuda_budget.py`` holds
+issue 17's budget (<= 40 launches, <= 3 syncs per call) with these counts. The counts are of one
+steady call: the tokenizer first encodes the next batch of the corpus (tables built, word cache
+warm as in a running loader), then the counted batch.
 """
 
 from __future__ import annotations

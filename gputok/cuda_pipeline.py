@@ -6,19 +6,27 @@ stage of the tokenizer has a Triton kernel; otherwise the call takes the stage-b
 Covered now, for single texts, no offsets, truncation without overflow, every padding option:
 WordPiece tokenizers with a table normalizer (BertNormalizer, Lowercase, or none) and
 BertPreTokenizer / WhitespaceSplit (BERT); byte-level BPE with no normalizer and the cl100k,
-llama3 or qwen2 regex split (tiktoken's cl100k_base and its kin).
+llama3 or qwen2 regex split (tiktoken's cl100k_base and its kin); SentencePiece's Unigram and
+BPE pipelines (``Tokenizer.from_sentencepiece``: its normalizer, with or without a precompiled
+charsmap; a Unigram with an unk piece, not sampling; a character-level BPE without dropout).
 
 The stages and their kernels (``gputok.kernels``; each has a numba twin of the same per-row
 algorithm that the CPU runs):
 
 1. ingest: the batch joined and encoded by CPython's UTF-32 codec (lone surrogates as U+FFFD), one
    copy to the device with its row offsets;
-2. normalize: ``normalize.rewrite_table_triton``, one text per lane;
-3. split: ``word_split.split_by_class_triton`` (BERT) or ``regex_split.cl100k_split_triton``, one
+2. normalize: ``normalize.rewrite_table_triton``, or SentencePiece's
+   ``charsmap.charsmap_rewrite_triton`` then ``whitespace_rules.whitespace_rules_triton``, one
    text per lane;
-4. model: ``wordpiece_match.wordpiece_encode_triton`` or ``bpe_words.byte_bpe_words_triton`` (UTF-8
-   bytes, the whole-word rule, the merges), one word per lane (every word occurrence: on a GPU a
-   lane per word costs less than finding the repeated ones);
+3. split: ``word_split.split_by_class_triton`` (BERT), ``regex_split.cl100k_split_triton`` or
+   ``word_split.split_before_marks_triton`` (SentencePiece BPE), one text per lane; none for
+   Unigram, whose Viterbi runs over each whole text, as SentencePiece's does;
+4. model: ``wordpiece_match.wordpiece_encode_triton``, ``bpe_words.byte_bpe_words_triton`` (UTF-8
+   bytes, the whole-word rule, the merges) or ``sp_bpe_words.sp_bpe_words_triton`` (characters
+   to symbols, byte fallback or unk, the same merges), one word per lane (every word occurrence:
+   on a GPU a lane per word costs less than finding the repeated ones); or
+   ``unigram_texts.unigram_texts_triton`` (SentencePiece's float32 Viterbi, then unk fusing or
+   byte pieces), one text per lane, its tokens one word slot of the post-process;
 5. post-process: ``postprocess.row_tokens_triton`` (tokens per text), then the one host sync of
    the call (the output's width, or the ragged output's size), then
    ``postprocess.write_rows_triton`` (specials, truncation, padding, mask, type ids).
@@ -30,10 +38,15 @@ regions; the split packs the words with one atomic add per text. Memory: ~52 byt
 the normalized buffer for WordPiece (``expand`` places per input character, 3 for BERT: ~160 bytes
 per input character; 1 GB for 6.5M characters): codepoints 4, word slots and packed words 32,
 piece ids and ends 8, piece counts 8; ~100 bytes per character for byte-level BPE (words 32,
-tokens and pair values 64).
+tokens and pair values 64). SentencePiece texts are laid out from ``expand * offsets[t] + 2 * t``
+(``expand``: the most codepoints the charsmap writes per codepoint, 18 for nmt_nfkc; 1 without
+a charsmap): ~36 bytes per place for Unigram (codepoints and units 12, scratch 12, tokens 8;
+tokens 32 with byte fallback), so ~650 bytes per input character with nmt_nfkc's 18 (65 MB for
+100k characters: the bound, not the text, sets it); ~110 bytes per place for SentencePiece BPE.
 
-Tables (the normalizer's rows, the character classes, the split's kind tables, the vocabulary
-trie, the BPE pair map, the template) are put on the device once per component and device and kept.
+Tables (the normalizer's rows, the charsmap's, the character classes, the split's kind tables,
+the vocabulary trie, the Unigram piece trie, the BPE pair map, the template) are put on the
+device once per component and device and kept.
 """
 
 from __future__ import annotations
@@ -47,6 +60,7 @@ import torch
 from . import normalizers, pre_tokenizers
 from .ingest import _join
 from .models.bpe import BPE
+from .models.unigram import SCORE_RESET_THRESHOLD
 from .models.wordpiece import WordPiece
 from .processors import check_truncation
 
@@ -69,7 +83,36 @@ def supports(tok, *, pairs: Sequence[str] | None, return_offsets: bool, overflow
     wordpiece = type(tok.model) is WordPiece and table_normalizer and splitter
     options = pairs is None and not return_offsets and not overflow and truncation in (None, "longest_first",
                                                                                        "only_first")
-    return options and (wordpiece or _byte_level_bpe(tok))
+    return options and (wordpiece or _byte_level_bpe(tok) or _sentencepiece_unigram(tok) or _sentencepiece_bpe(tok))
+
+
+def _sentencepiece_bpe(tok) -> bool:
+    """SentencePiece's BPE pipeline (``bpe_sentencepiece.sentencepiece_tokenizer``: its normalizer,
+    the merge-safe split, a character-level BPE without dropout, ``ignore_merges``, a subword prefix
+    or suffix; unknown characters spelled in byte pieces that all exist, or an unk piece):
+    ``_sp_bpe_words`` covers it."""
+    from .models.bpe_sentencepiece import MergeSafeSplit
+
+    model = tok.model
+    if not (type(model) is BPE and not model.byte_level and not getattr(model, "dropout", None)
+            and type(tok.normalizer) is normalizers.SentencePieceNormalizer
+            and type(tok.pre_tokenizer) is MergeSafeSplit):
+        return False
+    symbols = model._numba_tables["symbols"]
+    spelled = bool(symbols["byte_fallback"]) and bool((symbols["fallback_ids"] >= 0).all())
+    return (not symbols["whole_slots"].size and not symbols["prefix"].size and not symbols["suffix"].size
+            and (spelled or (bool(symbols["has_unk"]) and symbols["unk_id"] >= 0)))
+
+
+def _sentencepiece_unigram(tok) -> bool:
+    """SentencePiece's Unigram pipeline (``Tokenizer.from_sentencepiece``: its normalizer, the
+    Metaspace split, a Unigram with an unk piece, not sampling): ``_unigram_words`` covers it."""
+    from .models.unigram import MetaspaceSplit, Unigram
+
+    model = tok.model
+    return (type(model) is Unigram and model.sentencepiece and model.unk_id is not None and not model.is_sampling
+            and type(tok.normalizer) is normalizers.SentencePieceNormalizer
+            and type(tok.pre_tokenizer) is MetaspaceSplit)
 
 
 _REGEX_RULES = {"cl100k": (3, True), "llama3": (3, False), "qwen2": (1, False)}  # rule: (digits, end_first)
@@ -163,6 +206,99 @@ def _bpe_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.d
     return word_base, word_counts, piece_starts, piece_counts, piece_ids
 
 
+def _charsmap_tables(normalizer, device: torch.device) -> dict | None:
+    """A SentencePiece normalizer's charsmap tables on ``device`` (None: no charsmap)."""
+    from .kernels.charsmap import device_rules
+
+    def make():
+        precompiled = normalizer.precompiled
+        charsmap = None if precompiled is None else precompiled.charsmap
+        return None if charsmap is None else device_rules(
+            charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build(), device)
+
+    return _on_device(normalizer, device, make)
+
+
+def _sentencepiece_normalized(normalizer, values: torch.Tensor, offsets: torch.Tensor, device: torch.device
+                              ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(the normalized texts, text ``t`` from ``expand * offsets[t] + 2 * t``; their lengths;
+    ``expand``): the charsmap, if any, then SentencePiece's whitespace rules."""
+    from .kernels.charsmap import charsmap_rewrite_triton
+    from .kernels.whitespace_rules import whitespace_rules_triton
+
+    rules = _charsmap_tables(normalizer, device)
+    if rules is not None:
+        expand, gap = rules["expand"], 2
+        rewritten, units, lengths = charsmap_rewrite_triton(values, offsets, **rules)
+    else:
+        expand, gap, rewritten, units, lengths = 1, 0, values, None, offsets[1:] - offsets[:-1]
+    text, text_lengths = whitespace_rules_triton(
+        rewritten, units, offsets, lengths, chars=values.numel(), in_expand=expand, in_gap=gap, out_expand=expand,
+        add_dummy_prefix=normalizer.add_dummy_prefix, remove_extra_whitespaces=normalizer.remove_extra_whitespaces,
+        escape_whitespaces=normalizer.escape_whitespaces)
+    return text, text_lengths, expand
+
+
+def _unigram_tables(model, device: torch.device) -> dict:
+    """The Unigram model's trie, scores and unk handling on ``device``."""
+    def make():
+        (code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes,
+         token_of_node) = model.trie.walk_arrays
+        on = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
+        return dict(code_of=on(code_of), root_child=on(root_child), narrow_row=on(narrow_row),
+                    narrow_table=on(narrow_table), narrow=int(narrow), child_offsets=on(child_offsets),
+                    child_codes=on(child_codes), child_nodes=on(child_nodes), token_of_node=on(token_of_node),
+                    piece_score=on(model.score32), byte_ids=model.byte_ids.to(device), unk_id=model.unk_id,
+                    unk_score=float(model.unk_score), reset_threshold=float(SCORE_RESET_THRESHOLD),
+                    byte_fallback=bool(model.byte_fallback))
+
+    return _on_device(model, device, make)
+
+
+def _unigram_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.device):
+    """(word_base, word_counts, piece_starts, piece_counts, piece_ids) of the texts, one word slot
+    per text: the SentencePiece normalizer, then SentencePiece's Viterbi over each whole text."""
+    from .kernels.unigram_texts import unigram_texts_triton
+
+    text, text_lengths, expand = _sentencepiece_normalized(tok.normalizer, values, offsets, device)
+    split = tok.pre_tokenizer
+    piece_ids, piece_starts, piece_counts = unigram_texts_triton(
+        text, offsets, text_lengths, expand=expand, mark=ord(split.replacement) if split.split else -1,
+        **_unigram_tables(tok.model, device))
+    word_base = torch.arange(offsets.numel() - 1, dtype=torch.int64, device=device)
+    return word_base, torch.ones_like(word_base), piece_starts, piece_counts, piece_ids
+
+
+def _sp_bpe_tables(model: BPE, device: torch.device) -> dict:
+    """The SentencePiece BPE model's tables for ``sp_bpe_words.sp_bpe_words_triton`` on ``device``."""
+    def make():
+        symbols, merges = model._numba_tables["symbols"], model._numba_tables["merges"]
+        on = lambda a: torch.from_numpy(a).to(device)  # noqa: E731
+        return dict(char_keys=on(symbols["char_keys"]), char_values=on(symbols["char_values"]),
+                    char_mask=symbols["char_mask"], char_probes=symbols["char_probes"],
+                    byte_fallback=bool(symbols["byte_fallback"]), fallback_ids=on(symbols["fallback_ids"]),
+                    unk_id=int(symbols["unk_id"]), fuse_unk=bool(symbols["fuse_unk"]),
+                    slot_keys=on(merges["slot_keys"]), slot_values=on(merges["slot_values"]),
+                    hash_mask=merges["hash_mask"], max_probes=merges["max_probes"], vocab_size=merges["vocab_size"])
+
+    return _on_device(model, device, make)
+
+
+def _sp_bpe_words(tok, values: torch.Tensor, offsets: torch.Tensor, device: torch.device):
+    """(word_base, word_counts, piece_starts, piece_counts, piece_ids) of the texts: the
+    SentencePiece normalizer, the split before each run of '▁', then BPE per word."""
+    from .kernels.sp_bpe_words import sp_bpe_words_triton
+    from .kernels.word_split import split_before_marks_triton
+
+    text, text_lengths, expand = _sentencepiece_normalized(tok.normalizer, values, offsets, device)
+    char = tok.pre_tokenizer.char
+    word_starts, word_ends, word_base, word_counts, total = split_before_marks_triton(
+        text, offsets, text_lengths, expand=expand, mark=-1 if char is None else ord(char))
+    piece_ids, piece_starts, piece_counts = sp_bpe_words_triton(text, word_starts, word_ends, total,
+                                                                **_sp_bpe_tables(tok.model, device))
+    return word_base, word_counts, piece_starts, piece_counts, piece_ids
+
+
 def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequence, truncation: str | None,
            budget: int | None, padding: str, max_length: int | None, pad_to_multiple_of: int | None, left: bool,
            with_types: bool) -> dict[str, torch.Tensor]:
@@ -173,7 +309,8 @@ def encode(tok, texts: Sequence[str], device: torch.device, *, template: Sequenc
     if truncation is not None:
         check_truncation(budget, truncation, False, False)
     values, offsets = _ingest(texts, device)
-    words = _bpe_words if type(tok.model) is BPE else _wordpiece_words
+    words = (_wordpiece_words if type(tok.model) is WordPiece else _unigram_words if type(tok.model) is not BPE
+             else _bpe_words if tok.model.byte_level else _sp_bpe_words)
     word_base, word_counts, piece_starts, piece_counts, piece_ids = words(tok, values, offsets, device)
     tokens = row_tokens_triton(word_base, word_counts, piece_counts)
     keep = tokens if budget is None else tokens.clamp(max=budget)

@@ -365,14 +365,7 @@ class Tokenizer(TransformersAPI):
         if parts is None:
             return self._encode_plain(texts, device, with_spans)
         done = _cpu_threads.map_chunks(lambda part: self._encode_plain(part, device, with_spans), parts)
-        # joined with numpy: torch's cat would wake its OpenMP threads, which then spin on the cores
-        # the next call's chunk threads need
-        offsets = np.zeros(len(texts) + 1, np.int64)
-        at = 0
-        for d in done:
-            part = d.ids.offsets.numpy()
-            offsets[at + 1:at + len(part)] = part[1:] + offsets[at]
-            at += len(part) - 1
+        offsets = _joined_offsets([d.ids.offsets.numpy() for d in done])
         ids = Ragged(torch.from_numpy(np.concatenate([d.ids.values.numpy() for d in done])), torch.from_numpy(offsets))
         return Encoded(ids, torch.from_numpy(np.concatenate([d.spans.numpy() for d in done])) if with_spans else None)
 
@@ -389,14 +382,7 @@ class Tokenizer(TransformersAPI):
         if parts is None:
             return _as_arrays(self._encode_plain(texts, _CPU, with_spans))
         done = _cpu_threads.map_chunks(lambda part: _as_arrays(self._encode_plain(part, _CPU, with_spans)), parts)
-        # joined with numpy: torch's cat would wake its OpenMP threads, which then spin on the cores
-        # the next call's chunk threads need
-        offsets = np.zeros(len(texts) + 1, np.int64)
-        at = 0
-        for _, part, _ in done:
-            offsets[at + 1:at + len(part)] = part[1:] + offsets[at]
-            at += len(part) - 1
-        return (np.concatenate([d[0] for d in done]), offsets,
+        return (np.concatenate([d[0] for d in done]), _joined_offsets([d[1] for d in done]),
                 np.concatenate([d[2] for d in done]) if with_spans else None)
 
     def _encode_plain(self, texts: Sequence[str], device: torch.device | str, with_spans: bool) -> Encoded:
@@ -493,9 +479,11 @@ class Tokenizer(TransformersAPI):
         split: ``gputok._whole_bpe``; SentencePiece Unigram: ``gputok._whole_unigram``; SentencePiece
         BPE: ``gputok._whole_sp_bpe``); None otherwise. Made on first use and dropped when a stage
         is replaced."""
-        stages = (self.normalizer, self.pre_tokenizer, self.model)
         made = self.__dict__.get("_whole_kernel")
-        if made is None or any(a is not b for a, b in zip(made[0], stages)):
+        # compared one by one: a generator over the stages cost ~0.5 us of every batch-1 call
+        if made is None or (made[0][0] is not self.normalizer or made[0][1] is not self.pre_tokenizer
+                            or made[0][2] is not self.model):
+            stages = (self.normalizer, self.pre_tokenizer, self.model)
             made = self._whole_kernel = (stages, _whole_wordpiece_kernel(*stages) or next(
                 (kernel for factory in _WHOLE_PIPELINE_FACTORIES if (kernel := factory(self, *stages))), None))
         return made[1]
@@ -930,21 +918,20 @@ class Tokenizer(TransformersAPI):
         whole = (None if pairs is not None or with_offsets or overflow or self.join_surrogate_pairs
                  else self._whole_pipeline_kernel)
         fused = getattr(whole, "padded_cells" if padded else "ragged_cells", None)
-        if fused is not None and not (allowed != frozenset() and self._normalized_added_tokens):
-            joined = "".join(texts)
-            pattern = self._pattern(allowed) if allowed != frozenset() else None
-            # one chunk's worth (see gputok._cpu_threads.chunks), and nothing for the added-token path
-            if len(joined) < 2 * _cpu_threads.MIN_CHUNK_CHARS and (pattern is None or not pattern.search(joined)):
-                units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-                lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-                kernel, tables = fused
-                got = (kernel(units, lengths, *tables, budget, strategy, stride, item_seq, item_id, item_type,
-                              *post_padded, with_types) if padded
-                       else kernel(units, lengths, *tables, budget, strategy, stride, item_seq, item_id, item_type,
-                                   with_types))
-                return _cell_outputs(got, padded, truncation, stride, with_types)
+        if fused is not None:
+            options = ((budget, strategy, stride, item_seq, item_id, item_type, *post_padded, with_types) if padded
+                       else (budget, strategy, stride, item_seq, item_id, item_type, with_types))
+            out = self._cells_in_one_call(texts, allowed, fused, options, padded, truncation, stride, with_types)
+            if out is not None:
+                return out
         post = (budget, strategy, stride, overflow, item_seq, item_id, item_type)
         with _cpu_threads.gputok_threads():  # chunk threads, and whatever torch ops the stages run
+            if (padded and pairs is None and not overflow and not getattr(self.model, "is_sampling", False)
+                    and not (with_offsets and self._extra.get("offset_trim") is not None)):
+                parts = _cpu_threads.chunks(texts)
+                if parts is not None:
+                    return self._padded_in_chunks(parts, allowed, post, post_padded, truncation=truncation,
+                                                  stride=stride, with_types=with_types, with_offsets=with_offsets)
             first = self._encode_arrays(texts, with_offsets, allowed)
             second = None if pairs is None else self._encode_arrays(pairs, with_offsets, allowed)
             if with_offsets and self._extra.get("offset_trim") is not None:
@@ -954,6 +941,88 @@ class Tokenizer(TransformersAPI):
             return self._post_process_kernels(first, second, post, post_padded if padded else None,
                                               truncation=truncation, stride=stride, overflow=overflow,
                                               with_types=with_types, with_offsets=with_offsets)
+
+    def _cells_in_one_call(self, texts: list[str], allowed: frozenset[str] | None, fused: tuple, options: tuple,
+                           padded: bool, truncation: str | None, stride: int,
+                           with_types: bool) -> dict[str, torch.Tensor] | None:
+        """:meth:`__call__`'s tensors from one call of a whole-pipeline kernel's ``padded_cells`` or
+        ``ragged_cells`` (``fused``: (kernel, tables)) with the post-processing ``options`` after
+        the tables; None where the batch is more than one chunk's worth (see
+        ``gputok._cpu_threads.chunks``) or holds an added token (those take the other path)."""
+        if allowed != frozenset() and self._normalized_added_tokens:
+            return None
+        joined = "".join(texts)
+        if len(joined) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
+            return None
+        pattern = self._pattern(allowed) if allowed != frozenset() else None
+        if pattern is not None and pattern.search(joined):
+            return None
+        units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
+        lengths = (np.array((len(joined),), np.int64) if len(texts) == 1  # 0.3 us less than fromiter
+                   else np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        kernel, tables = fused
+        return _cell_outputs(kernel(units, lengths, *tables, *options), padded, truncation, stride, with_types)
+
+    def _padded_call(self, texts: TextInput | Sequence[TextInput], add_special_tokens: bool,
+                     with_types: bool | None) -> dict[str, torch.Tensor] | None:
+        """:meth:`__call__` with every option at its default but ``add_special_tokens`` and
+        ``return_token_type_ids`` (rows padded to the longest, tensors on the CPU): a training
+        loop's call, and at batch 1 mostly glue, so it skips :meth:`_encode_tensors`' checks and
+        option plumbing on the way to :meth:`_cells_in_one_call`. None where that does not cover
+        the call (no one-call kernel for this pipeline, or a batch it does not take)."""
+        if self.join_surrogate_pairs or not _dispatch.on_cpu_kernels(_CPU):
+            return None
+        fused = getattr(self._whole_pipeline_kernel, "padded_cells", None)
+        if fused is None:
+            return None
+        single, _, uses_types = self._templates()
+        item_seq, item_id, item_type, _ = (single if add_special_tokens and self.post_processor is not None
+                                           else _NO_TEMPLATE[False])
+        with_types = uses_types if with_types is None else with_types
+        options = (0, -1, 0, item_seq, item_id, item_type, 0, 0, file_defaults.padding_side(self._extra) == "left",
+                   self._pad_id, with_types)
+        return self._cells_in_one_call(as_texts(texts), None, fused, options, True, None, 0, with_types)
+
+    def _padded_in_chunks(self, parts: list[Sequence[str]], allowed: frozenset[str] | None, post: tuple,
+                          post_padded: tuple, *, truncation: str | None, stride: int, with_types: bool,
+                          with_offsets: bool) -> dict[str, torch.Tensor]:
+        """:meth:`__call__`'s padded outputs of single texts in ``parts`` (consecutive chunks of the
+        batch, :func:`gputok._cpu_threads.chunks`), each chunk on its own CPU thread twice: its
+        texts encoded and its rows planned (``postprocess_numba.plan_padded``), then, once the
+        width of the batch is known, its rows filled (``fill_padded``) into its block of the
+        outputs, straight from its own encoded arrays. Nothing runs on one thread but the
+        allocation: joining the chunks' ids and post-processing them in one pass (the way of
+        :meth:`_post_process_kernels`) kept one core idle for a third of a call at batch 1,024."""
+        budget, strategy, stride, _, item_seq, item_id, item_type = post
+        min_width, multiple, left, pad_id = post_padded
+
+        def encode(part: Sequence[str]) -> tuple:
+            ids, offsets, spans = self._encode_arrays(part, with_offsets, allowed)
+            return ids, offsets, spans, postprocess_numba.plan_padded(offsets, _EMPTY_INDEX, budget, strategy, stride,
+                                                                      False, item_seq, min_width, multiple)
+
+        done = _cpu_threads.map_chunks(encode, parts)
+        error = next((plan[7] for *_, plan in done if plan[7]), 0)
+        if error:
+            raise_truncation_error(error, truncation, stride)
+        width = max(plan[6] for *_, plan in done)
+        ends = np.cumsum([plan[0].size for *_, plan in done])
+        rows = int(ends[-1])
+        ids, mask, types, offsets, write_types = _padded_outputs(rows, width, pad_id, item_type, with_types,
+                                                                 with_offsets)
+
+        def fill(chunk: int) -> None:
+            a_ids, a_offsets, a_spans, plan = done[chunk]
+            sample, a_start, a_len, b_start, b_len, lengths = plan[:6]
+            block = slice(int(ends[chunk]) - sample.size, int(ends[chunk]))
+            postprocess_numba.fill_padded(
+                0, sample.size, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start,
+                b_len, a_ids, a_offsets, _EMPTY_INDEX, _EMPTY_INDEX, a_spans if with_offsets else _NO_SPANS, _NO_SPANS,
+                lengths, ids[block], mask[block], types[block] if write_types else types,
+                offsets[block] if with_offsets else offsets, write_types, with_offsets, pad_id != 0)
+
+        _cpu_threads.map_chunks(fill, list(range(len(done))))
+        return _outputs((ids, mask, types, offsets, None, 0), True, truncation, stride, with_types, with_offsets, False)
 
     def _post_process_kernels(self, first: tuple, second: tuple | None, post: tuple, post_padded: tuple | None, *,
                               truncation: str | None, stride: int, overflow: bool, with_types: bool,
@@ -1240,6 +1309,18 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[np.nd
     return encode
 
 
+def _joined_offsets(parts: list[np.ndarray]) -> np.ndarray:
+    """The token offsets of consecutive chunks' texts (each chunk's offsets from 0) as one batch's.
+    Numpy, not torch: torch's cat would wake its OpenMP threads, which then spin on the cores the
+    next call's chunk threads need."""
+    offsets = np.zeros(sum(len(part) - 1 for part in parts) + 1, np.int64)
+    at = 0
+    for part in parts:
+        offsets[at + 1:at + len(part)] = part[1:] + offsets[at]
+        at += len(part) - 1
+    return offsets
+
+
 def _as_arrays(encoded: Encoded) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """An :class:`Encoded` on the CPU as numpy arrays: ids, offsets, spans (or None)."""
     return (encoded.ids.values.numpy(), encoded.ids.offsets.numpy(),
@@ -1282,12 +1363,27 @@ def _cell_outputs(got: tuple, padded: bool, truncation: str | None, stride: int,
     return out
 
 
+def _padded_outputs(rows: int, width: int, pad_id: int, item_type: np.ndarray, with_types: bool,
+                    with_offsets: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The [rows, width] outputs ``postprocess_numba.fill_padded`` fills (ids, mask, types, offsets
+    [rows, width, 2] or empty), allocated by numpy, which asks for huge pages (numba's own
+    allocation of a 65,536-row output faulted in 4 kB pages, 5x slower), each page first touched
+    by the thread that fills it; and whether the kernel writes the types. With ``pad_id`` 0 they
+    are ``np.zeros`` and the kernel leaves the pad cells alone (``write_pads`` False): a large
+    array is fresh pages the system zeroes anyway, and most cells of a batch padded to its longest
+    row are padding (80% at batch 65,536 of English lines). Token types all zero (a
+    single-sequence template) are ``np.zeros``' pages, which the kernel never touches."""
+    alloc = np.zeros if pad_id == 0 else np.empty
+    write_types = with_types and bool(item_type.any())
+    types = alloc((rows, width), np.int64) if write_types else np.zeros((rows if with_types else 0, width), np.int64)
+    return (alloc((rows, width), np.int64), alloc((rows, width), np.int64), types,
+            alloc((rows if with_offsets else 0, width, 2), np.int64), write_types)
+
+
 def _padded_in_ranges(args: tuple, post_padded: tuple, with_types: bool, with_offsets: bool) -> tuple:
     """``postprocess_numba.padded_rows`` of a large batch: the rows planned in one kernel call,
-    the outputs allocated by numpy (which asks for huge pages: numba's own allocation of a
-    65,536-row output faulted in 4 kB pages, 5x slower), then filled in row ranges, one per CPU
-    thread (each range's pages first touched by the thread that fills it). Token types all zero
-    (a single-sequence template) are left to ``np.zeros``, whose pages the kernel never touches."""
+    the outputs allocated by numpy (:func:`_padded_outputs`), then filled in row ranges, one per
+    CPU thread."""
     a_offsets, b_offsets, budget, strategy, stride, overflow, item_seq, item_id, item_type = args[:9]
     min_width, multiple, left, pad_id = post_padded
     sample, a_start, a_len, b_start, b_len, lengths, width, error = postprocess_numba.plan_padded(
@@ -1295,12 +1391,9 @@ def _padded_in_ranges(args: tuple, post_padded: tuple, with_types: bool, with_of
     rows = sample.size
     if error:
         return _EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, sample, error
-    ids, mask = np.empty((rows, width), np.int64), np.empty((rows, width), np.int64)
-    write_types = with_types and bool(item_type.any())
-    types = np.empty((rows, width), np.int64) if write_types else np.zeros((rows if with_types else 0, width), np.int64)
-    offsets = np.empty((rows if with_offsets else 0, width, 2), np.int64)
+    ids, mask, types, offsets, write_types = _padded_outputs(rows, width, pad_id, item_type, with_types, with_offsets)
     tail = (item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, args[9], a_offsets, args[10],
-            b_offsets, args[11], args[12], lengths, ids, mask, types, offsets, write_types, with_offsets)
+            b_offsets, args[11], args[12], lengths, ids, mask, types, offsets, write_types, with_offsets, pad_id != 0)
     parts = min(_cpu_threads.num_threads(), rows)
     bounds = [rows * k // parts for k in range(parts + 1)]
     ranges = list(zip(bounds, bounds[1:]))

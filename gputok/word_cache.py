@@ -39,6 +39,7 @@ per stored codepoint and 16 per stored token: about 30 MB when full at the defau
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -63,29 +64,48 @@ class _Buffer:
     """A growable 1-D tensor (capacity doubles): append in amortized O(length)."""
 
     def __init__(self, dtype: torch.dtype, device: torch.device) -> None:
-        self.data = torch.empty(1024, dtype=dtype, device=device)
         self.size = 0
-        self.array = self.data.numpy() if self.data.device.type == "cpu" else None  # the kernels' view
+        self._use(_full((1024,), None, dtype, device))
+
+    def _use(self, data: torch.Tensor) -> None:
+        self.data = data
+        self.capacity = data.numel()  # an int: a batch-1 insert checks it three times
+        self.array = data.numpy() if data.device.type == "cpu" else None  # the kernels' view
 
     def append(self, values: torch.Tensor) -> int:
-        start, end = self.size, self.size + values.numel()
-        if end > self.data.numel():
-            grown = torch.empty(max(end, 2 * self.data.numel()), dtype=self.data.dtype, device=self.data.device)
-            grown[:start] = self.data[:start]
-            self.data = grown
-            self.array = grown.numpy() if grown.device.type == "cpu" else None
-        self.data[start:end] = values
-        self.size = end
+        start = self.size
+        self.reserve(values.numel())
+        self.data[start:start + values.numel()] = values
+        self.size = start + values.numel()
         return start
 
     def reserve(self, extra: int) -> None:
         """Room for ``extra`` more values (a larger buffer is a new tensor: readers keep the old)."""
         end = self.size + extra
-        if end > self.data.numel():
-            grown = torch.empty(max(end, 2 * self.data.numel()), dtype=self.data.dtype, device=self.data.device)
-            grown[:self.size] = self.data[:self.size]
-            self.data = grown
-            self.array = grown.numpy() if grown.device.type == "cpu" else None
+        if end > self.capacity:
+            grown = _full((max(end, 2 * self.capacity),), None, self.data.dtype, self.data.device)
+            if self.array is not None:
+                grown.numpy()[:self.size] = self.array[:self.size]
+            else:
+                grown[:self.size] = self.data[:self.size]
+            self._use(grown)
+
+
+def _full(shape: tuple[int, ...], value: int | None, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A tensor of ``value`` (None: uninitialized); on the CPU made and filled by numpy: inserts run
+    on the caller's thread outside ``_cpu_threads.gputok_threads`` (a batch-1 call does not pay
+    for that setting), where torch's fill or copy would wake its OpenMP threads, which then spin on
+    the cores the next calls need (measured: +20-40% CPU time at batch 1,024 with a cold cache)."""
+    if device.type != "cpu":
+        return (torch.empty(shape, dtype=dtype, device=device) if value is None
+                else torch.full(shape, value, dtype=dtype, device=device))
+    numpy_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    if value == 0:  # pages zeroed by the system when first touched
+        return torch.from_numpy(np.zeros(shape, numpy_dtype))
+    array = np.empty(shape, numpy_dtype)
+    if value is not None:
+        array.fill(value)
+    return torch.from_numpy(array)
 
 
 class _Store:
@@ -94,12 +114,12 @@ class _Store:
     def __init__(self, capacity: int, device: torch.device) -> None:
         slots = 1 << (2 * capacity - 1).bit_length()
         self.mask = slots - 1
-        self.slot_keys = torch.full((slots,), HashMap.EMPTY, dtype=torch.int64, device=device)
-        self.slot_entry = torch.full((slots,), HashMap.EMPTY, dtype=torch.int64, device=device)
+        self.slot_keys = _full((slots,), HashMap.EMPTY, torch.int64, device)
+        self.slot_entry = _full((slots,), HashMap.EMPTY, torch.int64, device)
         self.max_probes = 1
         self.count = 0
         # per entry: start and length of its codepoints and of its tokens
-        self.entries = torch.zeros((capacity, 4), dtype=torch.int64, device=device)
+        self.entries = _full((capacity, 4), 0, torch.int64, device)
         self.chars = _Buffer(torch.int32, device)
         self.ids = _Buffer(torch.int64, device)
         self.ends = _Buffer(torch.int64, device)
@@ -269,8 +289,8 @@ class WordCache:
         out_ids, out_ends, offsets = word_cache_numba.assemble(entry, uniq, store.entries_array, ids, ends,
                                                 new_values, new_end_values, new_offsets, with_ends)
         if reps.size:
-            self._insert_kernels(owner, device, rep_keys, out_chars, rep_offsets, new_values, new_end_values,
-                                 new_offsets)
+            self._insert_kernels(owner, device, int(rep_offsets[-1]), new_values.size, functools.partial(
+                word_cache_numba.insert, rep_keys, out_chars, rep_offsets, new_values, new_end_values, new_offsets))
         offsets = torch.from_numpy(offsets)
         return (Ragged(torch.from_numpy(out_ids), offsets),
                 Ragged(torch.from_numpy(out_ends), offsets) if with_ends else None)
@@ -287,30 +307,34 @@ class WordCache:
             return (store.slot_keys_array, store.slot_entry_array, store.count, store.entries_array,
                     store.chars.array, store.ids.array, store.ends.array)
 
-    def insert_misses(self, owner: object, keys: np.ndarray, chars: np.ndarray, char_offsets: np.ndarray,
-                      ids: np.ndarray, ends: np.ndarray, offsets: np.ndarray) -> None:
-        """Store the distinct words a :meth:`cpu_snapshot` reader missed (their keys, codepoints
-        and tokens, rows by the offsets), under the lock: those that fit and are still absent."""
-        self._insert_kernels(owner, _CPU, keys, chars, char_offsets, ids, ends, offsets)
+    def insert_misses(self, owner: object, misses: np.ndarray) -> None:
+        """Store the distinct words a :meth:`cpu_snapshot` reader missed, packed in one array
+        (``word_cache_numba.pack_misses``: keys, codepoints, tokens), under the lock: those that
+        fit and are still absent."""
+        self._insert_kernels(owner, _CPU, int(misses[1]), int(misses[2]),
+                             lambda *store: word_cache_numba.insert_packed(misses, *store))
 
-    def _insert_kernels(self, owner, device, keys, chars, char_offsets, ids, ends, offsets) -> None:
+    def _insert_kernels(self, owner: object, device: torch.device, chars_size: int, ids_size: int,
+                        insert: Callable[..., tuple[int, int, int, int]]) -> None:
+        """``insert(max_word_length, room, truncate, *the store's arrays and sizes)``: a call of
+        ``word_cache_numba.insert`` (or ``insert_packed``) on words of ``chars_size`` codepoints
+        and ``ids_size`` tokens in all, under the lock; a full store is replaced by a new one."""
         with self._lock:
             store = self._stores.get(device)
             if store is None or self._owner() is not owner:  # another model took the cache meanwhile
                 return
             for truncate in (False, True):
-                store.chars.reserve(int(char_offsets[-1]))
-                store.ids.reserve(ids.size)
-                store.ends.reserve(ids.size)
-                added, chars_size, ids_size, probes = word_cache_numba.insert(
-                    keys, chars, char_offsets, ids, ends, offsets, self.max_word_length, self.capacity - store.count,
-                    truncate, store.slot_keys_array, store.slot_entry_array, store.shift, store.mask, store.count,
-                    store.entries_array, store.chars.array, store.chars.size, store.ids.array, store.ends.array,
-                    store.ids.size)
+                store.chars.reserve(chars_size)
+                store.ids.reserve(ids_size)
+                store.ends.reserve(ids_size)
+                added, chars_end, ids_end, probes = insert(
+                    self.max_word_length, self.capacity - store.count, truncate, store.slot_keys_array,
+                    store.slot_entry_array, store.shift, store.mask, store.count, store.entries_array,
+                    store.chars.array, store.chars.size, store.ids.array, store.ends.array, store.ids.size)
                 if added >= 0:
                     break
                 store = self._stores[device] = _Store(self.capacity, device)  # full: start anew
-            store.chars.size, store.ids.size, store.ends.size = chars_size, ids_size, ids_size
+            store.chars.size, store.ids.size, store.ends.size = chars_end, ids_end, ids_end
             store.max_probes = max(store.max_probes, probes)
             store.count += added
 

@@ -20,7 +20,7 @@ without dropout; each skip costs a pop and a push more.
 import numpy as np
 
 from ._numba import kernel
-from .bpe_heap import LOW32, NO_RANK, _merge_at, _pair_value, _sift_down, _sift_up
+from .bpe_heap import LOW32, NO_RANK, _merge_at, _pair_value, _sift_down, _sift_up, write_row
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -108,14 +108,6 @@ def merge_rows_dropout(tokens, offsets, ends, seeds, dropout, slot_keys, slot_va
                 size = _push(heap, size, ((value[before] >> 32) << 32) | before)
             if value[i] != NO_RANK:
                 size = _push(heap, size, ((value[i] >> 32) << 32) | i)
-        count = 0
-        i = 0
-        while i < n:
-            tokens[written + count] = tok[i]
-            if ends.size:
-                ends[written + count] = start + nxt[i]
-            count += 1
-            i = nxt[i]
-        written += count
+        written += write_row(tok, nxt, n, start, tokens, ends, written)
         out_offsets[r + 1] = written
     return out_offsets

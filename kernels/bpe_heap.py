@@ -364,6 +364,22 @@ def merge_row(tok, n, nxt, prv, value, heap, slot_keys, slot_values, mask, shift
 
 
 @kernel
+def write_row(tok, nxt, n, start, out, ends, written):
+    """A merged row's tokens (the linked list ``tok[i]`` for ``i = 0, nxt[0], ...`` while ``i < n``)
+    into ``out`` from ``written``, and, unless ``ends`` is empty, beside each the index just past
+    its last symbol (``start``: the row's first symbol's index); returns the count."""
+    count = 0
+    i = 0
+    while i < n:
+        out[written + count] = tok[i]
+        if ends.size:
+            ends[written + count] = start + nxt[i]
+        count += 1
+        i = nxt[i]
+    return count
+
+
+@kernel
 def _merge_rows(tokens, offsets, out, lengths, ends, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
                 level_start):
     """Merge each row of ``tokens`` (rows by ``offsets``) into ``out``, rows back to back, and
@@ -405,14 +421,7 @@ def _merge_rows(tokens, offsets, out, lengths, ends, slot_keys, slot_values, mas
         else:
             _merge_long(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size,
                         level_start, lists, bits, entry_position, entry_next, heap, scratch)
-        count = 0
-        i = 0
-        while i < n:
-            out[written + count] = tok[i]
-            if ends.size:
-                ends[written + count] = start + nxt[i]
-            count += 1
-            i = nxt[i]
+        count = write_row(tok, nxt, n, start, out, ends, written)
         lengths[r] = count
         written += count
 

@@ -201,6 +201,18 @@ def _symbols(codes, offsets, byte_level, byte_to_id, char_keys, char_values, cha
     return written
 
 
+@kernel
+def symbol_buffers(chars, words, byte_level, byte_fallback, prefix, suffix):
+    """``_symbols``' outputs for ``words`` words of ``chars`` codepoints in all: symbols and
+    source with room for the most symbols a character can become (4 bytes; with byte fallback,
+    4 byte tokens each with the prefix and suffix), and the offsets, ``offsets[0] = 0``."""
+    per_char = 4 if byte_level else (4 * (prefix.size + 1 + suffix.size) if byte_fallback else 1)
+    bound = chars * per_char
+    offsets = np.empty(words + 1, np.int64)
+    offsets[0] = 0
+    return np.empty(bound, np.int64), np.empty(bound, np.int64), offsets
+
+
 def bpe_symbols_numba(codes: np.ndarray, offsets: np.ndarray, *, byte_level: bool, byte_to_id: np.ndarray,
                       char_keys: np.ndarray, char_values: np.ndarray, char_mask: int, char_probes: int,
                       byte_fallback: bool, fallback_ids: np.ndarray, prefix: np.ndarray, suffix: np.ndarray,
@@ -210,13 +222,8 @@ def bpe_symbols_numba(codes: np.ndarray, offsets: np.ndarray, *, byte_level: boo
     codepoints), or None when an unknown character needs an unk token the vocabulary lacks.
     The tables are ``gputok.models.bpe.BPE._numba_tables``; ``whole_slots`` empty: no ``ignore_merges``.
     """
-    words = offsets.size - 1
-    per_char = 4 if byte_level else (4 * (prefix.size + 1 + suffix.size) if byte_fallback else 1)
-    bound = codes.size * per_char
-    symbols = np.empty(bound, np.int64)
-    source = np.empty(bound, np.int64)
-    out_offsets = np.empty(words + 1, np.int64)
-    out_offsets[0] = 0
+    symbols, source, out_offsets = symbol_buffers(codes.size, offsets.size - 1, byte_level, byte_fallback, prefix,
+                                                  suffix)
     counts = out_offsets[1:]
     total = _symbols(codes, offsets, byte_level, byte_to_id, char_keys, char_values, char_mask,
                      64 - char_mask.bit_length(), char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk,

@@ -18,8 +18,13 @@ by the caller; the misses deduplicated) -> ``bpe_symbols_numba._symbols`` and ``
 on the distinct misses only -> ``word_cache_numba.assemble`` -> ``scatter_numba.scatter_tokens``.
 The model's tables and the pre-tokenizer's options travel as one int64 array (:func:`pack_pipeline`;
 ``model[i]`` and ``model[i + 1]`` bound part ``i``), the misses come back as one
-(:func:`unpack_misses`): a kernel call unboxes each array argument (~0.2 us apiece) and boxes each
-returned array (~0.3 us), and a batch of one text has ~15 us in all to beat huggingface.
+(``word_cache_numba.pack_misses``): a kernel call unboxes each array argument (~0.1 us apiece)
+and boxes each returned array (~0.5 us), and a batch of one text has ~12 us in all to match
+huggingface.
+
+``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then the post-processing
+(``cells_numba``) in the same call, so a small batch (one chunk) pays one kernel call from text
+to output arrays (``gputok._whole_bpe`` reads and fills the word cache around it).
 
 Re-entrant and ``nogil``: chunks of a batch run it on several Python threads at once; it only
 reads the cache (inserts happen under the cache's lock, after the call).
@@ -29,15 +34,19 @@ import numpy as np
 
 from ._numba import kernel
 from .bpe_heap import LOW32, NO_RANK, _merge_rows, _pair_value
-from .bpe_symbols_numba import _symbols
+from .bpe_symbols_numba import _symbols, symbol_buffers
+from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
 from .normalize_numba import rewrite_table_numba
 from .regex_split_numba import regex_split_numba
 from .scatter_numba import scatter_tokens
-from .word_cache_numba import assemble, lookup_dedup
+from .word_cache_numba import assemble, lookup_dedup, pack_misses
 from .word_split_numba import prepend_unless_first, whole_texts
 
 NO_SPLIT = -1  # ``rule``: each non-empty text is one word
+# scatter_tokens' inverse: word i has row i. A global, so read-only in numba: the argument types the
+# other families' kernels pass, one compile of scatter_tokens for all of them.
+_NO_INVERSE = np.zeros(0, np.int64)
 # Words of up to this many symbols merge by a scan per merge (``_merge_short``), longer ones in
 # the heap kernel (O(n log n)); 32 keeps a scan under ~1k pair reads.
 SHORT = 32
@@ -64,15 +73,6 @@ def pack_pipeline(symbols: dict, merges: dict, *, prefix_space: bool, rule: int)
     return np.concatenate([bounds] + [np.asarray(p, np.int64) for p in parts])
 
 
-def unpack_misses(misses: np.ndarray) -> tuple[np.ndarray, ...]:
-    """``encode_texts``' packed misses as ``WordCache.insert_misses`` takes them: keys, codepoints
-    (int32) and their offsets, token ids, ends and their offsets."""
-    words, chars, tokens = (int(x) for x in misses[:3])
-    at = np.cumsum([3, words, words + 1, chars, words + 1, tokens, tokens])
-    keys, char_offsets, codes, offsets, ids, ends = (misses[a:b] for a, b in zip(at[:-1], at[1:]))
-    return keys, codes.astype(np.int32), char_offsets, ids, ends, offsets
-
-
 @kernel
 def _part(model, i):
     return model[model[i]:model[i + 1]]
@@ -90,12 +90,7 @@ def _encode_misses(chars, char_offsets, model):
     prefix, suffix = _part(model, PREFIX), _part(model, SUFFIX)
     byte_level = scalars[BYTE_LEVEL] != 0
     fallback = scalars[BYTE_FALLBACK] != 0
-    per_char = 4 if byte_level else (4 * (prefix.size + 1 + suffix.size) if fallback else 1)
-    bound = chars.size * per_char
-    symbols = np.empty(bound, np.int64)
-    source = np.empty(bound, np.int64)
-    offsets = np.empty(words + 1, np.int64)
-    offsets[0] = 0
+    symbols, source, offsets = symbol_buffers(chars.size, words, byte_level, fallback, prefix, suffix)
     char_mask = scalars[CHAR_MASK]
     total = _symbols(chars, char_offsets, byte_level, _part(model, BYTE_TO_ID), _part(model, CHAR_KEYS),
                      _part(model, CHAR_VALUES), char_mask, 64 - _bit_length(char_mask), scalars[CHAR_PROBES], fallback,
@@ -158,7 +153,8 @@ def _encode_misses(chars, char_offsets, model):
                 last[written + k] = end[k]
             written += m
         done[w] = written
-    offsets[1:] = done
+    for w in range(words):  # a loop, not offsets[1:] = done: numba's shape check of that compiles its error message
+        offsets[w + 1] = done[w]
     merged = offsets[words]
     ends = np.empty(merged, np.int64)
     for k in range(merged):
@@ -213,36 +209,14 @@ def _bit_length(x):
 
 
 @kernel
-def _pack_misses(keys, char_offsets, chars, offsets, ids, ends):
-    """The misses as one int64 array (``unpack_misses`` reads it): a call returns one array
-    instead of six (boxing a returned array costs ~0.3 us)."""
-    words = keys.size
-    out = np.empty(3 + 3 * words + 2 + chars.size + 2 * ids.size, np.int64)
-    out[0], out[1], out[2] = words, chars.size, ids.size
-    at = _put(out, 3, keys)
-    at = _put(out, at, char_offsets)
-    at = _put(out, at, chars)
-    at = _put(out, at, offsets)
-    _put(out, _put(out, at, ids), ends)
-    return out
-
-
-@kernel
-def _put(out, at, part):
-    for i in range(part.size):
-        out[at + i] = part[i]
-    return at + part.size
-
-
-@kernel
 def encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count, entries,
                  chars, stored_ids, stored_ends, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; an empty
     ``table_offsets``: no normalizer; ``classes``: the split rule's kind table, then its
     contraction-letter table (``regex_split_numba``); ``model``: :func:`pack_pipeline`; the
     cache's table (a power-of-2 size), ``count`` and arrays (``word_cache_numba.lookup_dedup``).
-    Returns ids, offsets, spans and the packed misses (:func:`unpack_misses`); no ids and empty
-    offsets where an unknown character needs an unk token the vocabulary lacks."""
+    Returns ids, offsets, spans and the packed misses (``word_cache_numba.pack_misses``); no ids
+    and empty offsets where an unknown character needs an unk token the vocabulary lacks."""
     scalars = _part(model, SCALARS)
     values, offsets = codepoints_numba(units, lengths)
     none = np.empty(0, np.int64)
@@ -272,6 +246,37 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, model, sl
         return none, none, np.zeros((0, 2), np.int64), none
     piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
                                                     new_offsets, with_spans)
-    ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, none, starts, word_offsets,
-                                               source, offsets, with_spans)
-    return ids, token_offsets, spans, _pack_misses(miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends)
+    ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INVERSE, starts,
+                                               word_offsets, source, offsets, with_spans)
+    return ids, token_offsets, spans, pack_misses(miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends)
+
+
+@kernel
+def encode_padded_cells(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count,
+                        entries, chars, stored_ids, stored_ends, max_length, strategy, stride, item_seq, item_id,
+                        item_type, min_width, multiple, left, pad_id, with_types):
+    """``encode_texts`` then ``cells_numba.padded_cells``: (cells, packed misses, error); empty
+    misses (not even their three counts) where an unknown character needs an unk token the
+    vocabulary lacks."""
+    ids, offsets, spans, misses = encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys,
+                                               slot_entry, count, entries, chars, stored_ids, stored_ends, False)
+    if offsets.size == 0:
+        return np.empty((0, 0, 0), np.int64), misses, 0
+    cells, error = padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type,
+                                min_width, multiple, left, pad_id, with_types)
+    return cells, misses, error
+
+
+@kernel
+def encode_ragged_cells(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count,
+                        entries, chars, stored_ids, stored_ends, max_length, strategy, stride, item_seq, item_id,
+                        item_type, with_types):
+    """``encode_texts`` then ``cells_numba.ragged_cells``: (cells, row offsets, packed misses,
+    error), the misses empty as ``encode_padded_cells``'."""
+    ids, offsets, spans, misses = encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys,
+                                               slot_entry, count, entries, chars, stored_ids, stored_ends, False)
+    if offsets.size == 0:
+        return np.empty((0, 0), np.int64), offsets, misses, 0
+    cells, row_offsets, error = ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id,
+                                             item_type, with_types)
+    return cells, row_offsets, misses, error

@@ -45,16 +45,89 @@ def _pair_value(tokens_ptr, at, ok, slot_keys_ptr, slot_values_ptr, vocab_size, 
                              slot_values_ptr, hash_mask, hash_shift, max_probes)
 
 
+@triton.jit
+def word_lanes(word_starts_ptr, word_ends_ptr, total_ptr, places, BLOCK: tl.constexpr):
+    """This program's words (a lane each), which of them are packed words (the first ``total[0]``
+    places), their first characters and their lengths."""
+    word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = (word < places) & (word < tl.load(total_ptr))
+    first = tl.load(word_starts_ptr + word, mask=inside, other=0)
+    return word, inside, first, tl.load(word_ends_ptr + word, mask=inside, other=0) - first
+
+
+@triton.jit
+def merge_words(tokens, pairs, n, merging, slot_keys_ptr, slot_values_ptr, vocab_size, hash_mask, hash_shift,
+                max_probes, BLOCK: tl.constexpr, WIDTH: tl.constexpr):
+    """The merges of each ``merging`` lane's word (``n`` token ids from ``tokens``; ``pairs``: room
+    for its pair values): rank each adjacent pair, then merge the leftmost pair of lowest rank until
+    no pair has a rank (``bpe_heap.merge_rows``' rule). Returns the words' new lengths. Shared by
+    the byte-level and the SentencePiece BPE kernels."""
+    column = tl.arange(0, WIDTH).to(tl.int64)[None, :]
+    tl.debug_barrier()
+    for chunk in range(0, tl.max(tl.where(merging, n - 1, 0), 0), WIDTH):
+        pos = chunk + column
+        live = merging[:, None] & (pos < (n - 1)[:, None])
+        left = tl.reshape(tl.load(tokens[:, None] + pos, mask=live, other=0), [BLOCK * WIDTH])
+        right = tl.reshape(tl.load(tokens[:, None] + pos + 1, mask=live, other=0), [BLOCK * WIDTH])
+        flat = tl.reshape(live, [BLOCK * WIDTH])
+        value = probe_until_found(left * vocab_size + right, flat, tl.zeros_like(left) + NO_RANK, slot_keys_ptr,
+                                  slot_values_ptr, hash_mask, hash_shift, max_probes)
+        tl.store(pairs[:, None] + pos, tl.reshape(value, [BLOCK, WIDTH]), mask=live)
+
+    # The merges: the leftmost pair of lowest rank, one per lane per step; a word's positions are
+    # read WIDTH at a time, as a [BLOCK, WIDTH] tile.
+    alive = merging & (n > 1)
+    while tl.max(alive.to(tl.int32), 0) > 0:
+        tl.debug_barrier()  # the last step's stores, before this step's tiles read them
+        best = tl.full([BLOCK], NO_RANK, dtype=tl.int64)
+        best_value = tl.zeros([BLOCK], dtype=tl.int64)
+        at = tl.zeros([BLOCK], dtype=tl.int64)
+        for chunk in range(0, tl.max(tl.where(alive, n - 1, 0), 0), WIDTH):
+            pos = chunk + column
+            live = alive[:, None] & (pos < (n - 1)[:, None])
+            value = tl.load(pairs[:, None] + pos, mask=live, other=NO_RANK)
+            rank = tl.where(value == NO_RANK, NO_RANK, value >> 32)
+            chunk_best = tl.min(rank, 1)
+            chunk_at = tl.min(tl.where(live & (rank == chunk_best[:, None]), pos, 1 << 62), 1)
+            chunk_value = tl.max(tl.where(pos == chunk_at[:, None], value, 0), 1)
+            better = chunk_best < best  # strictly: an earlier chunk keeps ties (the leftmost)
+            best = tl.where(better, chunk_best, best)
+            best_value = tl.where(better, chunk_value, best_value)
+            at = tl.where(better, chunk_at, at)
+        alive = alive & (best < NO_RANK)
+        tl.store(tokens + at, best_value & LOW32, mask=alive)
+        # The rest of the word moves left by one: a barrier between a tile's loads and its stores,
+        # so that no thread overwrites what another has yet to read.
+        lowest = tl.min(tl.where(alive, at + 1, 1 << 62), 0)
+        for chunk in range(lowest, tl.max(tl.where(alive, n - 1, 0), 0), WIDTH):
+            pos = chunk + column
+            moving = alive[:, None] & (pos > at[:, None]) & (pos < (n - 1)[:, None])
+            shifts = moving & (pos < (n - 2)[:, None])
+            moved = tl.load(tokens[:, None] + pos + 1, mask=moving, other=0)
+            moved_pairs = tl.load(pairs[:, None] + pos + 1, mask=shifts, other=0)
+            tl.debug_barrier()
+            tl.store(tokens[:, None] + pos, moved, mask=moving)
+            tl.store(pairs[:, None] + pos, moved_pairs, mask=shifts)
+            tl.debug_barrier()
+        n = tl.where(alive, n - 1, n)
+        tl.debug_barrier()
+        left = alive & (at > 0)
+        tl.store(pairs + at - 1, _pair_value(tokens, at - 1, left, slot_keys_ptr, slot_values_ptr, vocab_size,
+                                             hash_mask, hash_shift, max_probes), mask=left)
+        right = alive & (at < n - 1)
+        tl.store(pairs + at, _pair_value(tokens, at, right, slot_keys_ptr, slot_values_ptr, vocab_size, hash_mask,
+                                         hash_shift, max_probes), mask=right)
+        alive = alive & (n > 1)
+    return n
+
+
 @triton.jit(do_not_specialize=["places", "vocab_size", "hash_mask", "hash_shift", "max_probes", "whole_mask",
                                "with_whole"])
 def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte_to_id_ptr, whole_slots_ptr,
                      token_keys_ptr, token_offsets_ptr, slot_keys_ptr, slot_values_ptr, tokens_ptr, pair_values_ptr,
                      piece_starts_ptr, counts_ptr, places, vocab_size, hash_mask, hash_shift, max_probes, whole_mask,
                      with_whole, BLOCK: tl.constexpr, WIDTH: tl.constexpr):
-    word = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = (word < places) & (word < tl.load(total_ptr))
-    first = tl.load(word_starts_ptr + word, mask=inside, other=0)
-    chars = tl.load(word_ends_ptr + word, mask=inside, other=0) - first
+    word, inside, first, chars = word_lanes(word_starts_ptr, word_ends_ptr, total_ptr, places, BLOCK)
     base = 4 * first
     tokens = tokens_ptr + base
     pairs = pair_values_ptr + base
@@ -116,63 +189,18 @@ def _byte_bpe_kernel(values_ptr, word_starts_ptr, word_ends_ptr, total_ptr, byte
         live = merging[:, None] & (pos < n[:, None])
         byte = tl.load(tokens[:, None] + pos, mask=live, other=0)
         tl.store(tokens[:, None] + pos, tl.load(byte_to_id_ptr + byte, mask=live, other=0), mask=live)
-    tl.debug_barrier()
-    for chunk in range(0, tl.max(tl.where(merging, n - 1, 0), 0), WIDTH):
-        pos = chunk + column
-        live = merging[:, None] & (pos < (n - 1)[:, None])
-        left = tl.reshape(tl.load(tokens[:, None] + pos, mask=live, other=0), [BLOCK * WIDTH])
-        right = tl.reshape(tl.load(tokens[:, None] + pos + 1, mask=live, other=0), [BLOCK * WIDTH])
-        flat = tl.reshape(live, [BLOCK * WIDTH])
-        value = probe_until_found(left * vocab_size + right, flat, tl.zeros_like(left) + NO_RANK, slot_keys_ptr,
-                                  slot_values_ptr, hash_mask, hash_shift, max_probes)
-        tl.store(pairs[:, None] + pos, tl.reshape(value, [BLOCK, WIDTH]), mask=live)
-
-    # The merges: the leftmost pair of lowest rank, one per lane per step; a word's positions are
-    # read WIDTH at a time, as a [BLOCK, WIDTH] tile.
-    alive = merging & (n > 1)
-    while tl.max(alive.to(tl.int32), 0) > 0:
-        tl.debug_barrier()  # the last step's stores, before this step's tiles read them
-        best = tl.full([BLOCK], NO_RANK, dtype=tl.int64)
-        best_value = tl.zeros([BLOCK], dtype=tl.int64)
-        at = tl.zeros([BLOCK], dtype=tl.int64)
-        for chunk in range(0, tl.max(tl.where(alive, n - 1, 0), 0), WIDTH):
-            pos = chunk + column
-            live = alive[:, None] & (pos < (n - 1)[:, None])
-            value = tl.load(pairs[:, None] + pos, mask=live, other=NO_RANK)
-            rank = tl.where(value == NO_RANK, NO_RANK, value >> 32)
-            chunk_best = tl.min(rank, 1)
-            chunk_at = tl.min(tl.where(live & (rank == chunk_best[:, None]), pos, 1 << 62), 1)
-            chunk_value = tl.max(tl.where(pos == chunk_at[:, None], value, 0), 1)
-            better = chunk_best < best  # strictly: an earlier chunk keeps ties (the leftmost)
-            best = tl.where(better, chunk_best, best)
-            best_value = tl.where(better, chunk_value, best_value)
-            at = tl.where(better, chunk_at, at)
-        alive = alive & (best < NO_RANK)
-        tl.store(tokens + at, best_value & LOW32, mask=alive)
-        # The rest of the word moves left by one: a barrier between a tile's loads and its stores,
-        # so that no thread overwrites what another has yet to read.
-        lowest = tl.min(tl.where(alive, at + 1, 1 << 62), 0)
-        for chunk in range(lowest, tl.max(tl.where(alive, n - 1, 0), 0), WIDTH):
-            pos = chunk + column
-            moving = alive[:, None] & (pos > at[:, None]) & (pos < (n - 1)[:, None])
-            shifts = moving & (pos < (n - 2)[:, None])
-            moved = tl.load(tokens[:, None] + pos + 1, mask=moving, other=0)
-            moved_pairs = tl.load(pairs[:, None] + pos + 1, mask=shifts, other=0)
-            tl.debug_barrier()
-            tl.store(tokens[:, None] + pos, moved, mask=moving)
-            tl.store(pairs[:, None] + pos, moved_pairs, mask=shifts)
-            tl.debug_barrier()
-        n = tl.where(alive, n - 1, n)
-        tl.debug_barrier()
-        left = alive & (at > 0)
-        tl.store(pairs + at - 1, _pair_value(tokens, at - 1, left, slot_keys_ptr, slot_values_ptr, vocab_size,
-                                             hash_mask, hash_shift, max_probes), mask=left)
-        right = alive & (at < n - 1)
-        tl.store(pairs + at, _pair_value(tokens, at, right, slot_keys_ptr, slot_values_ptr, vocab_size, hash_mask,
-                                         hash_shift, max_probes), mask=right)
-        alive = alive & (n > 1)
+    n = merge_words(tokens, pairs, n, merging, slot_keys_ptr, slot_values_ptr, vocab_size, hash_mask, hash_shift,
+                    max_probes, BLOCK, WIDTH)
     tl.store(counts_ptr + word, tl.where(inside, n, 0), mask=word < places)
     tl.store(piece_starts_ptr + word, base, mask=word < places)
+
+
+def word_token_buffers(values: torch.Tensor, places: int) -> tuple[torch.Tensor, ...]:
+    """A word-per-lane BPE kernel's outputs and scratch: int64 tokens and pair values, four places
+    per element of ``values``; int64 each word's first token's place and its number of tokens."""
+    tokens = torch.empty(max(4 * values.numel(), 1), dtype=torch.int64, device=values.device)
+    piece_starts = torch.empty(places, dtype=torch.int64, device=values.device)
+    return tokens, torch.empty_like(tokens), piece_starts, torch.empty_like(piece_starts)
 
 
 def byte_bpe_words_triton(values: torch.Tensor, word_starts: torch.Tensor, word_ends: torch.Tensor,
@@ -185,11 +213,7 @@ def byte_bpe_words_triton(values: torch.Tensor, word_starts: torch.Tensor, word_
     (codepoints). ``whole_slots`` empty: no ``ignore_merges``; the tables are
     ``gputok.models.bpe.BPE._numba_tables``' on the device."""
     places = word_starts.numel()
-    device = values.device
-    tokens = torch.empty(max(4 * values.numel(), 1), dtype=torch.int64, device=device)
-    pair_values = torch.empty_like(tokens)
-    piece_starts = torch.empty(places, dtype=torch.int64, device=device)
-    counts = torch.empty(places, dtype=torch.int64, device=device)
+    tokens, pair_values, piece_starts, counts = word_token_buffers(values, places)
     if places:
         # 128 words per program, as the WordPiece kernel (a block runs as long as its longest word's
         # merges); 16 positions per tile: most words of a regex split have fewer bytes.

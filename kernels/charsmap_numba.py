@@ -22,6 +22,7 @@ Memory: the outputs, plus 4 bytes per input codepoint.
 import numpy as np
 
 from ._numba import kernel
+from .unigram_trie_numba import first_at_least
 
 START, CONTINUE, SEVERAL = 1 << 21, 1 << 22, 1 << 23
 CODEPOINT = (1 << 21) - 1
@@ -58,7 +59,7 @@ def _longest(values, i, end, hashes, order, key_values, key_offsets, max_long, s
         scratch[j] = h
     for size in range(most, 1, -1):
         h = scratch[size - 1]
-        at = np.searchsorted(hashes, h)
+        at = first_at_least(hashes, 0, hashes.size, h)
         while at < hashes.size and hashes[at] == h:
             rule = order[at]
             lo = key_offsets[rule]

@@ -74,6 +74,17 @@ def _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, samp
     """Rows ``r0`` to ``r1`` of the [rows, width] outputs, each cell written once: the row's
     tokens (mask 1) and its padding (``pad_id``, mask 0, type 0, offsets (0, 0)); ``types`` and
     ``offsets`` only where asked, so the caller may hand in zeros it need not write."""
+    _fill_rows(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+               a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
+               with_offsets, True)
+
+
+@kernel
+def _fill_rows(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+               a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
+               with_offsets, write_pads):
+    """``_fill_padded``; without ``write_pads`` the pad cells are left as they are (outputs the
+    caller made with zeros, ``pad_id`` 0)."""
     flat_ids = ids.reshape(-1)
     flat_mask = mask.reshape(-1)
     flat_types = types.reshape(-1)
@@ -83,7 +94,7 @@ def _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, samp
         base = r * width
         at = base + (width - n if left else 0)
         pad_at = base if left else base + n
-        for c in range(pad_at, pad_at + width - n):
+        for c in range(pad_at, pad_at + width - n if write_pads else pad_at):
             flat_ids[c] = pad_id
             flat_mask[c] = 0
             if with_types:
@@ -303,11 +314,13 @@ def plan_padded(a_offsets, b_offsets, max_length, strategy, stride, overflow, it
 @kernel
 def fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                 a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-                with_offsets):
+                with_offsets, write_pads):
     """Rows ``r0`` to ``r1`` of ``plan_padded``'s rows into the caller's [rows, width] int64
     ``ids``, ``mask`` (and ``types``, ``offsets`` [rows, width, 2] where asked; ``b_offsets``
-    empty: single sequences)."""
+    empty: single sequences). Without ``write_pads`` the pad cells are not written: the caller
+    made the outputs with ``np.zeros`` and pads with 0 (a large zeroed array is fresh pages the
+    system zeroes anyway; most cells of a batch padded to its longest row are padding)."""
     b_ids, b_offsets, b_spans = (b_ids, b_offsets, b_spans) if b_offsets.size else (a_ids, a_offsets, a_spans)
-    _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
-                 a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-                 with_offsets)
+    _fill_rows(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+               a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
+               with_offsets, write_pads)

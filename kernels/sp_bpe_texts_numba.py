@@ -1,7 +1,6 @@
 """A whole SentencePiece BPE encode on the CPU in one kernel call: texts in, token ids (and spans) out.
 
-Contract: ``encode_texts`` (and ``encode_texts_charsmap``, for a model with a precompiled
-charsmap) returns what ``gputok.tokenizer.Tokenizer._encode_codepoints`` returns, stage by stage,
+Contract: ``encode_texts`` returns what ``gputok.tokenizer.Tokenizer._encode_codepoints`` returns, stage by stage,
 for a SentencePiece BPE pipeline (``gputok.models.bpe_sentencepiece.sentencepiece_tokenizer``:
 ``SentencePieceNormalizer``, the ``MergeSafeSplit`` word split, a character-level ``BPE``):
 int64 token ids, their int64 offsets per text and, with ``with_spans``, int64 [tokens, 2]
@@ -10,9 +9,9 @@ two on real text and random Unicode, spans and batch 1 included).
 
 How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
 call instead of a call and its Python glue per stage:
-``ingest_numba.codepoints_numba`` -> (``charsmap_numba.charsmap_rewrite_numba``) ->
-``sentencepiece_whitespace.whitespace_rules_numba`` (dummy prefix, spaces as ``▁``) ->
-``word_split_numba.split_before_runs`` (or each text one word) -> per word: the word store, else
+``ingest_numba.codepoints_numba`` -> ``sp_normalize_numba.normalize_split`` (the charsmap if any,
+the whitespace rules: dummy prefix, spaces as ``▁``; the split before each run of ``▁``, or each
+text one word; one pass per text for most text) -> per word: the word store, else
 ``bpe_symbols_numba._symbols`` (characters to ids, byte fallback, unk) and ``bpe_heap.merge_row``
 (sentencepiece's BPE: one merge at a time, the pair of the best score, the leftmost among equal
 scores; a scan for words of a few symbols, a heap of adjacent pairs beyond) -> the word's tokens
@@ -25,6 +24,11 @@ hash, a probe and a copy where a merge costs a dozen pair probes. The caller giv
 own store (``gputok._whole_sp_bpe``), so the kernel reads and writes it without a lock; with no
 store (a table of no room) every word is merged. Re-entrant and nogil otherwise: the caller runs
 chunks of a large batch on its threads at once.
+
+``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then ``cells_numba``'s
+post-processing in the same call, so a small batch (one chunk) pays one kernel call from text to
+output arrays; for a model whose every character has tokens (an unk token, or byte fallback: the
+caller checks, the encode cannot fail then).
 """
 
 import numpy as np
@@ -32,12 +36,11 @@ import numpy as np
 from ._numba import kernel
 from .bpe_heap import merge_row
 from .bpe_symbols_numba import _symbols
-from .charsmap_numba import charsmap_rewrite_numba
+from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
 from .scatter_numba import scatter_tokens
-from .sentencepiece_whitespace import whitespace_rules_numba
+from .sp_normalize_numba import normalize_split
 from .word_cache_numba import _same
-from .word_split_numba import split_before_runs, whole_texts
 
 _NO_INVERSE = np.zeros(0, np.int64)  # scatter_tokens: word i has row i
 _FNV_OFFSET = np.int64(0xCBF29CE484222325 - (1 << 64))
@@ -103,28 +106,21 @@ def _store(values, start, length, key, ids, ends, first, count, slots, shift, ch
 
 
 @kernel
-def _encode_normalized(values, offsets, rewritten, rewritten_offsets, unit, add_dummy_prefix,
-                       remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id, char_keys, char_values,
-                       char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk,
-                       unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask,
-                       hash_shift, max_probes, vocab_size, level_start, cache_slots, cache_shift,
+def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_offsets, byte_to_id, char_keys,
+                       char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix, suffix,
+                       has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys, slot_values,
+                       hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots, cache_shift,
                        cache_chars, cache_tokens, cache_used, cache_longest, with_spans):
-    """The stages after the charsmap: ``rewritten`` (int32 codepoints, rows by ``rewritten_offsets``)
-    and each one's ``unit`` (its source in ``values``, the texts' codepoints). Returns ``(ids,
-    offsets, spans)``; ``offsets`` is empty when an unknown character needs an unk token the
-    vocabulary lacks. ``cache_*``: the calling thread's word store (``gputok._whole_sp_bpe.WordStore``;
-    a store of no room for none): each word is looked up there first, and a word merged here is
-    added while there is room; a store 7/8 full is emptied first."""
-    norm, norm_offsets, source = whitespace_rules_numba(rewritten, rewritten_offsets, unit, add_dummy_prefix,
-                                                        remove_extra_whitespaces, escape_whitespaces)
+    """The stages after the normalizer and the word split (``sp_normalize_numba.normalize_split``'s
+    outputs; ``offsets``: the texts' codepoint offsets). Returns ``(ids, offsets, spans)``;
+    ``offsets`` is empty when an unknown character needs an unk token the vocabulary lacks.
+    ``cache_*``: the calling thread's word store (``gputok._whole_sp_bpe.WordStore``; a store of no
+    room for none): each word is looked up there first, and a word merged here is added while
+    there is room; a store 7/8 full is emptied first."""
     if 16 * cache_used[SLOTS] > 7 * cache_slots.shape[0] or 8 * cache_used[CHARS] > 7 * cache_chars.size or \
             8 * cache_used[TOKENS] > 7 * cache_tokens.shape[0]:
         cache_slots[:, 0] = -1  # 7/8 full: start anew (the store is this thread's alone)
         cache_used[:] = 0
-    if mark >= 0:
-        starts, ends, word_offsets = split_before_runs(norm, norm_offsets, mark)
-    else:
-        starts, ends, word_offsets = whole_texts(norm_offsets)
     words = starts.size
     per_char = 4 * (prefix.size + 1 + suffix.size) if byte_fallback else 1
     longest = 0
@@ -184,40 +180,67 @@ def _encode_normalized(values, offsets, rewritten, rewritten_offsets, unit, add_
 
 
 @kernel
-def encode_texts(units, lengths, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id,
-                 char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
-                 suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys, slot_values,
-                 hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars,
-                 cache_tokens, cache_used, cache_longest, with_spans):
-    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; the model
-    has no charsmap (the identity rule). ``mark``: the word split's character, -1 for none."""
+def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
+                 rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
+                 mark, byte_to_id, char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback,
+                 fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets,
+                 slot_keys, slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots,
+                 cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, with_spans):
+    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths;
+    ``charsmap``: whether the precompiled charsmap's arrays (``direct`` .. ``max_long``,
+    ``gputok.charsmap.Precompiled._numpy_rules_build``) are real, else the identity rule;
+    ``mark``: the word split's character, -1 for none. ``sp_normalize_numba.normalize_split``
+    (the split before each run of ``mark``), then :func:`_encode_normalized`."""
     values, offsets = codepoints_numba(units, lengths)
-    unit = np.arange(values.size)
-    return _encode_normalized(values, offsets, values, offsets, unit, add_dummy_prefix, remove_extra_whitespaces,
-                              escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
-                              char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
-                              whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
-                              max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                              cache_used, cache_longest, with_spans)
+    norm, norm_offsets, source, starts, ends, word_offsets = normalize_split(
+        values, offsets, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
+        rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, -1, mark,
+        mark >= 0, True)
+    return _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_offsets, byte_to_id, char_keys,
+                              char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
+                              suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
+                              slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots,
+                              cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, with_spans)
 
 
 @kernel
-def encode_texts_charsmap(units, lengths, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
-                          rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
-                          escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
-                          char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
-                          whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
-                          max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                          cache_used, cache_longest, with_spans):
-    """:func:`encode_texts` with the precompiled charsmap's arrays
-    (``gputok.charsmap.Precompiled._numpy_rules_build``) first."""
-    values, offsets = codepoints_numba(units, lengths)
-    rewritten, rewritten_offsets, unit = charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets,
-                                                                hashes, order, key_values, key_offsets, rule_values,
-                                                                rule_offsets, max_long)
-    return _encode_normalized(values, offsets, rewritten, rewritten_offsets, unit, add_dummy_prefix,
-                              remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id, char_keys, char_values,
-                              char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix, suffix,
-                              has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
-                              slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots,
-                              cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, with_spans)
+def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
+                        key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
+                        escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
+                        char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
+                        whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
+                        max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
+                        cache_used, cache_longest, max_length, strategy, stride, item_seq, item_id, item_type,
+                        min_width, multiple, left, pad_id, with_types):
+    """The encode then ``cells_numba.padded_cells``: (cells, error)."""
+    ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets,
+                                    hashes, order, key_values, key_offsets, rule_values, rule_offsets, max_long,
+                                    add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id,
+                                    char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback,
+                                    fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
+                                    token_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
+                                    vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
+                                    cache_used, cache_longest, False)
+    return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple,
+                        left, pad_id, with_types)
+
+
+@kernel
+def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
+                        key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
+                        escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
+                        char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
+                        whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
+                        max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
+                        cache_used, cache_longest, max_length, strategy, stride, item_seq, item_id, item_type,
+                        with_types):
+    """The encode then ``cells_numba.ragged_cells``: (cells, row_offsets, error)."""
+    ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets,
+                                    hashes, order, key_values, key_offsets, rule_values, rule_offsets, max_long,
+                                    add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id,
+                                    char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback,
+                                    fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
+                                    token_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
+                                    vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
+                                    cache_used, cache_longest, False)
+    return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)

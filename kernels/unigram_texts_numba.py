@@ -10,24 +10,26 @@ Unicode).
 
 How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
 call instead of a call and its Python glue per stage: ``ingest_numba.codepoints_numba`` ->
-``charsmap_numba.charsmap_rewrite_numba`` -> ``sentencepiece_whitespace.whitespace_rules_numba``
-(then ``append_to_nonempty`` for a dummy suffix) ->
-``word_split_numba.split_at_marks`` -> ``unigram_cache_numba.segment_cached`` (SentencePiece's
+``sp_normalize_numba.normalize_split`` (the charsmap, the whitespace rules, a dummy suffix and the
+Metaspace split; one pass per text for most text) -> ``unigram_cache_numba.segment_cached`` (SentencePiece's
 float32 Viterbi over each whole text, its tokens cut at the words, or cached word tokens where
 they are provably the same: exact, see that module) -> ``unigram_finish_numba`` -> ``scatter_numba.scatter_tokens``.
 Re-entrant; the caller runs chunks of a large batch on its threads.
+
+``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then ``cells_numba``'s
+post-processing in the same call, so a small batch (one chunk) pays one kernel call from text to
+output arrays; for a model with an unk piece (the caller checks: no character is then missing).
 """
 
 import numpy as np
 
 from ._numba import kernel
-from .charsmap_numba import charsmap_rewrite_numba
+from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
 from .scatter_numba import scatter_tokens
-from .sentencepiece_whitespace import append_to_nonempty, whitespace_rules_numba
+from .sp_normalize_numba import normalize_split
 from .unigram_cache_numba import segment_cached
 from .unigram_finish_numba import unigram_finish_numba
-from .word_split_numba import split_at_marks
 
 _NO_INDEX = np.zeros(0, np.int64)
 
@@ -48,17 +50,10 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     (``whole_chars`` -1: no word cache, every text through SentencePiece's Viterbi). Returns
     ``(ids, token_offsets, spans, missing)``."""
     values, offsets = codepoints_numba(units, lengths)
-    if charsmap:
-        out, out_offsets, unit = charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets, hashes,
-                                                        order, key_values, key_offsets, rule_values, rule_offsets,
-                                                        max_long)
-    else:
-        out, out_offsets, unit = values, offsets, np.arange(values.size)
-    text, text_offsets, source = whitespace_rules_numba(out, out_offsets, unit, add_dummy_prefix,
-                                                        remove_extra_whitespaces, escape_whitespaces)
-    if suffix_code >= 0:
-        text, text_offsets, source = append_to_nonempty(text, text_offsets, source, suffix_code)
-    starts, ends, word_offsets = split_at_marks(text, text_offsets, mark, split)
+    text, text_offsets, source, starts, ends, word_offsets = normalize_split(
+        values, offsets, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
+        rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
+        suffix_code, mark, split, False)
     sentences = word_offsets if sentences_are_texts else np.arange(starts.size + 1)
     ids, piece_ends, token_offsets = segment_cached(
         text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
@@ -73,3 +68,42 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     out_ids, out_offsets, spans = scatter_tokens(ids, piece_ends, token_offsets, _NO_INDEX, starts, word_offsets,
                                                  source, offsets, with_spans)
     return out_ids, out_offsets, spans, missing
+
+
+@kernel
+def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
+                        key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
+                        escape_whitespaces, suffix_code, mark, split, sentences_are_texts, code_of, root_child,
+                        narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes, token_of_node,
+                        piece_score, unk_score, unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs,
+                        whole_chars, max_cached, full_misses, slot_ints, store, used, max_length, strategy, stride,
+                        item_seq, item_id, item_type, min_width, multiple, left, pad_id, with_types):
+    """``encode_texts`` then ``cells_numba.padded_cells``: (cells, error)."""
+    ids, offsets, _, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
+                                      key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
+                                      remove_extra_whitespaces, escape_whitespaces, suffix_code, mark, split,
+                                      sentences_are_texts, code_of, root_child, narrow_row, narrow_table, narrow,
+                                      child_offsets, child_codes, child_nodes, token_of_node, piece_score, unk_score,
+                                      unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs, whole_chars,
+                                      max_cached, full_misses, slot_ints, store, used, False)
+    return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple,
+                        left, pad_id, with_types)
+
+
+@kernel
+def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
+                        key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
+                        escape_whitespaces, suffix_code, mark, split, sentences_are_texts, code_of, root_child,
+                        narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes, token_of_node,
+                        piece_score, unk_score, unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs,
+                        whole_chars, max_cached, full_misses, slot_ints, store, used, max_length, strategy, stride,
+                        item_seq, item_id, item_type, with_types):
+    """``encode_texts`` then ``cells_numba.ragged_cells``: (cells, row_offsets, error)."""
+    ids, offsets, _, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
+                                      key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
+                                      remove_extra_whitespaces, escape_whitespaces, suffix_code, mark, split,
+                                      sentences_are_texts, code_of, root_child, narrow_row, narrow_table, narrow,
+                                      child_offsets, child_codes, child_nodes, token_of_node, piece_score, unk_score,
+                                      unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs, whole_chars,
+                                      max_cached, full_misses, slot_ints, store, used, False)
+    return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)

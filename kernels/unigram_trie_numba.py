@@ -1,6 +1,7 @@
 """What the Unigram kernels share (``unigram_sentence``, ``unigram_words_numba``,
 ``unigram_nbest_numba``, ``unigram_sample_numba``): the piece trie walk's child lookup by binary
-search, and the read-back of a Viterbi's best path.
+search (the search itself, :func:`first_at_least`, serves ``charsmap_numba``'s rule lookup too),
+and the read-back of a Viterbi's best path.
 
 The trie is :class:`gputok.models.unigram.PieceTrie`'s (see
 ``unigram_sentence.unigram_sentence_viterbi``): a non-root node's child along an alphabet code
@@ -25,18 +26,25 @@ inlined = numba.njit(nogil=True, cache=True, inline="always")
 
 
 @kernel
-def trie_child(node, code, child_offsets, child_codes, child_nodes):
-    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
-    lo = child_offsets[node]
-    hi = child_offsets[node + 1]
+def first_at_least(sorted_values, lo, hi, value):
+    """The first index in ``lo:hi`` of ``sorted_values`` whose value is not below ``value`` (``hi`` if
+    none): ``np.searchsorted`` written out, which a kernel loaded from the cache runs without
+    importing ``numba.np.arraymath`` (and scipy with it)."""
     while lo < hi:
         mid = (lo + hi) >> 1
-        if child_codes[mid] < code:
+        if sorted_values[mid] < value:
             lo = mid + 1
         else:
             hi = mid
-    if lo < child_offsets[node + 1] and child_codes[lo] == code:
-        return child_nodes[lo]
+    return lo
+
+
+@kernel
+def trie_child(node, code, child_offsets, child_codes, child_nodes):
+    """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
+    at = first_at_least(child_codes, child_offsets[node], child_offsets[node + 1], code)
+    if at < child_offsets[node + 1] and child_codes[at] == code:
+        return child_nodes[at]
     return -1
 
 

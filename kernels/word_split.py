@@ -1,5 +1,7 @@
 """Words by character class on CUDA (BertPreTokenizer, WhitespaceSplit), one text per lane.
 
+(And :func:`split_before_marks_triton`: SentencePiece BPE's words, before each run of '▁'.)
+
 Numba twin: ``word_split_numba.split_by_class`` (the same per-text state machine): runs of WORD
 characters are words, each PUNCTUATION character is a word of its own, SPACE characters separate
 words and are dropped; a value that is no codepoint reads as U+FFFD's class.
@@ -76,6 +78,34 @@ def pack_words(inside, text, first, count, slot_starts_ptr, slot_ends_ptr, total
         tl.store(word_ends_ptr + base + k, tl.load(slot_ends_ptr + first + k, mask=move, other=0), mask=move)
 
 
+@triton.jit(do_not_specialize=["texts", "expand", "mark"])
+def _split_before_marks_kernel(values_ptr, offsets_ptr, row_lengths_ptr, slot_starts_ptr, slot_ends_ptr, total_ptr,
+                               word_base_ptr, word_starts_ptr, word_ends_ptr, counts_ptr, texts, expand, mark,
+                               BLOCK: tl.constexpr):
+    text = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = text < texts
+    start = expand * tl.load(offsets_ptr + text, mask=inside, other=0) + 2 * text
+    size = tl.load(row_lengths_ptr + text, mask=inside, other=0)
+    w = start  # the next slot
+    open_at = start  # the open word's start
+    previous = tl.load(values_ptr + start, mask=inside & (size > 0), other=0).to(tl.int64)
+    for i in range(1, tl.max(size, 0)):
+        live = inside & (i < size)
+        c = tl.load(values_ptr + start + i, mask=live, other=0).to(tl.int64)
+        cut = live & (c == mark) & (previous != mark)  # mark -1: never
+        tl.store(slot_starts_ptr + w, open_at, mask=cut)
+        tl.store(slot_ends_ptr + w, start + i, mask=cut)
+        w = tl.where(cut, w + 1, w)
+        open_at = tl.where(cut, start + i, open_at)
+        previous = c
+    last = inside & (size > 0)
+    tl.store(slot_starts_ptr + w, open_at, mask=last)
+    tl.store(slot_ends_ptr + w, start + size, mask=last)
+    count = tl.where(last, w + 1, w) - start
+    pack_words(inside, text, start, count, slot_starts_ptr, slot_ends_ptr, total_ptr, word_base_ptr, word_starts_ptr,
+               word_ends_ptr, counts_ptr, BLOCK)
+
+
 def word_buffers(values: torch.Tensor, texts: int) -> tuple[torch.Tensor, ...]:
     """A per-text split's buffers: (slot starts, slot ends, packed word starts and ends (zeros: the
     places past the total are empty words), the total (one int64), each text's first word and
@@ -99,3 +129,22 @@ def split_by_class_triton(values: torch.Tensor, row_starts: torch.Tensor, row_le
                                                              slot_ends, total, word_base, word_starts, word_ends, counts,
                                                              texts, classes.numel(), BLOCK=block)
     return word_starts, word_ends, word_base, counts
+
+
+def split_before_marks_triton(values: torch.Tensor, offsets: torch.Tensor, row_lengths: torch.Tensor, *, expand: int,
+                              mark: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Words of SentencePiece-normalized texts, one text per lane (numba twins:
+    ``word_split_numba.split_before_runs``, and ``whole_texts`` for ``mark`` -1): a word starts at
+    a non-empty text's first character and at the first ``mark`` of each run of them. Text ``t``
+    is ``values[expand * offsets[t] + 2 * t:]``, ``row_lengths[t]`` characters (the layout of
+    ``whitespace_rules.whitespace_rules_triton``'s output). (int64 word starts and ends, packed as
+    :func:`split_by_class_triton` packs them; int64 each text's first word and its number of
+    words; the number of words, a one-element int64 tensor.)"""
+    texts = offsets.numel() - 1
+    slot_starts, slot_ends, word_starts, word_ends, total, word_base, counts = word_buffers(values, texts)
+    if texts:
+        block = 64  # as the other per-text kernels
+        _split_before_marks_kernel[(triton.cdiv(texts, block),)](
+            values, offsets, row_lengths, slot_starts, slot_ends, total, word_base, word_starts, word_ends, counts,
+            texts, expand, mark, BLOCK=block)
+    return word_starts, word_ends, word_base, counts, total

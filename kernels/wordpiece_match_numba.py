@@ -27,13 +27,14 @@ MAX_CODEPOINT = np.int64(0x110000)  # gputok.unicode.MAX_CODEPOINT: trie edge ke
 
 
 @kernel
-def _encode(codes, offsets, slot_keys, slot_values, mask, shift, max_probes, token_of_node, ascii_row,
-            ascii_children, max_chars, unk_id, partial_unk, ids, ends, counts):
-    """Pieces of every word into ``ids``/``ends`` back to back, their number per word into ``counts``."""
+def _encode(codes, word_starts, word_ends, slot_keys, slot_values, mask, shift, max_probes, token_of_node,
+            ascii_row, ascii_children, max_chars, unk_id, partial_unk, ids, ends, counts):
+    """Pieces of every word (``codes[word_starts[w]:word_ends[w]]``: gathered words, or words in
+    place in their text) into ``ids``/``ends`` back to back, their number per word into ``counts``."""
     written = 0
-    for w in range(offsets.size - 1):
-        base = offsets[w]
-        n = offsets[w + 1] - base
+    for w in range(word_starts.size):
+        base = word_starts[w]
+        n = word_ends[w] - base
         first = written
         if n > max_chars:
             ids[written] = unk_id
@@ -111,7 +112,8 @@ def wordpiece_encode_numba(codes: np.ndarray, offsets: np.ndarray, *, slot_keys:
     out_offsets = np.empty(words + 1, np.int64)
     out_offsets[0] = 0
     counts = out_offsets[1:]
-    total = _encode(codes, offsets, slot_keys, slot_values, hash_mask, 64 - hash_mask.bit_length(), max_probes,
-                    token_of_node, ascii_row, ascii_children, max_chars, unk_id, partial_unk, ids, ends, counts)
+    total = _encode(codes, offsets[:-1], offsets[1:], slot_keys, slot_values, hash_mask, 64 - hash_mask.bit_length(),
+                    max_probes, token_of_node, ascii_row, ascii_children, max_chars, unk_id, partial_unk, ids, ends,
+                    counts)
     np.cumsum(counts, out=counts)
     return ids[:total], ends[:total], out_offsets

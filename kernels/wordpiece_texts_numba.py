@@ -9,15 +9,17 @@ BertPreTokenizer split; WordPiece): int64 token ids, their int64 offsets per tex
 How: the stage kernels called in order inside one compiled function, so a batch pays one kernel
 call instead of a call and its Python glue per stage (at batch 1 the glue was most of the time):
 ``ingest_numba.codepoints_numba`` -> ``normalize_numba.rewrite_table_numba`` ->
-``word_split_numba.split_by_class`` -> ``word_split_numba.gather_words`` ->
-``wordpiece_match_numba._encode`` -> ``scatter_numba.scatter_tokens``. There is no word cache:
-a WordPiece longest match walks each word's characters once through the trie's dense ASCII table,
-about what a cache probe costs (hash, compare, copy). Re-entrant; the caller runs chunks of a large
+``word_split_numba.split_by_class`` -> ``wordpiece_match_numba._encode`` (the words read in place
+in the normalized text, not gathered: that copy was 9% of the call) ->
+``scatter_numba.scatter_tokens``. There is no word cache: a WordPiece longest match walks each
+word's characters once through the trie's dense ASCII table, about what a cache probe costs (hash,
+compare, copy; a table of the short whole-word tokens, one probe a word, measured no faster than
+the walk, whose first trie levels stay in cache). Re-entrant; the caller runs chunks of a large
 batch on its threads.
 
 ``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then what
-``postprocess_numba.padded_rows`` / ``ragged_rows`` write, in the same call, so a small batch (one
-chunk) pays one kernel call from text to output arrays. The outputs come back as one array (ids,
+``postprocess_numba.padded_rows`` / ``ragged_rows`` write (``cells_numba``), in the same call, so a
+small batch (one chunk) pays one kernel call from text to output arrays. The outputs come back as one array (ids,
 mask, types stacked): a numba call costs ~0.15 us per argument and ~1 us per array it returns, and
 the two calls with the torch wrapping between them were half of a batch-1 call.
 """
@@ -25,11 +27,11 @@ the two calls with the torch wrapping between them were half of a batch-1 call.
 import numpy as np
 
 from ._numba import kernel
+from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
-from .postprocess_numba import _fill_padded, _row_length, _row_lengths, _rows_of, _write_row
 from .normalize_numba import rewrite_table_numba
 from .scatter_numba import scatter_tokens
-from .word_split_numba import gather_words, split_by_class
+from .word_split_numba import split_by_class
 from .wordpiece_match_numba import _encode
 
 _NO_INDEX = np.zeros(0, np.int64)
@@ -48,13 +50,13 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys
         text, text_offsets, source = values, offsets, np.zeros(0, np.int64)
     starts, ends, word_offsets = split_by_class(text, text_offsets, classes)
     words = starts.size
-    chars, char_offsets = gather_words(text, starts, ends)
-    bound = chars.size + words  # a piece per character, or one unk per word
+    bound = text.size + words  # a piece per character, or one unk per word
     piece_ids = np.empty(bound, np.int32)
     piece_ends = np.empty(bound, np.int32)
     piece_offsets = np.zeros(words + 1, np.int64)
-    _encode(chars, char_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes, token_of_node,
-            ascii_row, ascii_children, max_chars, unk_id, partial_unk, piece_ids, piece_ends, piece_offsets[1:])
+    _encode(text, starts, ends, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
+            token_of_node, ascii_row, ascii_children, max_chars, unk_id, partial_unk, piece_ids, piece_ends,
+            piece_offsets[1:])
     for w in range(words):
         piece_offsets[w + 1] += piece_offsets[w]
     return scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INDEX, starts, word_offsets, source,
@@ -69,19 +71,11 @@ def encode_padded_cells(units, lengths, table_values, table_offsets, classes, sl
                         left, pad_id, with_types):
     """``encode_texts`` then ``padded_rows`` of single sequences without offsets or overflow:
     (cells, error), ``cells`` [2 or 3, rows, width]: ids, mask and, ``with_types``, type ids."""
-    ids, offsets, spans = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
-                                       hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
-                                       max_chars, unk_id, partial_unk, False)
-    none = np.zeros(0, np.int64)
-    sample, a_start, a_len, b_start, b_len, error = _rows_of(offsets, none, max_length, strategy, stride, False)
-    row_lengths, width = _row_lengths(item_seq, a_len, b_len, min_width, multiple)
-    rows = sample.size
-    cells = np.empty((3 if with_types else 2, rows, width), np.int64)
-    types = cells[2] if with_types else np.empty((0, width), np.int64)
-    _fill_padded(0, rows, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
-                 ids, offsets, ids, offsets, spans, spans, row_lengths, cells[0], cells[1], types,
-                 np.empty((0, width, 2), np.int64), with_types, False)
-    return cells, error
+    ids, offsets, _ = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
+                                   hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
+                                   max_chars, unk_id, partial_unk, False)
+    return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width,
+                        multiple, left, pad_id, with_types)
 
 
 @kernel
@@ -90,19 +84,7 @@ def encode_ragged_cells(units, lengths, table_values, table_offsets, classes, sl
                         partial_unk, max_length, strategy, stride, item_seq, item_id, item_type, with_types):
     """``encode_texts`` then ``ragged_rows`` of single sequences without offsets or overflow:
     (cells, row_offsets, error), ``cells`` [1 or 2, tokens]: ids and, ``with_types``, type ids."""
-    ids, offsets, spans = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
-                                       hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
-                                       max_chars, unk_id, partial_unk, False)
-    none = np.zeros(0, np.int64)
-    sample, a_start, a_len, b_start, b_len, error = _rows_of(offsets, none, max_length, strategy, stride, False)
-    rows = sample.size
-    row_offsets = np.empty(rows + 1, np.int64)
-    row_offsets[0] = 0
-    for r in range(rows):
-        row_offsets[r + 1] = row_offsets[r] + _row_length(r, item_seq, a_len, b_len)
-    cells = np.empty((2 if with_types else 1, row_offsets[rows]), np.int64)
-    types = cells[1] if with_types else np.empty(0, np.int64)
-    for r in range(rows):
-        _write_row(r, row_offsets[r], item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, ids,
-                   offsets, ids, offsets, spans, spans, cells[0], types, spans, with_types, False)
-    return cells, row_offsets, error
+    ids, offsets, _ = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
+                                   hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
+                                   max_chars, unk_id, partial_unk, False)
+    return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)

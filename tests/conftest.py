@@ -6,7 +6,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # kernels run on CPU tensors in 
 
 import pytest
 
-from gputok import Tokenizer, assets
+import torch
+
+from gputok import Tokenizer, _cpu_threads, assets
 
 
 @pytest.fixture(scope="session")
@@ -96,3 +98,21 @@ def hf_trained_models(parity_lines):
         "unigram": train(M.Unigram(), trainers.UnigramTrainer(vocab_size=800, unk_token="<unk>", **quiet),
                          P.Metaspace()),
     }
+
+
+@pytest.fixture
+def split_small(monkeypatch):
+    """Two torch threads and chunks from 2,000 characters; counts the chunks of every map."""
+    monkeypatch.setattr(_cpu_threads, "MIN_CHUNK_CHARS", 2000)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    maps = []
+    real_map = _cpu_threads.map_chunks
+
+    def counting_map(fn, parts):
+        maps.append(len(parts))
+        return real_map(fn, parts)
+
+    monkeypatch.setattr(_cpu_threads, "map_chunks", counting_map)
+    yield maps
+    torch.set_num_threads(threads)

@@ -10,24 +10,6 @@ import torch
 from gputok import Tokenizer, _cpu_threads, assets
 
 
-@pytest.fixture
-def split_small(monkeypatch):
-    """Two torch threads and chunks from 2,000 characters; counts the chunks of every map."""
-    monkeypatch.setattr(_cpu_threads, "MIN_CHUNK_CHARS", 2000)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    maps = []
-    real_map = _cpu_threads.map_chunks
-
-    def counting_map(fn, parts):
-        maps.append(len(parts))
-        return real_map(fn, parts)
-
-    monkeypatch.setattr(_cpu_threads, "map_chunks", counting_map)
-    yield maps
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def mixed_lines(parity_lines):
     english = [line for line in parity_lines[5::211] if line.strip()][:600]

@@ -5,12 +5,9 @@ plus non-view torch ops, and the ops that make the host wait), on the Triton cod
 tensors take, run here on CPU tensors under ``TRITON_INTERPRET=1``. Batches of 32 real English
 lines and of 1,024 short ones (each line's first few words: the interpreter is slow, and the
 number of launches of a call does not grow with its text), after one warm-up call (32 lines).
-BERT and cl100k run as :mod:`gputok.cuda_pipeline`. Families still on the stage-by-stage path are marked xfail(strict=True) with their counts, so the
-mark fails the suite once they come under the budget (their batch of 1,024 only under
-``GPUTOK_FULL=1``: minutes of interpreted torch ops).
+All four families run as :mod:`gputok.cuda_pipeline` (BERT, cl100k, Unigram, Mistral's
+SentencePiece BPE).
 """
-
-import os
 
 import pytest
 import torch
@@ -40,22 +37,9 @@ def _counts(family: str, batch, warm_up) -> dict:
         torch.set_num_threads(threads)
 
 
-def _pending(family: str, size: int, measured: str):
-    """A family still on the stage-by-stage Triton path: expected over budget (``measured``:
-    launches / syncs per call, 2026-11-26). Batch 1,024 of the slow interpreted path only under
-    ``GPUTOK_FULL=1``."""
-    marks = [pytest.mark.xfail(strict=True, reason=f"{family} still runs stage by stage on the Triton path: "
-                                                    f"{measured} launches/syncs per call at batch {size}")]
-    if size > 32 and not os.environ.get("GPUTOK_FULL"):
-        marks.append(pytest.mark.skip(reason="the stage-by-stage path at batch 1,024 under the interpreter: "
-                                             "minutes (GPUTOK_FULL=1 runs it)"))
-    return pytest.param(family, size, marks=marks)
-
-
 @pytest.mark.parametrize(("family", "size"), [
-    ("bert", 32), ("bert", 1024), ("cl100k", 32), ("cl100k", 1024),
-    _pending("unigram", 32, "928 / 63"), _pending("unigram", 1024, "1113 / 76"),
-    _pending("mistral", 32, "575 / 57"), _pending("mistral", 1024, "601 / 58"),
+    ("bert", 32), ("bert", 1024), ("cl100k", 32), ("cl100k", 1024), ("unigram", 32), ("unigram", 1024),
+    ("mistral", 32), ("mistral", 1024),
 ])
 def test_encode_call_within_budget(family, size, batches):
     counts = _counts(family, *batches[size])

@@ -88,7 +88,8 @@ def _workloads():
     texts = ["Hello, wörld! 12345 tokens\n\n  spaced   out", "漢字 and ﬁ€ 😀", ""]
     for tok in (gputok.Tokenizer.from_file(assets.fetch("bert-tokenizer-json")),
                 gputok.Tokenizer.from_tiktoken(assets.fetch("cl100k-tiktoken"), pattern="cl100k"),
-                gputok.Tokenizer.from_sentencepiece(assets.fetch("sp-test-model"))):
+                gputok.Tokenizer.from_sentencepiece(assets.fetch("sp-test-model")),
+                gputok.Tokenizer.from_sentencepiece(assets.fetch("mistral-sp-model"))):
         tok(texts * 2, padding=False)
         tok(texts, return_offsets=True)  # BERT: the stage-by-stage path (the padded WordPiece kernel)
     partial = gputok.Tokenizer.from_vocab(assets.fetch("bert-vocab"), partial_unk=True)

@@ -5,6 +5,7 @@ on real text and random Unicode, batch 1 included; the cache shared with the sta
 between threads."""
 
 import contextlib
+import itertools
 import random
 from concurrent.futures import ThreadPoolExecutor
 
@@ -12,6 +13,8 @@ import pytest
 import torch
 
 from gputok import Tokenizer, assets, normalizers, pre_tokenizers
+from gputok.kernels import bpe_texts_numba
+from gputok.processors import TemplateProcessing
 from gputok.word_cache import WordCache
 
 
@@ -163,9 +166,9 @@ def test_cache_hits_across_calls(cl100k, batch, monkeypatch):
     inserted = []
     insert = WordCache.insert_misses
 
-    def counting(self, owner, keys, *rest):
-        inserted.append(keys.size)
-        return insert(self, owner, keys, *rest)
+    def counting(self, owner, misses):
+        inserted.append(int(misses[0]))  # the distinct words (word_cache_numba.pack_misses)
+        return insert(self, owner, misses)
 
     monkeypatch.setattr(WordCache, "insert_misses", counting)
     cl100k.word_cache = WordCache()
@@ -180,3 +183,82 @@ def test_cache_hits_across_calls(cl100k, batch, monkeypatch):
     assert inserted == [3]  # "zqxj", " zqxj", " wvkp"
     with _stages(cl100k):
         _same(cl100k(short, return_offsets=True), first)
+
+
+CELL_OPTIONS = ({}, {"padding": False}, {"add_special_tokens": False}, {"truncation": True, "max_length": 7},
+                {"padding": "max_length", "max_length": 40, "padding_side": "left"},
+                {"pad_to_multiple_of": 8, "return_token_type_ids": True},
+                {"padding": False, "truncation": True, "max_length": 5, "return_token_type_ids": True})
+
+
+@pytest.mark.parametrize("rule", ["cl100k", "o200k", "llama3", "qwen2", "gpt2"])
+def test_one_kernel_call_matches_the_stages(cl100k, batch, rule, monkeypatch):
+    """A small batch of single texts without offsets is one kernel call from text to output
+    arrays (``encode_padded_cells`` / ``encode_ragged_cells``): the stage path's tensors, with a
+    template's special tokens (type ids too) or none, truncation and padding either side, on a
+    cold, warm or no word cache; the truncation error as the stage path raises it."""
+    saved = cl100k.pre_tokenizer, cl100k.post_processor
+    cl100k.pre_tokenizer = pre_tokenizers.Split.tiktoken(rule)
+    cl100k.post_processor = TemplateProcessing.bert(("<|endoftext|>", 100257), ("<|fim_prefix|>", 100258))
+    calls = []
+    for name in ("encode_padded_cells", "encode_ragged_cells"):
+        kernel = getattr(bpe_texts_numba, name)
+        monkeypatch.setattr(bpe_texts_numba, name, lambda *args, kernel=kernel: calls.append(1) or kernel(*args))
+    small = [t for t in batch if len(t) < 200]
+    batches = [[one] for one in small[::150]] + [small[:32], small[-40:], ["", "a", ""], []]
+    try:
+        for cache in (WordCache(), "warm", None) if rule == "cl100k" else (WordCache(),):
+            if cache != "warm":
+                cl100k.word_cache = cache
+            for texts, kwargs in itertools.product(batches, CELL_OPTIONS):
+                calls.clear()
+                got = cl100k(texts, **kwargs)
+                assert calls == [1], (texts, kwargs)
+                with _stages(cl100k):
+                    _same(got, cl100k(texts, **kwargs), (cache, texts, kwargs))
+        with pytest.raises(ValueError, match="no room"):  # not even for the two special tokens
+            cl100k(small[:3], truncation=True, max_length=1)
+    finally:
+        cl100k.pre_tokenizer, cl100k.post_processor = saved
+        cl100k.word_cache = WordCache()
+
+
+def test_one_kernel_call_from_threads(cl100k, batch):
+    """8 Python threads making batch-1 calls on one small cache (reset when full) get the
+    single-call tensors."""
+    texts = [t for t in batch if len(t) < 200][:400]
+    want = [cl100k([t]) for t in texts]
+    cl100k.word_cache = WordCache(capacity=300)
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(2):
+            for text, got, expected in zip(texts, pool.map(lambda t: cl100k([t]), texts), want):
+                _same(got, expected, text)
+    assert 0 < len(cl100k.word_cache) <= 300
+    cl100k.word_cache = WordCache()
+
+
+def test_one_kernel_call_unk_error():
+    """A character-level BPE whose vocabulary lacks its unk token: the one-call path raises the
+    stage path's error."""
+    from gputok.models.bpe import BPE
+
+    tok = Tokenizer(BPE(None, {}, tokens=["a", "b", " "], unk_token="<unk>"),
+                    pre_tokenizer=pre_tokenizers.Split.tiktoken("gpt2"))
+    assert tok._whole_pipeline_kernel is not None
+    assert tok(["ab a"])["input_ids"].tolist() == [[0, 1, 2, 0]]
+    for kwargs in ({}, {"padding": False}):
+        with pytest.raises(ValueError, match="unk_token '<unk>' is not in the vocabulary"):
+            tok(["abc"], **kwargs)
+
+
+def test_one_kernel_call_while_sampling(cl100k):
+    """A model sampling its merges (BPE-dropout) leaves the one-call kernel (plain BPE) for the
+    stages: the stage path's draws, not the plain merges."""
+    texts = ["zqxjwvkp unmergeable wordsmithing"]
+    for kwargs in ({}, {"padding": False}):
+        plain = cl100k(texts, **kwargs)
+        with cl100k.model.sampling(1.0, torch.Generator().manual_seed(0)):
+            got = cl100k(texts, **kwargs)
+        with _stages(cl100k), cl100k.model.sampling(1.0, torch.Generator().manual_seed(0)):
+            _same(got, cl100k(texts, **kwargs))
+        assert got["input_ids"].numel() > plain["input_ids"].numel()

@@ -1,0 +1,42 @@
+"""A whole-pipeline kernel (``Tokenizer._whole_pipeline_kernel``) with the one-call small-batch path
+(``padded_cells`` / ``ragged_cells``: ``(kernel, tables)``, see ``Tokenizer._encode_rows_cpu``)
+whose tables are made at each use: the SentencePiece kernels read the calling thread's word cache
+(``gputok._whole_unigram``, ``gputok._whole_sp_bpe``), and a sampling Unigram model has no such path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+# charsmap_rewrite_numba's arrays for a normalizer without a charsmap (never read; typed as the real ones)
+NO_CHARSMAP = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.uint64),
+               np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.int32),
+               np.zeros(1, np.int64), 0)
+
+
+class WholeKernel:
+    """``encode(units, lengths, with_spans)`` called as the kernel; ``tables()``: the cells
+    kernels' tables for the calling thread now, or None where the one-call path does not apply."""
+
+    __slots__ = ("encode", "padded_kernel", "ragged_kernel", "tables")
+
+    def __init__(self, encode: Callable, tables: Callable[[], tuple | None], padded_kernel: Callable,
+                 ragged_kernel: Callable) -> None:
+        self.encode, self.tables = encode, tables
+        self.padded_kernel, self.ragged_kernel = padded_kernel, ragged_kernel
+
+    def __call__(self, units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Any:
+        return self.encode(units, lengths, with_spans)
+
+    @property
+    def padded_cells(self) -> tuple[Callable, tuple] | None:
+        tables = self.tables()
+        return None if tables is None else (self.padded_kernel, tables)
+
+    @property
+    def ragged_cells(self) -> tuple[Callable, tuple] | None:
+        tables = self.tables()
+        return None if tables is None else (self.ragged_kernel, tables)

@@ -1,0 +1,85 @@
+"""``tok(texts)``'s short paths on the CPU give what its general path gives: the one-call path of a
+call at the defaults (``Tokenizer._padded_call``, taken when ``padding is True``; ``padding=
+"longest"`` means the same and takes the general path) and the padded rows filled per chunk on the
+chunk threads (``Tokenizer._padded_in_chunks``) against one chunk."""
+
+import pytest
+import torch
+
+from gputok import Tokenizer, _cpu_threads
+
+
+@pytest.fixture(scope="module")
+def lines(parity_lines):
+    english = [line for line in parity_lines[7::301] if line.strip()][:300]
+    chinese = [line for line in parity_lines if any("\u4e00" <= c <= "\u9fff" for c in line)][::97][:40]
+    return english + chinese + ["", " ", "x"]
+
+
+def _assert_same(got, expected):
+    assert got.keys() == expected.keys()
+    for key in got:
+        assert torch.equal(got[key], expected[key]), key
+
+
+@pytest.fixture
+def one_call_spy(monkeypatch):
+    """The calls ``_padded_call`` answered (not None)."""
+    answered = []
+    real = Tokenizer._padded_call
+
+    def spy(self, *args):
+        out = real(self, *args)
+        answered.append(out is not None)
+        return out
+
+    monkeypatch.setattr(Tokenizer, "_padded_call", spy)
+    return answered
+
+
+@pytest.mark.parametrize("options", [{}, dict(add_special_tokens=False), dict(return_token_type_ids=False),
+                                     dict(return_token_type_ids=True, add_special_tokens=False),
+                                     dict(device="cpu")])
+def test_the_one_call_path_gives_the_general_paths_tensors(bert, lines, one_call_spy, options):
+    for batch in ([lines[0]], lines[:32], lines[-45:], [""], lines[5]):
+        one_call_spy.clear()
+        got = bert(batch, **options)
+        assert one_call_spy == [True]  # it took the one-call path
+        _assert_same(got, bert(batch, padding="longest", **options))
+
+
+def test_left_padding_from_the_file(bert_json_path, lines, one_call_spy):
+    tok = Tokenizer.from_file(bert_json_path)
+    tok.no_truncation()
+    tok.enable_padding(direction="left", pad_id=tok.token_to_id("[PAD]"))
+    got = tok(lines[:20])
+    assert one_call_spy == [True]
+    assert got["attention_mask"][:, -1].all() and not got["attention_mask"][:, 0].all()  # pads first
+    _assert_same(got, tok(lines[:20], padding="longest"))
+
+
+def test_added_tokens_and_large_batches_take_the_general_path(bert, lines, one_call_spy):
+    marked = [line + " [MASK]" for line in lines[:10]]
+    got = bert(marked)
+    assert one_call_spy == [False]
+    assert (got["input_ids"] == bert.token_to_id("[MASK]")).sum() == 10
+    _assert_same(got, bert(marked, padding="longest"))
+
+
+@pytest.mark.parametrize("options", [{}, dict(return_offsets=True, padding_side="left"),
+                                     dict(truncation=True, max_length=12, pad_to_multiple_of=8),
+                                     dict(padding="max_length", max_length=200, return_token_type_ids=True),
+                                     dict(add_special_tokens=False, return_offsets=True)])
+def test_padded_rows_filled_per_chunk_equal_one_chunk(bert, lines, split_small, options):
+    batch = lines * 3  # ~60k characters: past one call's worth
+    got = bert(batch, **options)
+    assert split_small == [2, 2]  # encoded and planned per chunk, then filled per chunk
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_cpu_threads, "MIN_CHUNK_CHARS", 1 << 60)
+        expected = bert(batch, **options)
+    _assert_same(got, expected)
+
+
+def test_a_truncation_error_is_raised_from_the_chunks(bert, lines, split_small):
+    with pytest.raises(ValueError):
+        bert(lines * 3, truncation=True, max_length=1)  # shorter than [CLS] and [SEP]
