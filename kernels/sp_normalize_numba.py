@@ -24,7 +24,7 @@ import numpy as np
 from ._numba import kernel
 from .charsmap_numba import CODEPOINT, CONTINUE, SEVERAL, START, charsmap_rewrite_numba
 from .sentencepiece_whitespace import ESCAPED_SPACE, SPACE, append_to_nonempty, whitespace_rules_numba
-from .word_split_numba import _split_at
+from .word_split_numba import _split_at, split_text_at
 
 
 @kernel
@@ -117,15 +117,6 @@ def _fast_pass(values, offsets, charsmap, direct, add_dummy_prefix, remove_extra
             source[at] = source[at - 1]
             at += 1
         text_offsets[t + 1] = at
-        if at > first:
-            starts[w] = first
-            if split:
-                for p in range(first + 1, at):
-                    if text[p] == mark and not (runs and text[p - 1] == mark):
-                        ends[w] = p
-                        w += 1
-                        starts[w] = p
-            ends[w] = at
-            w += 1
+        w = split_text_at(text, first, at, mark, split, runs, starts, ends, w)
         word_offsets[t + 1] = w
     return True, text[:at], text_offsets, source[:at], starts[:w], ends[:w], word_offsets

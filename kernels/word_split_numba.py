@@ -85,20 +85,26 @@ def _split_at(values, offsets, mark, split, runs):
     starts, ends, text_offsets = _word_buffers(n, texts)
     w = 0
     for t in range(texts):
-        a = offsets[t]
-        b = offsets[t + 1]
-        if b > a:
-            starts[w] = a
-            if split:
-                for p in range(a + 1, b):
-                    if values[p] == mark and not (runs and values[p - 1] == mark):
-                        ends[w] = p
-                        w += 1
-                        starts[w] = p
-            ends[w] = b
-            w += 1
+        w = split_text_at(values, offsets[t], offsets[t + 1], mark, split, runs, starts, ends, w)
         text_offsets[t + 1] = w
     return starts[:w].copy(), ends[:w].copy(), text_offsets
+
+
+@kernel
+def split_text_at(values, a, b, mark, split, runs, starts, ends, w):
+    """``_split_at`` of one text, ``values[a:b]``: its words written from slot ``w`` of ``starts``
+    and ``ends``; returns the next free slot."""
+    if b > a:
+        starts[w] = a
+        if split:
+            for p in range(a + 1, b):
+                if values[p] == mark and not (runs and values[p - 1] == mark):
+                    ends[w] = p
+                    w += 1
+                    starts[w] = p
+        ends[w] = b
+        w += 1
+    return w
 
 
 @kernel
