@@ -2,10 +2,13 @@
 
 Torch twin: ``gputok.charsmap.whitespace_rules_torch`` (same arguments, same outputs); the
 CPU path, because the twin's dozen full-length int64 temporaries cost ~0.13 s per MB of text.
-The rules (``normalizer.cc``): with ``remove_extra_whitespaces``, a space after a space (or at
-a text's start) goes, unless a non-space precedes it within its own unit's rewrite, and trailing
-spaces go (and a trailing '▁' when escaping); with ``add_dummy_prefix`` a non-empty text gets a
+The rules (``normalizer.cc``): with ``remove_extra_whitespaces``, the spaces a unit's rewrite
+starts with go where the unit follows a space (or starts its text), and trailing spaces go (and a
+trailing '▁' when escaping); with ``add_dummy_prefix`` a non-empty text gets a
 leading space, pointing at its first kept character; with ``escape_whitespaces`` spaces become '▁'.
+(The torch and Triton twins drop every space after a space at a unit's start: the same for
+each charsmap rule, none of whose rewrites starts with two spaces; a user piece such as
+``"  x"``, copied as one unit, takes this kernel only: ``gputok.models.user_pieces``.)
 Memory: the outputs, plus one byte per character.
 """
 
@@ -27,12 +30,13 @@ def whitespace_rules_numba(values, offsets, unit, add_dummy_prefix, remove_extra
         lo, hi = offsets[t], offsets[t + 1]
         if remove_extra_whitespaces:
             non_space_in_unit = False
+            unit_after_space = True
             for i in range(lo, hi):
                 if i == lo or unit[i] != unit[i - 1]:
                     non_space_in_unit = False
+                    unit_after_space = i == lo or values[i - 1] == SPACE
                 space = values[i] == SPACE
-                after_space = i == lo or values[i - 1] == SPACE
-                if space and after_space and not non_space_in_unit:
+                if space and unit_after_space and not non_space_in_unit:
                     keep[i] = False
                 if not space:
                     non_space_in_unit = True

@@ -24,14 +24,22 @@ ESCAPED_SPACE = "\u2581"
 
 
 def sentencepiece_normalizer(model: SentencePieceModel):
-    """The normalizer SentencePiece runs for ``model``: charsmap, whitespace rules, dummy ``▁``."""
+    """The normalizer SentencePiece runs for ``model``: charsmap, whitespace rules, dummy ``▁``;
+    user pieces written in the text copied as they are where the normalizer would change one
+    (:class:`gputok.models.user_pieces.UserPieceNormalizer`)."""
     from ..normalizers import SentencePieceNormalizer
+
+    from ..sentencepiece_model import USER_DEFINED
+    from .user_pieces import UserPieceNormalizer, UserPieces, keeps_user_pieces
 
     spec = model.normalizer
     suffix = model.treat_whitespace_as_suffix and spec.add_dummy_prefix
     normalizer = SentencePieceNormalizer(spec.precompiled_charsmap, add_dummy_prefix=spec.add_dummy_prefix and not suffix,
                                          remove_extra_whitespaces=spec.remove_extra_whitespaces,
                                          escape_whitespaces=spec.escape_whitespaces)
+    user = {p.piece: i for i, p in enumerate(model.pieces) if p.type == USER_DEFINED and p.piece}
+    if user and not keeps_user_pieces(normalizer, user):  # SentencePiece copies them as written
+        normalizer = UserPieceNormalizer(normalizer, UserPieces(user))
     return DummySuffix(normalizer, ESCAPED_SPACE if spec.escape_whitespaces else " ") if suffix else normalizer
 
 

@@ -11,14 +11,18 @@ user pieces in its lattice, scored 0.1 per UTF-8 byte after the first: :mod:`gpu
 A word that equals a user piece is always a match (the scan would have taken it at its start),
 so the model finds the matches again from the words' characters (:meth:`UserPieces.ids_of`).
 
-Left out: SentencePiece also leaves a user piece written in the *raw* text out of its normalizer
-(gputok normalizes it: the same wherever the normalizer does not change the piece's characters,
-e.g. ``<tool>``; not for a piece holding ``▁`` or characters the charsmap rewrites).
+SentencePiece's normalizer also copies a user piece written in the *raw* text as it is (its
+``NormalizePrefix`` looks user pieces up before the charsmap): :class:`UserPieceNormalizer` does
+the same where some piece is one the normalizer would change (:func:`keeps_user_pieces`: a space,
+or a character the charsmap rewrites, such as ``▁`` -> space, ``ＡＢ`` -> ``AB`` or ``ﬁ`` -> ``fi``
+under nmt_nfkc). Where none is (``<tool>``, ``12``) the normalizer alone gives the same text and
+the whole-text kernels keep running.
 Memory: the table, 4 bytes per codepoint of the pieces.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -78,6 +82,71 @@ class UserPieces:
                                         piece_ids.offsets.cpu().numpy(), forced, lengths)
         offsets_t = torch.from_numpy(offsets).to(device)
         return Ragged(torch.from_numpy(ids).to(device), offsets_t), Ragged(torch.from_numpy(ends).to(device), offsets_t)
+
+
+def keeps_user_pieces(normalizer, pieces: Iterable[str]) -> bool:
+    """Whether SentencePiece's ``normalizer`` (a ``SentencePieceNormalizer``) leaves each of
+    ``pieces`` as it is wherever it stands, so that copying it unchanged (SentencePiece's rule)
+    changes nothing: no space in it (the whitespace rules act on spaces), and each character its
+    own one-codepoint charsmap rewrite that no longer rule starts or continues at.
+
+    >>> from gputok.normalizers import SentencePieceNormalizer
+    >>> keeps_user_pieces(SentencePieceNormalizer(b""), ["<tool>", "▁the▁"]), keeps_user_pieces(SentencePieceNormalizer(b""), ["x y"])
+    (True, False)
+    """
+    from ..kernels.charsmap_numba import CODEPOINT, CONTINUE, SEVERAL, START
+
+    precompiled = normalizer.precompiled
+    direct = None if precompiled is None else precompiled.charsmap.direct.numpy()
+    for piece in pieces:
+        if " " in piece:
+            return False
+        if direct is not None and any(int(direct[ord(c)]) & (START | CONTINUE | SEVERAL)
+                                      or int(direct[ord(c)]) & CODEPOINT != ord(c) for c in piece):
+            return False
+    return True
+
+
+class UserPieceNormalizer:
+    """SentencePiece's normalizer (``inner``, a ``SentencePieceNormalizer``) that copies the user
+    pieces written in the raw text as they are, as SentencePiece does: the walk of
+    ``kernels/user_pieces_numba.rewrite_keeping_user_pieces``, then the whitespace rules. Runs
+    on the CPU (a copy of text on another device; the CUDA pipeline does not take such a
+    tokenizer); saved as ``inner``.
+
+    >>> from gputok.normalizers import SentencePieceNormalizer
+    >>> n = UserPieceNormalizer(SentencePieceNormalizer(b""), UserPieces({"x  y": 3}))
+    >>> out, _ = n(Ragged.from_lengths(torch.tensor([ord(c) for c in " x  y  x  y"]), torch.tensor([11])))
+    >>> "".join(map(chr, out.values.tolist()))
+    '▁x▁▁y▁x▁▁y'
+    """
+
+    def __init__(self, inner, pieces: UserPieces) -> None:
+        self.inner, self.pieces = inner, pieces
+
+    def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        from .._whole_cells import NO_CHARSMAP
+        from ..kernels.sentencepiece_whitespace import whitespace_rules_numba
+        from ..kernels.user_pieces_numba import rewrite_keeping_user_pieces
+
+        inner, device = self.inner, text.values.device
+        charsmap = None if inner.precompiled is None else inner.precompiled.charsmap
+        rules = NO_CHARSMAP if charsmap is None else (charsmap.__dict__.get("_numpy_rules")
+                                                      or charsmap._numpy_rules_build())
+        out, out_offsets, unit = rewrite_keeping_user_pieces(
+            text.values.cpu().numpy(), text.offsets.cpu().numpy(), charsmap is not None, *rules, *self.pieces._table())
+        values, offsets, source = whitespace_rules_numba(out, out_offsets, unit, inner.add_dummy_prefix,
+                                                         inner.remove_extra_whitespaces, inner.escape_whitespaces)
+        return (Ragged(torch.from_numpy(values).to(device), torch.from_numpy(offsets).to(device)),
+                torch.from_numpy(source).to(device))
+
+    def __getattr__(self, name: str) -> Any:  # add_dummy_prefix, precompiled, ...: the inner normalizer's
+        if name in ("inner", "pieces"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.inner.to_json()
 
 
 class UserPieceSplit:
