@@ -35,10 +35,25 @@ OPTIONS = {
     "user_defined_and_control": {"user_defined_symbols": ["<tool>", "foo", "▁the▁", "12"], "control_symbols": ["<ctrl>"]},
     "byte_fallback": {"byte_fallback": True},
 }
+# User pieces the normalizer would change if it did not copy them as written: characters nmt_nfkc
+# rewrites (full-width letters, a ligature, '▁' -> space, a combining sequence, U+3000), spaces
+# (kept inside, squeezed around), "  " (a unit of two spaces keeps both after a non-space).
+RAW_PIECES = ["ＡＢ", "ﬁx", "▁the▁", "a▁b", "<sep>", "x  y", " of", "中文", "é▁", "e\u0301x", "x\u0301", "\u3000z", "ᄀ"]
+USER_PIECE_OPTIONS = {
+    "default": {}, "identity": {"normalization_rule_name": "identity"},
+    "no_remove_extra_whitespaces": {"remove_extra_whitespaces": False}, "no_add_dummy_prefix": {"add_dummy_prefix": False},
+    # (a piece of spaces only would make sentencepiece append the suffix to a text of spaces: left out)
+    "treat_whitespace_as_suffix": {"treat_whitespace_as_suffix": True},
+}
+for _name, _options in USER_PIECE_OPTIONS.items():
+    OPTIONS[f"raw_user_pieces_{_name}"] = {"user_defined_symbols": RAW_PIECES + ([] if "suffix" in _name else ["  "]),
+                                           **_options}
 MODEL_TYPES = ("unigram", "bpe")
 EDGE_CASES = ["", " ", "  hello   world  ", "foo<tool>bar 12345 <ctrl> the x", "\t a\u3000b  \n", "1234567890 12 112",
               "in the regulation of the cell", "don't  stop ▁ now", "中文字符 和 English", "e\u0301 \u00e9 ﬁ ①",
-              "the the the▁the", "\U0001F600 emoji \U0001F600\U0001F600"]
+              "the the the▁the", "\U0001F600 emoji \U0001F600\U0001F600",
+              "ＡＢ ＡＢＣ xＡＢ", "ﬁx ﬁxed ﬁ x", "the▁the▁ ▁the▁", "a ▁ ▁b a▁b", "x  y x y x   y  ", "of  of of",
+              "moniker.  And  x", "e\u0301x ex\u0301 e\u0301\u0301x", "\u3000z z\u3000\u3000z", "ᄀ\u1161 ᄀ"]
 
 
 @pytest.fixture(scope="session")
@@ -92,6 +107,70 @@ def assert_parity(path: str, texts: list[str]) -> None:
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_trained_with_option(trained, texts, model_type, option):
     assert_parity(trained(model_type, option), texts)
+
+
+@pytest.fixture(scope="module")
+def piece_texts(parity_lines):
+    """Texts made of the user pieces, their parts and their neighbours (spaces, combining marks,
+    what the charsmap rewrites), and real words, in random order."""
+    rng = random.Random(5)
+    parts = RAW_PIECES + ["  ", "e", "x", " ", "  ", "\u0301", "ＡＢＣ", "the", "▁", "\t", "\u3000", "中", "文", "ﬁ", "a",
+                          "b", "ｶﾞ", "ᄀ\u1161", "①", "of"]
+    words = " ".join(parity_lines[::997]).split()
+    return ["".join(rng.choice(parts if rng.random() < 0.8 else words) for _ in range(rng.randrange(0, 12)))
+            for _ in range(1500)]
+
+
+@pytest.mark.parametrize("option", USER_PIECE_OPTIONS)
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_user_pieces_written_in_the_text_are_copied_as_they_are(trained, piece_texts, model_type, option):
+    """sentencepiece's normalizer takes a user piece written in the raw text whole and unchanged
+    (``NormalizePrefix`` looks user pieces up before the charsmap), e.g. "ＡＢ" stays full-width
+    and is the user piece, "x  y" keeps its two spaces."""
+    path = trained(model_type, f"raw_user_pieces_{option}")
+    assert_parity(path, piece_texts)
+    sp = spm.SentencePieceProcessor(model_file=path)
+    if option == "default":
+        assert sp.piece_to_id("ＡＢ") in sp.encode("xＡＢ")  # the case itself (nmt_nfkc would make it "AB")
+        assert "▁▁" in sp.normalize("x  y")
+
+
+def test_whole_kernel_kept_where_the_normalizer_keeps_every_user_piece(trained, tmp_path):
+    """Pieces the normalizer leaves as they are wherever they stand ("12", "<tool>|"; not "<tool>",
+    whose '>' a following U+0338 makes '≯') need no copying: the tokenizer keeps SentencePiece's
+    plain normalizer and the whole-text kernel; "▁the▁" (nmt_nfkc makes '▁' a space) needs it."""
+    from gputok.models.user_pieces import UserPieceNormalizer
+    from gputok.normalizers import SentencePieceNormalizer
+
+    path = trained("unigram", "user_defined_and_control")
+    assert type(Tokenizer.from_sentencepiece(path).normalizer) is UserPieceNormalizer
+    model = read_model(path)
+    for p in model.pieces:
+        if p.piece in ("▁the▁", "foo"):
+            p.type = 1  # NORMAL
+        if p.piece == "<tool>":
+            p.piece = "<tool>|"
+    write_model(model, tmp_path / "kept.model")
+    tok = Tokenizer.from_sentencepiece(tmp_path / "kept.model")
+    assert type(tok.normalizer) is SentencePieceNormalizer and tok._whole_pipeline_kernel is not None
+    lines = ["<tool>|x12 <tool>|\u0338", "foo12foo the 1\u03382"]
+    assert tok.encode_batch(lines) == spm.SentencePieceProcessor(model_file=str(tmp_path / "kept.model")).encode(lines)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_user_pieces_written_in_the_text_on_the_triton_path(trained, model_type):
+    """The CUDA pipeline does not take a tokenizer whose normalizer copies user pieces; the Triton
+    backend (TRITON_INTERPRET=1 on CPU tensors) runs the stage path, with sentencepiece's ids."""
+    from gputok import _dispatch, cuda_pipeline
+
+    path = trained(model_type, "raw_user_pieces_default")
+    sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
+    assert not cuda_pipeline.supports(tok, pairs=None, return_offsets=False, overflow=False, truncation=None)
+    lines = ["ＡＢ ＡＢＣ xＡＢ", "ﬁx ﬁxed ﬁ x", "the ▁the▁the", "x  y x y", "moniker.  And", "plain text", ""]
+    with _dispatch.use_backend("triton"):
+        out = tok(lines, padding=False)
+    ids, cuts = out["input_ids"].tolist(), out["row_offsets"].tolist()
+    assert [ids[a:b] for a, b in zip(cuts, cuts[1:])] == sp.encode(lines)
 
 
 def _with_unused_pieces(path: str, out) -> str:

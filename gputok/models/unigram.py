@@ -1058,37 +1058,51 @@ class MetaspaceSplit(Metaspace):
 
 class SentencePieceDecoder:
     """Pieces back to text as SentencePiece decodes: ``<0xNN>`` pieces become bytes, ``▁`` a space,
-    the dummy-prefix space is dropped, the unk piece is ``unk_surface`` and control pieces vanish.
+    the unk piece is ``unk_surface`` and control pieces vanish. The dummy-prefix space is dropped
+    as ``SentencePieceProcessor::Decode`` drops it (with ``add_dummy_prefix`` or
+    ``remove_extra_whitespaces``): the leading ``▁`` of the first piece; with
+    ``remove_extra_whitespaces``, of every piece until one gives text (``"▁" "▁the▁"`` is
+    ``"the "``: a user piece copied from the text can follow the dummy prefix).
     Saved as huggingface's Sequence[Replace, ByteFallback, Fuse, Strip].
 
     >>> SentencePieceDecoder()(["▁H", "<0x69>", "▁", "<0xE2>", "<0x82>", "<0xAC>"])
     'Hi €'
+    >>> SentencePieceDecoder(remove_extra_whitespaces=True)(["▁", "▁the▁", "x"])
+    'the x'
     """
 
     type = "SentencePiece"
 
     def __init__(self, *, add_dummy_prefix: bool = True, unk_piece: str | None = None, unk_surface: str = " \u2047 ",
-                 control: frozenset[str] = frozenset()) -> None:
+                 control: frozenset[str] = frozenset(), remove_extra_whitespaces: bool = False) -> None:
         self.add_dummy_prefix = add_dummy_prefix
         self.unk_piece, self.unk_surface, self.control = unk_piece, unk_surface, control
+        self.remove_extra_whitespaces = remove_extra_whitespaces
 
     def __call__(self, tokens: list[str]) -> str:
         out = bytearray()
+        at_start = self.add_dummy_prefix or self.remove_extra_whitespaces  # a leading '▁' still to drop
         for token in tokens:
             if token in self.control:
                 continue
             if token == self.unk_piece:
                 out += self.unk_surface.encode()
+                at_start = False
                 continue
             if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
                 try:
                     out.append(int(token[3:5], 16))
+                    at_start = False
                     continue
                 except ValueError:
                     pass
+            if at_start and token.startswith(ESCAPED_SPACE):
+                token = token[1:]
+                at_start = not token and self.remove_extra_whitespaces
+            elif at_start and token:
+                at_start = False
             out += token.replace(ESCAPED_SPACE, " ").encode()
-        text = out.decode("utf-8", errors="replace")
-        return text[1:] if self.add_dummy_prefix and text.startswith(" ") else text
+        return out.decode("utf-8", errors="replace")
 
     def to_json(self) -> dict[str, Any]:
         steps = [{"type": "Replace", "pattern": {"String": ESCAPED_SPACE}, "content": " "},
@@ -1111,6 +1125,7 @@ def sentencepiece_tokenizer(model, tokenizer_class):
                            # (with the dummy space as a suffix, SentencePiece's decode keeps it)
                            decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix
                                                         and not model.treat_whitespace_as_suffix,
+                                                        remove_extra_whitespaces=spec.remove_extra_whitespaces,
                                                         unk_piece=unigram.pieces[unigram.unk_id],
                                                         unk_surface=model.unk_surface,
                                                         control=frozenset(p.piece for p in model.pieces if p.type == CONTROL)))

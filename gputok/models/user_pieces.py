@@ -87,8 +87,10 @@ class UserPieces:
 def keeps_user_pieces(normalizer, pieces: Iterable[str]) -> bool:
     """Whether SentencePiece's ``normalizer`` (a ``SentencePieceNormalizer``) leaves each of
     ``pieces`` as it is wherever it stands, so that copying it unchanged (SentencePiece's rule)
-    changes nothing: no space in it (the whitespace rules act on spaces), and each character its
-    own one-codepoint charsmap rewrite that no longer rule starts or continues at.
+    changes nothing: no space in it (the whitespace rules act on spaces), each character its own
+    one-codepoint charsmap rewrite, and no longer rule can start at one of its characters and go
+    on past it (into the next character of the piece, or, from its last, into the text after it:
+    under nmt_nfkc a piece ending in a letter, which a combining mark after it would compose with).
 
     >>> from gputok.normalizers import SentencePieceNormalizer
     >>> keeps_user_pieces(SentencePieceNormalizer(b""), ["<tool>", "▁the▁"]), keeps_user_pieces(SentencePieceNormalizer(b""), ["x y"])
@@ -101,9 +103,12 @@ def keeps_user_pieces(normalizer, pieces: Iterable[str]) -> bool:
     for piece in pieces:
         if " " in piece:
             return False
-        if direct is not None and any(int(direct[ord(c)]) & (START | CONTINUE | SEVERAL)
-                                      or int(direct[ord(c)]) & CODEPOINT != ord(c) for c in piece):
-            return False
+        if direct is None:
+            continue
+        rules = [int(direct[ord(c)]) for c in piece] + [CONTINUE]  # (any character may follow)
+        for c, rule, following in zip(piece, rules, rules[1:]):
+            if rule & SEVERAL or rule & CODEPOINT != ord(c) or (rule & START and following & CONTINUE):
+                return False
     return True
 
 
