@@ -127,3 +127,96 @@ def test_model_pickles_for_spawned_workers(sp_test_tokenizer):
     assert model.encode_words(word)[0].tolist() == sp_test_tokenizer.model.encode_words(word)[0].tolist()
     with model.sampling(0.1, torch.Generator().manual_seed(0)):
         assert len(model.encode_words(word)[0]) == 1
+
+
+# A user piece scores float32(0.1 * (length - 1)) in sentencepiece 0.2.3: length in UTF-8 bytes in
+# its encoder, in characters in the lattice of its n-best lists and sampling. The model below sets
+# normal scores between the two: "中" + "文" = 0.3 against "中文" (0.5 by bytes, 0.1 by characters),
+# "é" + "▁" = 0.25 against "é▁" (0.4, 0.1), so the two rules order the paths differently.
+USER_PIECES = ["中文", "é▁", "▁the▁"]
+USER_PIECE_TEXTS = ["中文", "x中文y 中文中文", "café x", "né▁é ée", "the 中文 café the end", "中 文", "的中文字"]
+
+
+@pytest.fixture(scope="module")
+def user_piece_model(tmp_path_factory, parity_lines):
+    """(path, sentencepiece processor, gputok tokenizer) of a Unigram model with non-ASCII user pieces."""
+    from gputok.sentencepiece_model import read_model, write_model
+
+    folder = tmp_path_factory.mktemp("unigram-user-pieces")
+    text = [line for line in parity_lines[::40] if line.strip()][:6000]
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(text), model_prefix=str(folder / "m"), model_type="unigram",
+                                   vocab_size=1500, character_coverage=0.9995, minloglevel=2, num_threads=1,
+                                   user_defined_symbols=USER_PIECES)
+    model = read_model(folder / "m.model")
+    space = next(p.score for p in model.pieces if p.piece == "▁")
+    for p in model.pieces:
+        if p.piece in ("中", "文"):
+            p.score = 0.15
+        if p.piece == "é":
+            p.score = 0.25 - space
+    path = str(folder / "scored.model")
+    write_model(model, path)
+    return path, spm.SentencePieceProcessor(model_file=path), gputok.Tokenizer.from_sentencepiece(path)
+
+
+def _same_up_to_ties(ours: list[tuple[list[int], float]], theirs: list[list[int]]) -> bool:
+    """Whether ``theirs`` (n paths) holds ``ours``' first n paths in the same order, paths of equal
+    score in any order among themselves (sentencepiece's A* leaves their order to its heap, and
+    which of them the n-th place cuts off). ``ours``: more than n paths, with their scores."""
+    size = len(theirs)
+    if [p for p, _ in ours[:size]] == theirs:
+        return True
+    start = 0
+    while start < size:
+        end = start + 1
+        while end < len(ours) and abs(ours[end][1] - ours[start][1]) < 1e-4:
+            end += 1
+        tied = sorted(p for p, _ in ours[start:end])
+        if end <= size and sorted(theirs[start:end]) != tied:
+            return False
+        if end > size and any(p not in tied for p in theirs[start:]):
+            return False
+        start = end
+    return True
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_nbest_scores_user_pieces_by_characters(user_piece_model, parity_lines, monkeypatch, backend):
+    from gputok.ingest import as_texts, codepoints
+
+    path, sp, tok = user_piece_model
+    if backend == "torch":
+        monkeypatch.setenv("GPUTOK_BACKEND", "torch")
+    texts = USER_PIECE_TEXTS + [line[:50] for line in parity_lines[5::1500] if line.strip()][:120]
+    assert nbest_encode(tok, texts, 1) == [sp.nbest_encode_as_ids(t, 1) for t in texts]  # the encoder: bytes
+    norm, _ = tok.normalizer(codepoints(as_texts(texts)))
+    for size in (2, 5):
+        scored = tok.model.nbest(norm, size + 30)  # (paths tied with the n-th too)
+        ours = nbest_encode(tok, texts, size + 30)  # (unks fused, as sentencepiece gives them)
+        theirs = [sp.nbest_encode_as_ids(t, size) for t in texts]
+        bad = [t for t, o, s, th in zip(texts, ours, scored, theirs)
+               if not _same_up_to_ties([(p, score) for p, (_, score) in zip(o, s)], th)]
+        assert not bad, bad[:3]
+    # the case itself: the lattice's best path is not the encoder's
+    assert [sp.id_to_piece(i) for i in sp.nbest_encode_as_ids("中文", 2)[0]] == ["▁", "中", "文"]
+    assert [sp.id_to_piece(i) for i in sp.encode("中文")] == ["▁", "中文"]
+
+
+@pytest.mark.parametrize("backend", ["numba", "torch"])
+def test_sampling_scores_user_pieces_by_characters(user_piece_model, monkeypatch, backend):
+    """As alpha grows, a sample is the lattice's best path (sentencepiece's too), which scores user
+    pieces by characters: "中" "文" (0.3) over "中文" (0.1 by characters, 0.5 by bytes)."""
+    from gputok.ingest import as_texts, codepoints
+
+    path, sp, tok = user_piece_model
+    if backend == "torch":
+        monkeypatch.setenv("GPUTOK_BACKEND", "torch")
+    norm, _ = tok.normalizer(codepoints(as_texts(USER_PIECE_TEXTS)))
+    top_two = tok.model.nbest(norm, 2)
+    assert all(len(s) == 1 or s[0][1] - s[1][1] > 0.05 for s in top_two)  # a clear best: e^-100 left to others
+    theirs = [sp.sample_encode_as_ids(t, -1, 2000.0) for t in USER_PIECE_TEXTS]
+    assert theirs == [sp.nbest_encode_as_ids(t, 2)[0] for t in USER_PIECE_TEXTS]
+    assert sp.piece_to_id("中文") not in theirs[0]
+    with tok.model.sampling(2000.0, torch.Generator().manual_seed(3)):
+        ours = tok.encode_batch(USER_PIECE_TEXTS)
+    assert ours == theirs

@@ -7,7 +7,8 @@ start) and a later one wins only if strictly better. A character no usable singl
 piece covers gets an unk candidate scored ``min_score - 10`` (min over normal pieces);
 consecutive unks become one unk token, or, with ``byte_fallback``, the UTF-8 bytes of the
 character as ``<0xNN>`` pieces. User-defined pieces score ``float32(0.1 * (bytes - 1))`` (as in
-sentencepiece 0.2.3's encoder: :func:`user_defined_score`); unused pieces never match.
+sentencepiece 0.2.3's encoder; characters in its n-best and sampling lattice: :func:`user_defined_score`);
+unused pieces never match.
 
 Batched as three tensor passes over the unique words, laid out *column by column* (words sorted
 longest first; the nodes after ``e`` characters of all words at least ``e`` long are one run, see
@@ -48,8 +49,8 @@ this float32 rule: warm, it halves the segmentation's time; a first pass over 4 
 fifth of whose words are new, costs about what the sentence walk does.) Sampling runs ``kernels/unigram_sample_numba.py`` per occurrence
 (same distribution as the torch path, other draws from the same generator), n-best lists
 ``kernels/unigram_nbest_numba.py``. Leaves out:
-SentencePiece's user-defined-symbol bypass of the normalizer, and sampling from an n-best list
-(``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``, is what is sampled).
+sampling from an n-best list (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``,
+is what is sampled).
 Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
 edges per character, ~48 bytes each while it is built) plus three float64 / int64 values per
 position for the programme; a text segmented whole takes 12 bytes per character in the kernel
@@ -68,6 +69,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import _dispatch
@@ -100,18 +102,20 @@ def _f32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def user_defined_score(piece: str) -> float:
-    """The score sentencepiece 0.2.3's encoder gives a user-defined piece in the lattice:
-    ``float32(0.1 * (length - 1))``, length in UTF-8 bytes (``GetUserDefinedScore`` in
-    ``unigram_model.cc``, ``EncodeOptimized``). Positive where every normal score is a log
-    probability, so a user piece usually wins, but not always: ``"▁the▁"`` (0.8) loses to
-    ``"▁the" "▁work"`` where the rest of the word would cost ``"w" "or" "k"``. (Its n-best and
-    sampling lattice counts characters instead; gputok uses the bytes there too.)
+def user_defined_score(piece: str, *, in_characters: bool = False) -> float:
+    """The score sentencepiece 0.2.3 gives a user-defined piece in the lattice:
+    ``float32(0.1 * (length - 1))``, length in UTF-8 bytes in its encoder (``EncodeOptimized`` in
+    ``unigram_model.cc``, which walks the text's bytes), in characters (``in_characters``) in the
+    lattice its n-best lists and sampling build (``PopulateNodes``, which inserts each node with
+    its length in characters; :meth:`Unigram.nbest`, :meth:`Unigram.sampling`). Positive where
+    every normal score is a log probability, so a user piece usually wins, but not always:
+    ``"▁the▁"`` (0.8; 0.4 in the n-best lattice) loses to ``"▁the" "▁work"`` where the rest of the
+    word would cost ``"w" "or" "k"``.
 
-    >>> user_defined_score("12"), user_defined_score("▁the▁")
-    (0.10000000149011612, 0.800000011920929)
+    >>> user_defined_score("12"), user_defined_score("▁the▁"), user_defined_score("▁the▁", in_characters=True)
+    (0.10000000149011612, 0.800000011920929, 0.4000000059604645)
     """
-    return _f32(0.1 * (len(piece.encode()) - 1))
+    return _f32(0.1 * ((len(piece) if in_characters else len(piece.encode())) - 1))
 
 
 def unigram_viterbi_torch(edge_offsets: torch.Tensor, edge_target: torch.Tensor, edge_score: torch.Tensor,
@@ -387,6 +391,11 @@ class Unigram:
             matchable = set(range(len(vocab)))
             score64 = self.scores
         self.score64 = torch.tensor(score64, dtype=torch.float64)
+        # n-best lists (of more than one) and sampling score user pieces by characters, as
+        # SentencePiece's lattice does (user_defined_score); the best path by bytes, as its encoder
+        self.lattice_score64 = np.array([user_defined_score(p, in_characters=True) if t == USER_DEFINED else s
+                                         for p, s, t in zip(self.pieces, score64, self.types)]
+                                        if sentencepiece else score64, dtype=np.float64)
         self.score32 = self.score64.float().numpy()  # SentencePiece's own arithmetic (segment_sentences)
         self.trie = PieceTrie({p: i for i, p in enumerate(self.pieces) if i in matchable and p})
         # Words may be cut before each '▁' only if no matchable piece holds one after its start.
@@ -532,14 +541,19 @@ class Unigram:
                        torch.tensor(found_by_depth[1:] + [dest.numel()], device=device), len(self.pieces),
                        self.unk_id or 0)
 
-    def _graph(self, words: Ragged):
+    def _graph(self, words: Ragged, *, in_lattice: bool = False):
         """The lattice of every row as one graph in row order, for sampling and n-best: row ``r``
         has nodes ``offsets[r] + r`` (its start) to ``offsets[r + 1] + r`` (its end). Returns each
         edge's length, piece id, score, source and target node; the number of nodes; each row's
         start node; and the bounds of each start position's edges (the lattice groups its edges
         by source node, column by column, so by start position already; one start's edges have
-        distinct targets, so a step over them scatters without clashes)."""
+        distinct targets, so a step over them scatters without clashes). ``in_lattice``: scored
+        as SentencePiece's n-best and sampling lattice scores (``lattice_score64``)."""
         lat = self.lattice(words)
+        scores = lat.scores
+        if in_lattice:
+            unk = torch.tensor([self.unk_score], dtype=torch.float64)
+            scores = torch.cat([torch.from_numpy(self.lattice_score64), unk]).to(lat.piece.device)[lat.piece]
         rows, n, device = len(words), words.values.numel(), words.device
         column = row_ids(lat.node_offsets, n + rows)
         lane = torch.arange(n + rows, device=device) - lat.node_offsets.index_select(0, column)
@@ -547,7 +561,7 @@ class Unigram:
         in_rows = words.offsets.index_select(0, row) + row + column  # each node's number in row order
         bounds = lat.edge_offsets.index_select(0, lat.node_offsets).tolist()
         node_start = words.offsets[:-1] + torch.arange(rows, device=device)
-        return (lat.length(), lat.ids(), lat.scores, in_rows.index_select(0, lat.source()),
+        return (lat.length(), lat.ids(), scores, in_rows.index_select(0, lat.source()),
                 in_rows.index_select(0, lat.target), n + rows, node_start, bounds)
 
     def segment(self, words: Ragged) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -628,7 +642,7 @@ class Unigram:
             alpha, generator = sampling
             uniforms = torch.rand(int(lengths.sum()), generator=generator, dtype=torch.float64)
             ids, ends, offsets, missing = unigram_sample_numba(
-                values, starts, lengths.numpy(), *self.trie.walk_arrays, self._score64_np, self.unk_score, unk_id,
+                values, starts, lengths.numpy(), *self.trie.walk_arrays, self.lattice_score64, self.unk_score, unk_id,
                 alpha, uniforms.numpy())
         if missing:
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
@@ -667,7 +681,7 @@ class Unigram:
         edges into its current node). Returns token ids, ends and tokens per occurrence."""
         device = words.device
         n = words.values.numel()
-        lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words)
+        lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words, in_lattice=True)
         logz = torch.full((num_nodes,), -math.inf, dtype=torch.float64, device=device)
         logz[node_start] = 0.0
         weight = alpha * scores
@@ -723,7 +737,8 @@ class Unigram:
             from ..kernels.unigram_nbest_numba import unigram_nbest_numba
 
             tokens, path_offsets, path_scores, row_paths, missing = unigram_nbest_numba(
-                words.values.int().numpy(), words.offsets.numpy(), *self.trie.walk_arrays, self._score64_np,
+                words.values.int().numpy(), words.offsets.numpy(), *self.trie.walk_arrays,
+                self.lattice_score64 if k > 1 else self._score64_np,
                 self.unk_score, -1 if self.unk_id is None else self.unk_id, k)
             if missing:
                 raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
@@ -732,7 +747,7 @@ class Unigram:
             row_l = row_paths.tolist()
             return [[(tokens_l[bounds[p]:bounds[p + 1]], scores_l[p]) for p in range(row_l[r], row_l[r + 1])]
                     for r in range(rows)]
-        lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words)
+        lens, ids, scores, source, target, num_nodes, node_start, bounds = self._graph(words, in_lattice=k > 1)
         best = torch.full((num_nodes, k), -math.inf, dtype=torch.float64, device=device)
         back_edge = torch.full((num_nodes, k), -1, dtype=torch.int64, device=device)
         back_rank = torch.full((num_nodes, k), -1, dtype=torch.int64, device=device)
