@@ -16,9 +16,9 @@ codepoint become a ragged map over all codepoints (one gather for the whole batc
 normalizer here); rules with longer sources (composition sequences, Hangul jamo) go into one
 hash map per source length, looked up from the few positions whose first two codepoints can
 start one, and the longest match wins. Which of two overlapping long matches wins is settled by
-a few fixpoint rounds over the long-match positions, not by a walk per text. Leaves out: the
-user-defined-symbol bypass of the normalizer (user-defined pieces are normalized here), and
-SentencePiece's one-U+FFFD-per-invalid-byte rule (ingest replaces invalid UTF-8 as Python does).
+a few fixpoint rounds over the long-match positions, not by a walk per text. (SentencePiece's
+copy of user-defined pieces written in the text is ``gputok.models.user_pieces.UserPieceNormalizer``.)
+Leaves out SentencePiece's one-U+FFFD-per-invalid-byte rule (ingest replaces invalid UTF-8 as Python does).
 Memory: the 0x110000-row map (~9 MB), ~16 MB of hash maps for nmt_nfkc's 220k long rules, and a
 few int64 tensors the size of the batch.
 """
@@ -367,9 +367,9 @@ def whitespace_rules_torch(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix:
         after_space.index_fill_(0, starts[starts < n], True)  # the start of a text counts as after a space
         drop = is_space & after_space
         dropped = nonzero(drop)
-        # Only a space that a non-space precedes within its own unit's rewrite escapes the rule
-        # (a rule whose output holds "x  "): rare, so computed only when a dropped space shares
-        # its unit with the character before it.
+        # Only the spaces a unit's rewrite starts with go, and only where the unit follows a space
+        # (a rule whose output holds "x  ", a user piece "  x" copied as one unit): rare, so
+        # computed only when a dropped space shares its unit with the character before it.
         inside = dropped[dropped > 0]
         if bool((unit.index_select(0, inside) == unit.index_select(0, inside - 1)).any()):
             same_unit = torch.zeros_like(is_space)
@@ -377,6 +377,7 @@ def whitespace_rules_torch(out: Ragged, unit: torch.Tensor, *, add_dummy_prefix:
             non_space_before = torch.cumsum((~is_space).long(), 0) - (~is_space).long()
             unit_start = torch.cummax(torch.where(same_unit, 0, torch.arange(n, device=device)), 0).values
             drop &= non_space_before == non_space_before.index_select(0, unit_start)
+            drop &= after_space.index_select(0, unit_start)
             dropped = nonzero(drop)
         kept = nonzero(~drop)
         bounds = offsets - torch.searchsorted(dropped, offsets)  # kept characters before each text

@@ -15,7 +15,8 @@ hashes of their keys (``key_hashes_numba``; a key's hash also mixes in its lengt
 ``order`` the rule of each. A position looks longer rules up only where its codepoint can start
 one and the next can continue one (combining sequences, Hangul jamo: rare), then tries the
 longest length first, checking the codepoints (a hash can collide).
-Two walks: one counts each text's output and records each unit's rule, one writes.
+Two walks: one counts each text's output and records each unit's rule, one writes. The walk is
+``rewrite_walk``, which can also take SentencePiece's user pieces first (none here).
 Memory: the outputs, plus 4 bytes per input codepoint.
 """
 
@@ -78,10 +79,25 @@ def _longest(values, i, end, hashes, order, key_values, key_offsets, max_long, s
 @kernel
 def charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets, hashes, order,
                            key_values, key_offsets, rule_values, rule_offsets, max_long):
+    no_pieces = np.zeros(0, np.int64)
+    return rewrite_walk(values, offsets, True, direct, table_values, table_offsets, hashes, order, key_values,
+                        key_offsets, rule_values, rule_offsets, max_long, no_pieces, no_pieces, no_pieces)
+
+
+@kernel
+def rewrite_walk(values, offsets, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
+                 key_offsets, rule_values, rule_offsets, max_long, firsts, piece_offsets, piece_values):
+    """The walk of :func:`charsmap_rewrite_numba` (``charsmap``: whether its arrays are real, else
+    each character is its own unit, copied), where user pieces (a table as in
+    ``user_pieces_numba``: ``firsts`` empty for none) are looked up first at each position the
+    walk stands on, as SentencePiece's ``NormalizePrefix`` does: the longest that starts there is
+    one unit, copied as it is (``gputok.models.user_pieces.UserPieceNormalizer``)."""
     n = values.size
     rows = offsets.size - 1
     limit = direct.size
-    rule_at = np.full(n, -2, np.int32)  # per unit start: -1 its own rule, >= 0 a longer rule
+    pieces = firsts.size > 0
+    # per unit start: -1 its own rule, >= 0 a longer rule, <= -3 a user piece (-3 - its index)
+    rule_at = np.full(n, -2, np.int32)
     scratch = np.empty(max(max_long, 1), np.uint64)
     out_offsets = np.empty(rows + 1, np.int64)
     out_offsets[0] = 0
@@ -89,7 +105,19 @@ def charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets,
         i, end = offsets[t], offsets[t + 1]
         count = 0
         while i < end:
+            if pieces:
+                k = longest_piece(values, i, end, firsts, piece_offsets, piece_values)
+                if k >= 0:
+                    rule_at[i] = -3 - k
+                    count += piece_offsets[k + 1] - piece_offsets[k]
+                    i += piece_offsets[k + 1] - piece_offsets[k]
+                    continue
             c = values[i]
+            if not charsmap:
+                rule_at[i] = -1
+                count += 1
+                i += 1
+                continue
             if c < 0 or c >= limit:
                 raise ValueError("a codepoint outside the charsmap's table (0..0x10FFFF)")
             d = direct[c]
@@ -112,7 +140,13 @@ def charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets,
     at = 0
     for i in range(n):
         rule = rule_at[i]
-        if rule == -2:  # inside a longer match
+        if rule == -2:  # inside a longer match or a user piece
+            continue
+        if rule <= -3 or not charsmap:  # a user piece, or a character with no charsmap: as it is
+            for j in range(piece_offsets[-2 - rule] - piece_offsets[-3 - rule] if rule <= -3 else 1):
+                out[at] = values[i + j]
+                unit[at] = i
+                at += 1
             continue
         if rule >= 0:
             for k in range(rule_offsets[rule], rule_offsets[rule + 1]):
@@ -132,3 +166,24 @@ def charsmap_rewrite_numba(values, offsets, direct, table_values, table_offsets,
                 unit[at] = i
                 at += 1
     return out, out_offsets, unit
+
+
+@kernel
+def longest_piece(values, p, end, firsts, piece_offsets, piece_values):
+    """Index (into the table sorted by first codepoint, longer first) of the longest piece that
+    starts at ``values[p]`` and ends by ``end``, else -1."""
+    c = values[p]
+    k = first_at_least(firsts, 0, firsts.size, c)
+    while k < firsts.size and firsts[k] == c:
+        a = piece_offsets[k]
+        length = piece_offsets[k + 1] - a
+        if p + length <= end:
+            same = True
+            for j in range(1, length):
+                if values[p + j] != piece_values[a + j]:
+                    same = False
+                    break
+            if same:
+                return k  # longer pieces come first
+        k += 1
+    return -1

@@ -6,9 +6,8 @@ The rules (``normalizer.cc``): with ``remove_extra_whitespaces``, the spaces a u
 starts with go where the unit follows a space (or starts its text), and trailing spaces go (and a
 trailing '▁' when escaping); with ``add_dummy_prefix`` a non-empty text gets a
 leading space, pointing at its first kept character; with ``escape_whitespaces`` spaces become '▁'.
-(The torch and Triton twins drop every space after a space at a unit's start: the same for
-each charsmap rule, none of whose rewrites starts with two spaces; a user piece such as
-``"  x"``, copied as one unit, takes this kernel only: ``gputok.models.user_pieces``.)
+(A unit whose rewrite starts with two spaces, after a non-space, keeps both: no charsmap rule's
+does, a user piece ``"  x"`` copied as one unit does, ``gputok.models.user_pieces``.)
 Memory: the outputs, plus one byte per character.
 """
 

@@ -13,13 +13,9 @@ Contract:
   and every word cut where a match begins or ends; the characters of no word stay in none.
 - :func:`user_piece_ids`: for words ``[starts, ends)``, the id of the user piece the word is
   (its longest user match from the start covers it exactly), else -1.
-- :func:`rewrite_keeping_user_pieces`: ``charsmap_numba.charsmap_rewrite_numba``'s outputs for a
-  normalizer that copies user pieces written in the raw text as they are: SentencePiece's
-  normalizer (``Normalizer::NormalizePrefix``) looks for a user piece first at each position its
-  walk stands on, and a match (the longest) is one unit, copied unchanged; elsewhere the
-  charsmap's longest rule (or, without a charsmap, the character) as before. The whitespace
-  rules then treat the copy as one unit (``sentencepiece_whitespace``: spaces inside it are kept,
-  those it starts with go after a space, each is written as '▁').
+- the normalizer's copy of user pieces written in the raw text is ``charsmap_numba.rewrite_walk``
+  (the charsmap's walk, which looks a user piece up first at each position it stands on, as
+  SentencePiece's ``Normalizer::NormalizePrefix`` does, and copies the longest as one unit).
 
 Pieces come as a table sorted by first codepoint, longer first (``firsts``, ``piece_offsets``
 into ``piece_values``, ``piece_ids``: :func:`gputok.models.user_pieces.UserPieces`). Cost: per
@@ -30,28 +26,7 @@ with it (a few, usually none). Memory: 8 bytes per codepoint of scratch; the res
 import numpy as np
 
 from ._numba import kernel
-from .charsmap_numba import CODEPOINT, CONTINUE, SEVERAL, START, _longest
-
-
-@kernel
-def _longest_match(values, p, end, firsts, piece_offsets, piece_values):
-    """Index (into the sorted table) of the longest piece starting at ``values[p]`` and ending
-    by ``end``, else -1."""
-    c = values[p]
-    k = np.searchsorted(firsts, c)
-    while k < firsts.size and firsts[k] == c:
-        a = piece_offsets[k]
-        length = piece_offsets[k + 1] - a
-        if p + length <= end:
-            same = True
-            for j in range(1, length):
-                if values[p + j] != piece_values[a + j]:
-                    same = False
-                    break
-            if same:
-                return k  # longer pieces come first
-        k += 1
-    return -1
+from .charsmap_numba import longest_piece
 
 
 @kernel
@@ -68,7 +43,7 @@ def cut_at_user_pieces(values, offsets, starts, ends, text_offsets, firsts, piec
         p = offsets[t]
         e = offsets[t + 1]
         while p < e:
-            k = _longest_match(values, p, e, firsts, piece_offsets, piece_values)
+            k = longest_piece(values, p, e, firsts, piece_offsets, piece_values)
             if k < 0:
                 p += 1
                 continue
@@ -107,7 +82,7 @@ def user_piece_ids(values, starts, ends, firsts, piece_offsets, piece_values, pi
     out = np.full(starts.size, -1, np.int64)
     for w in range(starts.size):
         if ends[w] > starts[w]:
-            k = _longest_match(values, starts[w], ends[w], firsts, piece_offsets, piece_values)
+            k = longest_piece(values, starts[w], ends[w], firsts, piece_offsets, piece_values)
             if k >= 0 and piece_offsets[k + 1] - piece_offsets[k] == ends[w] - starts[w]:
                 out[w] = piece_ids[k]
     return out
@@ -135,90 +110,3 @@ def force_rows(ids, ends, offsets, forced, lengths):
                 out_ends[o] = ends[j]
                 o += 1
     return out_ids, out_ends, out_offsets
-
-
-@kernel
-def rewrite_keeping_user_pieces(values, offsets, charsmap, direct, table_values, table_offsets, hashes, order,
-                                key_values, key_offsets, rule_values, rule_offsets, max_long, firsts, piece_offsets,
-                                piece_values):
-    """``(out, out_offsets, unit)`` as ``charsmap_rewrite_numba`` returns them (``charsmap``: whether
-    its arrays are real, else each character is copied), with every user-piece match met by the
-    walk copied as one unit. Two walks: one sizes each text and records each unit, one writes."""
-    n = values.size
-    rows = offsets.size - 1
-    limit = direct.size
-    # per unit start: -1 its own rule, >= 0 a longer rule, <= -3 a user piece (-3 - table index)
-    rule_at = np.full(n, -2, np.int64)
-    scratch = np.empty(max(max_long, 1), np.uint64)
-    out_offsets = np.empty(rows + 1, np.int64)
-    out_offsets[0] = 0
-    for t in range(rows):
-        i, end = offsets[t], offsets[t + 1]
-        count = 0
-        while i < end:
-            k = _longest_match(values, i, end, firsts, piece_offsets, piece_values)
-            if k >= 0:
-                rule_at[i] = -3 - k
-                length = piece_offsets[k + 1] - piece_offsets[k]
-                count += length
-                i += length
-                continue
-            if not charsmap:
-                rule_at[i] = -1
-                count += 1
-                i += 1
-                continue
-            c = values[i]
-            if c < 0 or c >= limit:
-                raise ValueError("a codepoint outside the charsmap's table (0..0x10FFFF)")
-            d = direct[c]
-            rule = -1
-            if d & START and i + 1 < end:
-                c2 = values[i + 1]
-                if 0 <= c2 < limit and direct[c2] & CONTINUE:
-                    rule = _longest(values, i, end, hashes, order, key_values, key_offsets, max_long, scratch)
-            rule_at[i] = rule
-            if rule >= 0:
-                count += rule_offsets[rule + 1] - rule_offsets[rule]
-                i += key_offsets[rule + 1] - key_offsets[rule]
-            else:
-                count += 1 if not d & SEVERAL else table_offsets[c + 1] - table_offsets[c]
-                i += 1
-        out_offsets[t + 1] = out_offsets[t] + count
-    out = np.empty(out_offsets[rows], np.int32)
-    unit = np.empty(out_offsets[rows], np.int64)
-    at = 0
-    for i in range(n):
-        rule = rule_at[i]
-        if rule == -2:  # inside a longer match
-            continue
-        if rule <= -3:
-            k = -3 - rule
-            for j in range(piece_offsets[k + 1] - piece_offsets[k]):
-                out[at] = values[i + j]
-                unit[at] = i
-                at += 1
-            continue
-        if rule >= 0:
-            for j in range(rule_offsets[rule], rule_offsets[rule + 1]):
-                out[at] = rule_values[j]
-                unit[at] = i
-                at += 1
-            continue
-        c = values[i]
-        if not charsmap:
-            out[at] = c
-            unit[at] = i
-            at += 1
-            continue
-        d = direct[c]
-        if not d & SEVERAL:
-            out[at] = d & CODEPOINT
-            unit[at] = i
-            at += 1
-        else:
-            for j in range(table_offsets[c], table_offsets[c + 1]):
-                out[at] = table_values[j]
-                unit[at] = i
-                at += 1
-    return out, out_offsets, unit

@@ -1,8 +1,8 @@
 """SentencePiece's whitespace rules on CUDA, one text per lane.
 
 Numba twin: ``sentencepiece_whitespace.whitespace_rules_numba`` (the same rules, ``normalizer.cc``):
-with ``remove_extra_whitespaces`` a space after a space (or at the text's start) goes unless a
-non-space precedes it within its own unit's rewrite, and trailing spaces go (and a trailing '▁'
+with ``remove_extra_whitespaces`` the spaces a unit's rewrite starts with go where the unit
+follows a space (or starts the text), and trailing spaces go (and a trailing '▁'
 when escaping); with ``add_dummy_prefix`` a non-empty text gets a leading space ('▁' when
 escaping), whose unit is its first kept character's; with ``escape_whitespaces`` spaces become '▁'.
 The twin drops the trailing characters after its first pass; here the first pass finds where they
@@ -60,14 +60,16 @@ def _whitespace_rules_kernel(in_ptr, in_units_ptr, offsets_ptr, in_lengths_ptr, 
     previous = tl.full([BLOCK], SPACE, dtype=tl.int32)
     previous_unit = tl.full([BLOCK], -1, dtype=tl.int64)
     non_space_in_unit = tl.zeros([BLOCK], dtype=tl.int1)
+    unit_after_space = tl.zeros([BLOCK], dtype=tl.int1)  # whether the current unit follows a space
     dummy = tl.where(escape, ESCAPED_SPACE, SPACE)
     for i in range(0, longest):
         live = inside & (i < end)
         c = tl.load(in_ptr + lo + i, mask=live, other=0)
         unit = tl.where(units_given, tl.load(in_units_ptr + lo + i, mask=live & units_given, other=0), i)
         non_space_in_unit = non_space_in_unit & (unit == previous_unit)
+        unit_after_space = tl.where(unit == previous_unit, unit_after_space, previous == SPACE)
         space = c == SPACE
-        dropped = squeeze & space & (previous == SPACE) & ~non_space_in_unit
+        dropped = squeeze & space & unit_after_space & ~non_space_in_unit
         keep = live & ~dropped
         leading = keep & prefix & (written == 0)
         tl.store(out_ptr + at, dummy, mask=leading)

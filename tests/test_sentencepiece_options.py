@@ -279,3 +279,44 @@ def test_user_defined_piece_bonus_is_sentencepieces(trained):
         lines = ["in the catabolism of the cell", "the regulation of the chemical"]
         assert tok.encode_batch(lines) == sp.encode(lines)
         assert tok.token_to_id("▁the▁") == sp.piece_to_id("▁the▁")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_whitespace_rules_of_units_that_start_with_spaces(seed):
+    """A unit that starts with spaces (a user piece "  x" copied whole) keeps them after a non-space
+    and drops them after a space, as sentencepiece's ``Normalize`` does (``ConsumePrefix`` of the
+    unit's spaces only while the previous unit ends in one): numba, torch and Triton alike."""
+    import numpy as np
+    import torch
+
+    from gputok.charsmap import whitespace_rules_torch
+    from gputok.kernels.sentencepiece_whitespace import whitespace_rules_numba
+    from gputok.kernels.whitespace_rules import whitespace_rules_triton
+    from gputok.ragged import Ragged
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 12, 40)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    values = np.array([32, 97, 0x2581, 98], np.int32)[rng.integers(0, 4, int(offsets[-1]))]
+    new_unit = rng.random(values.size) < 0.6
+    new_unit[offsets[:-1][lengths > 0]] = True
+    unit = np.cumsum(new_unit).astype(np.int64)
+    text = Ragged(torch.from_numpy(values), torch.from_numpy(offsets))
+    for flags in range(8):
+        spec = dict(add_dummy_prefix=bool(flags & 1), remove_extra_whitespaces=bool(flags & 2),
+                    escape_whitespaces=bool(flags & 4))
+        want, want_offsets, _ = whitespace_rules_numba(values, offsets, unit, *spec.values())
+        rows = [want[a:b].tolist() for a, b in zip(want_offsets[:-1], want_offsets[1:])]
+        torch_text, _ = whitespace_rules_torch(text, torch.from_numpy(unit), **spec)
+        assert torch_text.tolist() == rows, spec
+        out, out_lengths = whitespace_rules_triton(torch.from_numpy(values), torch.from_numpy(unit),
+                                                   torch.from_numpy(offsets), torch.from_numpy(lengths), chars=values.size,
+                                                   in_expand=1, in_gap=0, out_expand=1, **spec)
+        starts = offsets[:-1] + 2 * np.arange(lengths.size)
+        assert [out[s:s + n].tolist() for s, n in zip(starts, out_lengths.tolist())] == rows, spec
+    # the case itself: "x" then the unit "  y" keeps both spaces; after "x " it keeps none
+    one = np.array([120, 32, 32, 121], np.int32)
+    kept, _, _ = whitespace_rules_numba(one, np.array([0, 4]), np.array([0, 1, 1, 1]), False, True, False)
+    assert kept.tolist() == [120, 32, 32, 121]
+    squeezed, _, _ = whitespace_rules_numba(one, np.array([0, 4]), np.array([0, 1, 2, 2]), False, True, False)
+    assert squeezed.tolist() == [120, 32, 121]

@@ -114,8 +114,9 @@ def keeps_user_pieces(normalizer, pieces: Iterable[str]) -> bool:
 
 class UserPieceNormalizer:
     """SentencePiece's normalizer (``inner``, a ``SentencePieceNormalizer``) that copies the user
-    pieces written in the raw text as they are, as SentencePiece does: the walk of
-    ``kernels/user_pieces_numba.rewrite_keeping_user_pieces``, then the whitespace rules. Runs
+    pieces written in the raw text as they are, as SentencePiece does: the charsmap's walk with
+    user pieces first (``kernels/charsmap_numba.rewrite_walk``), then the whitespace rules (a
+    copied piece is one unit: spaces inside it are kept, those it starts with go after a space). Runs
     on the CPU (a copy of text on another device; the CUDA pipeline does not take such a
     tokenizer); saved as ``inner``.
 
@@ -132,13 +133,13 @@ class UserPieceNormalizer:
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         from .._whole_cells import NO_CHARSMAP
         from ..kernels.sentencepiece_whitespace import whitespace_rules_numba
-        from ..kernels.user_pieces_numba import rewrite_keeping_user_pieces
+        from ..kernels.charsmap_numba import rewrite_walk
 
         inner, device = self.inner, text.values.device
         charsmap = None if inner.precompiled is None else inner.precompiled.charsmap
         rules = NO_CHARSMAP if charsmap is None else (charsmap.__dict__.get("_numpy_rules")
                                                       or charsmap._numpy_rules_build())
-        out, out_offsets, unit = rewrite_keeping_user_pieces(
+        out, out_offsets, unit = rewrite_walk(
             text.values.cpu().numpy(), text.offsets.cpu().numpy(), charsmap is not None, *rules, *self.pieces._table())
         values, offsets, source = whitespace_rules_numba(out, out_offsets, unit, inner.add_dummy_prefix,
                                                          inner.remove_extra_whitespaces, inner.escape_whitespaces)
