@@ -11,6 +11,7 @@ corpus (all of it with ``GPUTOK_FULL=1``), hand-picked edge cases and random Uni
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import random
 
@@ -170,7 +171,7 @@ def test_user_pieces_written_in_the_text_on_the_triton_path(trained, model_type)
     with _dispatch.use_backend("triton"):
         out = tok(lines, padding=False)
     ids, cuts = out["input_ids"].tolist(), out["row_offsets"].tolist()
-    assert [ids[a:b] for a, b in zip(cuts, cuts[1:])] == sp.encode(lines)
+    assert [ids[a:b] for a, b in itertools.pairwise(cuts)] == sp.encode(lines)
 
 
 def _with_unused_pieces(path: str, out) -> str:
@@ -303,10 +304,10 @@ def test_whitespace_rules_of_units_that_start_with_spaces(seed):
     unit = np.cumsum(new_unit).astype(np.int64)
     text = Ragged(torch.from_numpy(values), torch.from_numpy(offsets))
     for flags in range(8):
-        spec = dict(add_dummy_prefix=bool(flags & 1), remove_extra_whitespaces=bool(flags & 2),
-                    escape_whitespaces=bool(flags & 4))
+        spec = {"add_dummy_prefix": bool(flags & 1), "remove_extra_whitespaces": bool(flags & 2),
+                "escape_whitespaces": bool(flags & 4)}
         want, want_offsets, _ = whitespace_rules_numba(values, offsets, unit, *spec.values())
-        rows = [want[a:b].tolist() for a, b in zip(want_offsets[:-1], want_offsets[1:])]
+        rows = [want[a:b].tolist() for a, b in itertools.pairwise(want_offsets)]
         torch_text, _ = whitespace_rules_torch(text, torch.from_numpy(unit), **spec)
         assert torch_text.tolist() == rows, spec
         out, out_lengths = whitespace_rules_triton(torch.from_numpy(values), torch.from_numpy(unit),
@@ -320,3 +321,14 @@ def test_whitespace_rules_of_units_that_start_with_spaces(seed):
     assert kept.tolist() == [120, 32, 32, 121]
     squeezed, _, _ = whitespace_rules_numba(one, np.array([0, 4]), np.array([0, 1, 2, 2]), False, True, False)
     assert squeezed.tolist() == [120, 32, 121]
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"),
+                    reason="needs a CUDA GPU (run with TRITON_INTERPRET=0)")
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_user_pieces_written_in_the_text_on_cuda(trained, piece_texts, model_type):
+    path = trained(model_type, "raw_user_pieces_default")
+    sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
+    out = tok(piece_texts, device="cuda", padding=False)
+    ids, cuts = out["input_ids"].cpu().tolist(), out["row_offsets"].cpu().tolist()
+    assert [ids[a:b] for a, b in itertools.pairwise(cuts)] == sp.encode(piece_texts)

@@ -184,7 +184,7 @@ def _same_up_to_ties(ours: list[tuple[list[int], float]], theirs: list[list[int]
 def test_nbest_scores_user_pieces_by_characters(user_piece_model, parity_lines, monkeypatch, backend):
     from gputok.ingest import as_texts, codepoints
 
-    path, sp, tok = user_piece_model
+    _, sp, tok = user_piece_model
     if backend == "torch":
         monkeypatch.setenv("GPUTOK_BACKEND", "torch")
     texts = USER_PIECE_TEXTS + [line[:50] for line in parity_lines[5::1500] if line.strip()][:120]
@@ -208,7 +208,7 @@ def test_sampling_scores_user_pieces_by_characters(user_piece_model, monkeypatch
     pieces by characters: "中" "文" (0.3) over "中文" (0.1 by characters, 0.5 by bytes)."""
     from gputok.ingest import as_texts, codepoints
 
-    path, sp, tok = user_piece_model
+    _, sp, tok = user_piece_model
     if backend == "torch":
         monkeypatch.setenv("GPUTOK_BACKEND", "torch")
     norm, _ = tok.normalizer(codepoints(as_texts(USER_PIECE_TEXTS)))

@@ -28,7 +28,6 @@ def sentencepiece_normalizer(model: SentencePieceModel):
     user pieces written in the text copied as they are where the normalizer would change one
     (:class:`gputok.models.user_pieces.UserPieceNormalizer`)."""
     from ..normalizers import SentencePieceNormalizer
-
     from ..sentencepiece_model import USER_DEFINED
     from .user_pieces import UserPieceNormalizer, UserPieces, keeps_user_pieces
 

@@ -132,8 +132,8 @@ class UserPieceNormalizer:
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         from .._whole_cells import NO_CHARSMAP
-        from ..kernels.sentencepiece_whitespace import whitespace_rules_numba
         from ..kernels.charsmap_numba import rewrite_walk
+        from ..kernels.sentencepiece_whitespace import whitespace_rules_numba
 
         inner, device = self.inner, text.values.device
         charsmap = None if inner.precompiled is None else inner.precompiled.charsmap
