@@ -327,7 +327,7 @@ class WordCache:
         (``word_cache_numba.pack_misses``: keys, codepoints, tokens), under the lock: those that
         fit and are still absent."""
         self._insert_kernels(owner, _CPU, int(misses[1]), int(misses[2]),
-                             lambda *store: word_cache_numba.insert_packed(misses, *store))
+                             functools.partial(word_cache_numba.insert_packed, misses))
 
     def _insert_kernels(self, owner: object, device: torch.device, chars_size: int, ids_size: int,
                         insert: Callable[..., tuple[int, int, int, int]]) -> None:

@@ -77,7 +77,7 @@ def _untruncated_cells(ids, offsets, item_seq, item_id, item_type, min_width, mu
     if multiple > 0:
         width = -(-width // multiple) * multiple
     cells = np.empty((3 if with_types else 2, rows, width), np.int64)
-    out_ids, mask, types = cells[0], cells[1], cells[2 if with_types else 0]
+    out_ids, mask, types = cells[0], cells[1], cells[2 if with_types else 0]  # (no types: never written)
     for r in range(rows):
         n = specials + copies * (offsets[r + 1] - offsets[r])
         at = width - n if left else 0
