@@ -26,8 +26,9 @@ so a store filled by one path serves the other.
 Thread safety: one table shared by all threads, with a lock around inserts, rather than one
 table per thread: the chunks of one batch run on several threads at once and would otherwise
 each encode (and store) the same common words, and a user's 8 threads would keep 8 copies.
-A lookup takes a snapshot of the store under the lock (arrays and ``count``) and reads outside
-it, and the model runs outside it too, so threads look up and encode in parallel. An insert
+A lookup takes a snapshot of the store under the lock (arrays and ``count``; the CPU kernels
+take the one the last change under the lock left, without locking) and reads outside it, and the
+model runs outside it too, so threads look up and encode in parallel. An insert
 (under the lock) only fills empty slots and writes past ``count`` (a growing buffer moves to a
 new array; a full cache gets a new store), so nothing a snapshot trusts changes under it, and
 a slot being written reads as a miss (see the kernel file). Forked children get a fresh lock.
