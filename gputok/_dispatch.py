@@ -39,8 +39,9 @@ def backend(device: torch.device) -> str:
 
 def on_cpu_kernels(device: torch.device) -> bool:
     """Whether ``device``'s tensors go to the numba kernels (CPU tensors, unless forced otherwise)."""
-    # called by every stage of every encode call: the common case in a few attribute reads
-    if not _forced and _BACKEND_KEY not in _environ_data and getattr(device, "type", None) == "cpu":
+    # called by every stage of every encode call: the common case in a few attribute reads (the
+    # shared CPU device first: reading a torch.device's type makes a new str, ~0.2 us)
+    if not _forced and _BACKEND_KEY not in _environ_data and (device is CPU or getattr(device, "type", None) == "cpu"):
         return True
     return backend(device) == "numba"
 

@@ -282,7 +282,7 @@ class PairMap(Mapping):
 
 # Attributes made on use (functools.cached_property) or describing the load: never pickled.
 _REBUILT = frozenset({"_pad_id", "_decode_table", "_special_tokens", "_hf_id_to_token", "_hf_vocab", "_recipe",
-                      "_recipe_components", "_whole_kernel", "_template_cache"})
+                      "_recipe_components", "_whole_kernel", "_template_cache", "_padded_plans"})
 
 
 def _components(tokenizer) -> tuple:

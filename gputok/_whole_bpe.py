@@ -10,10 +10,11 @@ at most once. Anything else keeps the stage-by-stage path (``Tokenizer._encode_c
 
 The kernel (``gputok.kernels.bpe_texts_numba.encode_texts``) reads the tokenizer's word cache
 (:class:`gputok.word_cache.WordCache`, the same store the stage path fills) through a snapshot
-taken under the cache's lock, and the words it missed are inserted under the lock after the
-call, so chunks of a batch on several threads share one cache; ``tokenizer.word_cache = None``
-turns the cache off (each call deduplicates its words only), and a new cache is read from the
-next call on. The cache pickles empty and its lock is renewed in a forked child (its own module).
+(``WordCache.cpu_snapshot``: the one the last change under the cache's lock left), and the
+words it missed are inserted under the lock after the call, so chunks of a batch on several
+threads share one cache; ``tokenizer.word_cache = None`` turns the cache off (each call
+deduplicates its words only), and a new cache is read from the next call on. The cache pickles
+empty and its lock is renewed in a forked child (its own module).
 
 A small batch (one chunk, single texts, no offsets) takes ``padded_cells`` / ``ragged_cells``
 (``Tokenizer._encode_rows_cpu``): the encode and the post-processing in one kernel call

@@ -921,7 +921,9 @@ class Tokenizer(TransformersAPI):
         if fused is not None:
             options = ((budget, strategy, stride, item_seq, item_id, item_type, *post_padded, with_types) if padded
                        else (budget, strategy, stride, item_seq, item_id, item_type, with_types))
-            out = self._cells_in_one_call(texts, allowed, fused, options, padded, truncation, stride, with_types)
+            out = (None if allowed != frozenset() and self._normalized_added_tokens
+                   else self._cells_in_one_call(texts, self._pattern(allowed) if allowed != frozenset() else None,
+                                                fused, options, padded, truncation, stride, with_types))
             if out is not None:
                 return out
         post = (budget, strategy, stride, overflow, item_seq, item_id, item_type)
@@ -942,23 +944,22 @@ class Tokenizer(TransformersAPI):
                                               truncation=truncation, stride=stride, overflow=overflow,
                                               with_types=with_types, with_offsets=with_offsets)
 
-    def _cells_in_one_call(self, texts: list[str], allowed: frozenset[str] | None, fused: tuple, options: tuple,
+    def _cells_in_one_call(self, texts: list[str], pattern: re.Pattern | None, fused: tuple, options: tuple,
                            padded: bool, truncation: str | None, stride: int,
                            with_types: bool) -> dict[str, torch.Tensor] | None:
         """:meth:`__call__`'s tensors from one call of a whole-pipeline kernel's ``padded_cells`` or
         ``ragged_cells`` (``fused``: (kernel, tables)) with the post-processing ``options`` after
         the tables; None where the batch is more than one chunk's worth (see
-        ``gputok._cpu_threads.chunks``) or holds an added token (those take the other path)."""
-        if allowed != frozenset() and self._normalized_added_tokens:
-            return None
+        ``gputok._cpu_threads.chunks``) or holds a match of ``pattern`` (the added tokens to find:
+        those texts take the other path)."""
         joined = "".join(texts)
         if len(joined) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
             return None
-        pattern = self._pattern(allowed) if allowed != frozenset() else None
         if pattern is not None and pattern.search(joined):
             return None
-        units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.int32)
-        lengths = (np.array((len(joined),), np.int64) if len(texts) == 1  # 0.3 us less than fromiter
+        # dtype objects passed by position: numpy parses dtype=np.int32 at each call (~0.2 us)
+        units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
+        lengths = (np.array((len(joined),), _INT64) if len(texts) == 1  # 0.3 us less than fromiter
                    else np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
         kernel, tables = fused
         return _cell_outputs(kernel(units, lengths, *tables, *options), padded, truncation, stride, with_types)
@@ -968,12 +969,48 @@ class Tokenizer(TransformersAPI):
         """:meth:`__call__` with every option at its default but ``add_special_tokens`` and
         ``return_token_type_ids`` (rows padded to the longest, tensors on the CPU): a training
         loop's call, and at batch 1 mostly glue, so it skips :meth:`_encode_tensors`' checks and
-        option plumbing on the way to :meth:`_cells_in_one_call`. None where that does not cover
-        the call (no one-call kernel for this pipeline, or a batch it does not take)."""
-        if self.join_surrogate_pairs or not _dispatch.on_cpu_kernels(_CPU):
+        option plumbing on the way to :meth:`_cells_in_one_call`, with what it passes there made
+        once (:meth:`_padded_plan`). None where that does not cover the call (no one-call kernel
+        for this pipeline, or a batch it does not take)."""
+        if not _dispatch.on_cpu_kernels(_dispatch.CPU):  # GPUTOK_BACKEND is read at each call, as on every path
             return None
+        plan = self._padded_plan(add_special_tokens, with_types)
+        if plan is None:
+            return None
+        fused, options, with_types, pattern = plan
+        return self._cells_in_one_call(as_texts(texts), pattern, fused, options, True, None, 0, with_types)
+
+    def _padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
+        """What :meth:`_padded_call` passes to :meth:`_cells_in_one_call` for these two options:
+        (the kernel and its tables, the post-processing options, whether token types come out, the
+        added-token pattern to look for), or None where no one-call kernel covers the pipeline.
+
+        Made once and kept until a setting it reads changes, which the check below sees: a stage
+        (the whole-pipeline kernel), the post-processor or its templates (replaced, never edited),
+        the file's sections (``_extra``, replaced by ``enable_padding`` and the like, never edited:
+        the padding side and pad id), the pad token (``tok.pad_token = ...`` drops the cached
+        ``_pad_id``) and ``join_surrogate_pairs``. Building the options at each call was ~2 us of
+        a ~15 us batch-1 call."""
+        post = self.post_processor
+        settings = self.__dict__
+        made = settings.get("_padded_plans")
+        if (made is None or made[0] is not self.normalizer or made[1] is not self.pre_tokenizer
+                or made[2] is not self.model or made[3] is not post or made[4] is not self._extra
+                or made[5] is not settings.get("_pad_id") or made[6] is not self.join_surrogate_pairs
+                or (post is not None and (made[7] is not post.single or made[8] is not post.pair))):
+            pad_id = self._pad_id  # evaluated (and cached) before the key that holds it is taken
+            made = self._padded_plans = (self.normalizer, self.pre_tokenizer, self.model, post, self._extra, pad_id,
+                                         self.join_surrogate_pairs, post and post.single, post and post.pair, {})
+        plans = made[9]
+        key = (add_special_tokens, with_types)
+        if key not in plans:
+            plans[key] = self._make_padded_plan(add_special_tokens, with_types)
+        return plans[key]
+
+    def _make_padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
+        """:meth:`_padded_plan`'s plan, made from the settings as they are."""
         fused = getattr(self._whole_pipeline_kernel, "padded_cells", None)
-        if fused is None:
+        if fused is None or self.join_surrogate_pairs or self._normalized_added_tokens:
             return None
         single, _, uses_types = self._templates()
         item_seq, item_id, item_type, _ = (single if add_special_tokens and self.post_processor is not None
@@ -981,7 +1018,7 @@ class Tokenizer(TransformersAPI):
         with_types = uses_types if with_types is None else with_types
         options = (0, -1, 0, item_seq, item_id, item_type, 0, 0, file_defaults.padding_side(self._extra) == "left",
                    self._pad_id, with_types)
-        return self._cells_in_one_call(as_texts(texts), None, fused, options, True, None, 0, with_types)
+        return fused, options, with_types, self._pattern(None)
 
     def _padded_in_chunks(self, parts: list[Sequence[str]], allowed: frozenset[str] | None, post: tuple,
                           post_padded: tuple, *, truncation: str | None, stride: int, with_types: bool,
@@ -1440,6 +1477,7 @@ _SPACE_CHARS = _WHITE_SPACE + "\u0120"
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)
 _CPU = torch.device("cpu")
+_INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)
 
 
 @functools.lru_cache(maxsize=64)

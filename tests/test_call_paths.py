@@ -83,3 +83,53 @@ def test_padded_rows_filled_per_chunk_equal_one_chunk(bert, lines, split_small, 
 def test_a_truncation_error_is_raised_from_the_chunks(bert, lines, split_small):
     with pytest.raises(ValueError):
         bert(lines * 3, truncation=True, max_length=1)  # shorter than [CLS] and [SEP]
+
+
+def test_the_one_call_plan_follows_changed_settings(bert_json_path, lines, one_call_spy):
+    """``_padded_call`` keeps what it hands the kernel (``Tokenizer._padded_plan``) from call to
+    call: each setting changed after a first call must show in the next call's tensors (and equal
+    the general path's, which reads the settings afresh)."""
+    tok = Tokenizer.from_file(bert_json_path)
+    tok.no_truncation()
+    tok.no_padding()
+    batch = [lines[0], lines[1][:20], "Hello There"]
+    pad, mask_id, unk = (tok.token_to_id(t) for t in ("[PAD]", "[MASK]", "[UNK]"))
+
+    def call(**options):
+        one_call_spy.clear()
+        got = tok(batch, **options)
+        assert one_call_spy == [True]
+        _assert_same(got, tok(batch, padding="longest", **options))
+        return got
+
+    right = call()
+    assert right["attention_mask"][:, 0].all() and not right["attention_mask"][:, -1].all()
+    tok.enable_padding(direction="left", pad_id=mask_id, pad_token="[MASK]")
+    left = call()
+    assert left["attention_mask"][:, -1].all() and not left["attention_mask"][:, 0].all()  # pads first
+    assert set(left["input_ids"][left["attention_mask"] == 0].tolist()) == {mask_id}
+    tok.pad_token = "[UNK]"  # the pad id follows the pad token
+    assert set(call()["input_ids"][left["attention_mask"] == 0].tolist()) == {unk}
+    tok.pad_token = "[PAD]"  # (a pad token set by the user outranks the file's pad id)
+    tok.enable_padding(pad_id=pad)
+    assert torch.equal(call()["input_ids"], right["input_ids"])
+    cls = tok.token_to_id("[CLS]")
+    assert (call()["input_ids"][:, 0] == cls).all()
+    single = tok.post_processor.single
+    tok.post_processor.single = single[1:]  # the template replaced: no [CLS]
+    assert not (call()["input_ids"][:, 0] == cls).any()
+    tok.post_processor.single = single
+    post, tok.post_processor = tok.post_processor, None  # no post-processor: no special tokens, no types
+    bare = call()
+    assert "token_type_ids" not in bare and not (bare["input_ids"][:, 0] == cls).any()
+    tok.post_processor = post
+    assert torch.equal(call(add_special_tokens=False)["input_ids"], bare["input_ids"])
+    lower = call()["input_ids"]
+    normalizer, tok.normalizer = tok.normalizer, None  # a stage replaced: "Hello" is no longer lowercased
+    assert not torch.equal(call()["input_ids"], lower)
+    tok.normalizer = normalizer
+    assert torch.equal(call()["input_ids"], lower)
+    tok.join_surrogate_pairs = True  # not what the one-call kernel reads: the general path
+    one_call_spy.clear()
+    tok(batch)
+    assert one_call_spy == [False]

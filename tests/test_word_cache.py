@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from gputok import Tokenizer, assets
+from gputok import Tokenizer, _dispatch, assets
 from gputok.dedup import span_hashes, spans_equal, unique_words
 from gputok.pre_tokenizers import Words
 from gputok.ragged import Ragged, offsets_from_lengths
@@ -159,6 +159,30 @@ def test_a_snapshot_stays_valid_while_words_are_added(cl100k_path, monkeypatch):
     tok.encode_batch([" ".join(f"w{i}x" for i in range(100))])  # more new words than room: a new store
     assert cache._stores[torch.device("cpu")] is not store
     assert int(snapshot.find(key(" beta"))) == beta and stored_ids(snapshot, beta) == tok.encode(" beta")
+
+
+def test_the_snapshot_without_the_lock_follows_every_change(cl100k_path):
+    """``cpu_snapshot`` returns the tuple the last change under the lock left (``_cpu_view``),
+    without taking the lock: it must follow each insert (a stale one would make every word a
+    miss: right tokens, no cache), a reset to a new store, the torch path's inserts and another
+    model taking the cache."""
+    tok = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k")
+    cache = tok.word_cache = WordCache(capacity=64)
+    model = tok.model
+    tok(["alpha beta gamma"])
+    assert cache.cpu_snapshot(model)[2] == len(cache) == 3
+    tok(["delta"])
+    first = cache.cpu_snapshot(model)
+    assert first[2] == len(cache) == 4
+    tok([" ".join(f"w{i}x" for i in range(100))])  # more new words than room: a new store
+    after = cache.cpu_snapshot(model)
+    assert after[0] is not first[0] and after[2] == len(cache) == 64
+    with _dispatch.use_backend("torch"):  # the torch path inserts into the same store
+        tok.encode_batch(["epsilon"])
+    assert cache.cpu_snapshot(model)[2] == len(cache) == 1  # the store was full: a new one
+    other = Tokenizer.from_tiktoken(cl100k_path, pattern="cl100k").model
+    assert cache.cpu_snapshot(other)[2] == 0  # another model empties the cache
+    assert cache.cpu_snapshot(model)[2] == 0
 
 
 def test_bad_capacity():
