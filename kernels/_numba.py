@@ -15,11 +15,16 @@ A kernel that calls another kernel with a constant (``_part(keys, 3)``, ``flag=F
 numba's default compile that callee once per constant value, each a full compile (numba types a
 constant argument as ``Literal[int](3)``): cl100k compiled one helper eleven times. Kernels are
 therefore specialised on argument types only, never on argument values (``_KernelDispatcher``);
-LLVM still propagates the constant where it inlines the callee. That is the whole difference from
-plain ``numba.njit``, with one more: loading a kernel from the cache readies only numba's runtime
-(the NRT, which loaded code calls), not the whole compiler (``_KernelCache``), so a warm process
-reaches its first batch about half a second sooner. numba's global config, which the user's own
-code sees, stays untouched.
+LLVM still propagates the constant where it inlines the callee.
+
+A kernel that another kernel calls is compiled for that caller only as far as its caller needs:
+its LLVM IR, linked into the caller, which optimises the whole tree once (``_LinkOnlyLibrary``);
+numba's default optimised and emitted machine code for every callee once per kernel above it, most
+of a cold compile. Such a kernel compiles again, in full, if Python calls it.
+
+Loading a kernel from the cache readies only numba's runtime (the NRT, which loaded code calls),
+not the whole compiler (``_KernelCache``), so a warm process reaches its first batch about half a
+second sooner. numba's global config, which the user's own code sees, stays untouched.
 """
 
 import hashlib
