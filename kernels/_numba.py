@@ -120,6 +120,8 @@ class _KernelCompiler(compiler.Compiler):
     def compile_extra(self, func):
         if self.state.library is None and getattr(_compiling, "link_only", False):
             self.state.library = _LinkOnlyLibrary(self.state.targetctx.codegen(), func.__qualname__)
+            # nor the wrappers that let Python and C call it (a tenth of a cold compile)
+            self.state.flags.no_cpython_wrapper = self.state.flags.no_cfunc_wrapper = True
         return super().compile_extra(func)
 
 
