@@ -15,20 +15,29 @@ A kernel that calls another kernel with a constant (``_part(keys, 3)``, ``flag=F
 numba's default compile that callee once per constant value, each a full compile (numba types a
 constant argument as ``Literal[int](3)``): cl100k compiled one helper eleven times. Kernels are
 therefore specialised on argument types only, never on argument values (``_KernelDispatcher``);
-LLVM still propagates the constant where it inlines the callee. That is the whole difference from
-plain ``numba.njit``, with one more: loading a kernel from the cache readies only numba's runtime
-(the NRT, which loaded code calls), not the whole compiler (``_KernelCache``), so a warm process
-reaches its first batch about half a second sooner. numba's global config, which the user's own
-code sees, stays untouched.
+LLVM still propagates the constant where it inlines the callee.
+
+A kernel that another kernel calls is compiled for that caller only as far as its caller needs:
+its LLVM IR, linked into the caller, which optimises the whole tree once (``_LinkOnlyLibrary``);
+numba's default optimised and emitted machine code for every callee once per kernel above it, most
+of a cold compile. Such a kernel compiles again, in full, if Python calls it.
+
+Loading a kernel from the cache readies only numba's runtime (the NRT, which loaded code calls),
+not the whole compiler (``_KernelCache``), so a warm process reaches its first batch about half a
+second sooner. numba's global config, which the user's own code sees, stays untouched.
 """
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
+import llvmlite.binding as llvm
 import numba
-from numba.core import types
-from numba.core.caching import FunctionCache
+from numba.core import compiler, types
+from numba.core.caching import CompileResultCacheImpl, FunctionCache
+from numba.core.codegen import JITCodeLibrary
+from numba.core.compiler_lock import global_compiler_lock, require_global_compiler_lock
 from numba.core.registry import CPUDispatcher
 from numba.core.runtime.nrt import rtsys
 
@@ -44,6 +53,109 @@ if not os.environ.get("NUMBA_CACHE_DIR"):
     _home = os.environ.get("GPUTOK_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gputok")
     # Read when a cached function is defined: set before any kernel module is imported.
     numba.config.CACHE_DIR = os.path.join(_home, "numba", _sources_hash())
+
+
+class _LinkOnlyLibrary(JITCodeLibrary):
+    """The code of a kernel compiled only to be linked into the kernel that calls it: its LLVM IR
+    after numba's per-function passes, with the kernels it calls linked in, and nothing more.
+
+    numba compiles every kernel a kernel calls as a library of its own, runs the module optimiser
+    (-O3) over it, emits its machine code, and then links its IR into each caller, whose library
+    runs -O3 over the whole tree again and emits it again: a kernel three calls deep was optimised
+    and emitted four times, and cold compiling was mostly that. Here the module optimiser and the
+    machine code wait for the library that Python calls, which optimises its whole tree once (LLVM
+    inlines and optimises the callees first there, as in any one-module build). The library never
+    enters numba's JIT engine: it has no entry point (``_KernelDispatcher`` keeps it from Python).
+    ``_KernelCache`` stores it as its IR under a key of its own, which only callers look up."""
+
+    @classmethod
+    def from_bitcode(cls, codegen, name: str, bitcode: bytes) -> "_LinkOnlyLibrary":
+        library = cls(codegen, name)
+        library._final_module = llvm.parse_bitcode(bitcode)
+        library._finalized = True
+        return library
+
+    def serialize_using_object_code(self):
+        return self.name, _LINK_ONLY, self._final_module.as_bitcode()
+
+    def finalize(self):
+        require_global_compiler_lock()
+        self._raise_if_finalized()
+        linked = set()
+        for library in self._linking_libraries:
+            if library not in linked:
+                linked.add(library)
+                self._reload_init.update(library._reload_init)
+                self._final_module.link_in(library._get_module_for_linking(), preserve=True)
+        self._finalize_dynamic_globals()
+        self._finalized = True
+
+    def get_pointer_to_function(self, name: str) -> int:
+        self._ensure_finalized()
+        return 0  # no machine code: numba's wrapper for Python gets a null pointer, never called
+
+    @property
+    def codegen(self):
+        return _NoEnvironment(self._codegen)
+
+
+class _NoEnvironment:
+    """numba's codegen as a link-only library hands it out: ``set_env`` (which writes the
+    kernel's environment into its JIT global, absent here) does nothing; the library that links
+    the kernel sets it (``_KernelDispatcher.add_overload``)."""
+
+    def __init__(self, codegen):
+        self._codegen = codegen
+
+    def set_env(self, env_name, env):
+        pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._codegen, name)
+
+
+class _KernelCompiler(compiler.Compiler):
+    """numba's pipeline, with a ``_LinkOnlyLibrary`` where the kernel is compiled for a caller."""
+
+    def compile_extra(self, func):
+        if self.state.library is None and getattr(_compiling, "link_only", False):
+            self.state.library = _LinkOnlyLibrary(self.state.targetctx.codegen(), func.__qualname__)
+            # nor the wrappers that let Python and C call it (a tenth of a cold compile)
+            self.state.flags.no_cpython_wrapper = self.state.flags.no_cfunc_wrapper = True
+        return super().compile_extra(func)
+
+
+_LINK_ONLY = "link-only"  # the kind of a link-only library's serialised form, and its cache keys' mark
+
+# for_caller: a kernel is being typed inside a caller's body; link_only: the kernel being compiled
+# now is compiled for that (per thread; numba compiles under one global lock anyway)
+_compiling = threading.local()
+
+
+class _FullOnlyCache(FunctionCache):
+    """numba's on-disk cache, which does not store link-only compiles."""
+
+    def save_overload(self, sig, data):
+        if not isinstance(data.library, _LinkOnlyLibrary):
+            super().save_overload(sig, data)
+
+
+class _LinkOnlyEntries(CompileResultCacheImpl):
+    """numba's (de)serialisation of a compiled kernel in the disk cache, which also rebuilds a
+    link-only one (``_LinkOnlyLibrary``) from its IR."""
+
+    def rebuild(self, target_context, payload):
+        libdata, fndesc, env, signature, objectmode, lifted, typeann, reload_init, referenced_envs = payload
+        if libdata[1] != _LINK_ONLY:
+            return super().rebuild(target_context, payload)
+        for function in reload_init:
+            function()
+        library = _LinkOnlyLibrary.from_bitcode(target_context.codegen(), libdata[0], libdata[2])
+        return compiler.CompileResult(
+            target_context=target_context, typing_context=target_context.typing_context, library=library,
+            environment=env, entry_point=target_context.get_executable(library, fndesc, env), fndesc=fndesc,
+            type_annotation=typeann, signature=signature, objectmode=objectmode, lifted=lifted, typing_error=None,
+            call_helper=None, metadata=None, reload_init=reload_init, referenced_envs=referenced_envs)
 
 
 class _KernelCache(FunctionCache):
@@ -66,34 +178,88 @@ class _KernelCache(FunctionCache):
         FunctionCache.__init__(self, self._py_func)
         return getattr(self, name)
 
+    _impl_class = _LinkOnlyEntries
+    _link_only_key = False  # _index_key of a link-only entry
+
     def load_overload(self, sig, target_context):
         rtsys.initialize(target_context)
         with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
+            loaded = self._load_overload(sig, target_context)
+            if loaded is None and getattr(_compiling, "link_only", False):
+                self._link_only_key = True
+                try:
+                    loaded = self._load_overload(sig, target_context)
+                finally:
+                    self._link_only_key = False
+            return loaded
+
+    def save_overload(self, sig, data):
+        self._link_only_key = isinstance(data.library, _LinkOnlyLibrary)
+        try:
+            super().save_overload(sig, data)
+        finally:
+            self._link_only_key = False
+
+    def _index_key(self, sig, codegen):
+        key = super()._index_key(sig, codegen)
+        return (key[0], key[1] + (_LINK_ONLY,), *key[2:]) if self._link_only_key else key
 
 
 _HAS_CACHE_HOOKS = all(hasattr(FunctionCache, name)
-                       for name in ("_load_overload", "_guard_against_spurious_io_errors"))
+                       for name in ("_load_overload", "_guard_against_spurious_io_errors", "_index_key"))
 
 
 class _KernelDispatcher(CPUDispatcher):
     """numba's CPU dispatcher, but a call from another kernel compiles for the argument types with
-    their literal values dropped (one specialisation per types, not per constant)."""
+    their literal values dropped (one specialisation per types, not per constant), and as a
+    ``_LinkOnlyLibrary`` unless the disk cache has it: a specialisation that Python then calls
+    compiles again, in full."""
 
     def get_call_template(self, args, kws):
-        return super().get_call_template(tuple(types.unliteral(arg) for arg in args),
-                                         {name: types.unliteral(arg) for name, arg in kws.items()})
+        outer = getattr(_compiling, "for_caller", False)
+        _compiling.for_caller = True
+        try:
+            return super().get_call_template(tuple(types.unliteral(arg) for arg in args),
+                                             {name: types.unliteral(arg) for name, arg in kws.items()})
+        finally:
+            _compiling.for_caller = outer
+
+    def compile(self, sig):
+        with global_compiler_lock:
+            args, _ = numba.core.sigutils.normalize_signature(sig)
+            existing = self.overloads.get(tuple(args))
+            for_caller = getattr(_compiling, "for_caller", False)
+            if existing is not None and not for_caller and isinstance(existing.library, _LinkOnlyLibrary):
+                del self.overloads[tuple(args)]  # Python calls it: compile it in full
+            link_only = getattr(_compiling, "link_only", False)
+            _compiling.link_only, _compiling.for_caller = for_caller, False  # its callees set for_caller again
+            try:
+                return super().compile(sig)
+            finally:
+                _compiling.link_only, _compiling.for_caller = link_only, for_caller
+
+    def add_overload(self, cres):
+        if isinstance(cres.library, _LinkOnlyLibrary):
+            self.overloads[tuple(cres.signature.args)] = cres  # for callers only, never for Python
+            return
+        super().add_overload(cres)
+        # the environments of link-only kernels linked in (numba reads one where a kernel raises
+        # an exception built at run time), which their own libraries could not set
+        for environment in cres._find_referenced_environments():
+            if cres.library.codegen._engine.get_global_value_address(environment.env_name):
+                cres.library.codegen.set_env(environment.env_name, environment)
 
     def enable_caching(self):
         # _KernelCache leans on two private hooks of numba's FunctionCache (checked on 0.68): where a
         # numba lacks them, its own cache, which is only slower to load.
-        self._cache = (_KernelCache(self.py_func) if _HAS_CACHE_HOOKS else FunctionCache(self.py_func))
+        self._cache = (_KernelCache(self.py_func) if _HAS_CACHE_HOOKS else _FullOnlyCache(self.py_func))
 
 
 def kernel(function):
     """``numba.njit(nogil=True, cache=True)`` with ``_KernelDispatcher``."""
     if numba.config.DISABLE_JIT:
         return function
-    dispatcher = _KernelDispatcher(py_func=function, locals={}, targetoptions={"nopython": True, "nogil": True})
+    dispatcher = _KernelDispatcher(py_func=function, locals={}, targetoptions={"nopython": True, "nogil": True},
+                                   pipeline_class=_KernelCompiler)
     dispatcher.enable_caching()
     return dispatcher

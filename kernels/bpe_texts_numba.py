@@ -121,7 +121,8 @@ def _encode_misses(chars, char_offsets, model):
         for w in range(words):
             n = offsets[w + 1] - offsets[w]
             if n > SHORT:
-                long_tokens[long_offsets[r]:long_offsets[r] + n] = symbols[offsets[w]:offsets[w + 1]]
+                for k in range(n):  # a loop, not a slice copy: numba's shape check of that compiles its error message
+                    long_tokens[long_offsets[r] + k] = symbols[offsets[w] + k]
                 long_offsets[r + 1] = long_offsets[r] + n
                 r += 1
         _merge_rows(long_tokens, long_offsets, long_tokens, long_lengths, long_last, pair_keys, pair_values,

@@ -86,3 +86,69 @@ def test_a_fresh_process_runs_cached_kernels_without_compiler_set_up(tmp_path):
     assert (first["hits"], first["misses"]) == (0, 1)
     assert (second["hits"], second["misses"]) == (1, 0)
     assert first["compiler_set_up"] and not second["compiler_set_up"]
+
+
+def test_kernels_called_by_kernels_compile_once_for_their_caller(tmp_path):
+    # A kernel typed inside another compiles link-only (IR for its caller, no machine code, no entry
+    # point): its caller optimises the whole tree once. Python calling it later compiles it in full;
+    # the disk cache keeps both kinds, and a new caller in a fresh process loads the link-only one.
+    (tmp_path / "nested_kernels.py").write_text(textwrap.dedent("""
+        import numpy as np
+        from gputok.kernels._numba import kernel
+
+        @kernel
+        def leaf(values, i):
+            if values[i] < 0:
+                raise ValueError("a negative value")
+            return values[i] * 2
+
+        @kernel
+        def middle(values):
+            total = 0
+            for i in range(values.size):
+                total += leaf(values, i)
+            return total
+
+        @kernel
+        def top(values):
+            return middle(values) + leaf(values, 0)
+    """))
+    (tmp_path / "other_kernels.py").write_text(textwrap.dedent("""
+        from gputok.kernels._numba import kernel
+        from nested_kernels import leaf, middle
+
+        @kernel
+        def other(values):
+            return middle(values) * 10 + leaf(values, 1)
+    """))
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), PYTHONPATH=os.pathsep.join(
+        [str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    first = _run("""
+        import json
+        import numpy as np
+        import nested_kernels as k
+        values = np.arange(5, dtype=np.int64)
+        out = [k.top(values)]
+        kinds = [type(o.library).__name__ for f in (k.leaf, k.middle, k.top) for o in f.overloads.values()]
+        try:
+            k.top(np.array([1, -1], dtype=np.int64))
+        except ValueError as error:
+            out.append(str(error))
+        out.append(k.middle(values))  # from Python: compiled again, in full
+        kinds.append(type(k.middle.overloads[next(iter(k.middle.overloads))].library).__name__)
+        print(json.dumps(dict(out=out, kinds=kinds)))
+    """, env)
+    assert first == dict(out=[20 + 0, "a negative value", 20],
+                         kinds=["_LinkOnlyLibrary", "_LinkOnlyLibrary", "JITCodeLibrary", "JITCodeLibrary"])
+    second = _run("""
+        import json
+        import numpy as np
+        import nested_kernels as k, other_kernels
+        values = np.arange(5, dtype=np.int64)
+        out = [other_kernels.other(values), k.top(values), k.middle(values)]
+        print(json.dumps(dict(out=out, leaf=[type(o.library).__name__ for o in k.leaf.overloads.values()],
+                              hits=[sum(f.stats.cache_hits.values()) for f in (k.leaf, k.middle, k.top)],
+                              misses=[sum(f.stats.cache_misses.values()) for f in (k.leaf, k.middle, k.top)])))
+    """, env)
+    # leaf, never called from Python, loads as link-only for other; middle and top load in full
+    assert second == dict(out=[202, 20, 20], leaf=["_LinkOnlyLibrary"], hits=[1, 1, 1], misses=[0, 0, 0])
