@@ -114,11 +114,16 @@ class _NoEnvironment:
         return getattr(self._codegen, name)
 
 
+# The link-only build leans on numba's private codegen and compiler classes, as numba 0.68 has them:
+# another numba compiles every kernel its own way (slower to compile cold, the same code).
+_LINK_ONLY_BUILDS = tuple(int(part) for part in numba.__version__.split(".")[:2]) == (0, 68)
+
+
 class _KernelCompiler(compiler.Compiler):
     """numba's pipeline, with a ``_LinkOnlyLibrary`` where the kernel is compiled for a caller."""
 
     def compile_extra(self, func):
-        if self.state.library is None and getattr(_compiling, "link_only", False):
+        if self.state.library is None and _LINK_ONLY_BUILDS and getattr(_compiling, "link_only", False):
             self.state.library = _LinkOnlyLibrary(self.state.targetctx.codegen(), func.__qualname__)
             # nor the wrappers that let Python and C call it (a tenth of a cold compile)
             self.state.flags.no_cpython_wrapper = self.state.flags.no_cfunc_wrapper = True
