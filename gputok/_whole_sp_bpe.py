@@ -12,7 +12,7 @@ one thread (the chunks of a batch run on several, ``gputok._cpu_threads``) and t
 ``word_cache`` of the moment: no store is ever shared by two threads at once, so the kernel needs
 no lock, and setting ``tokenizer.word_cache`` to a new :class:`gputok.word_cache.WordCache` starts
 from empty stores (None: no cache). Words longer than its ``max_word_length`` are not kept; a full
-store is emptied before the next call. Stores are never pickled (they hang off this closure).
+store keeps its words until misses outnumber hits (``sp_bpe_texts_numba``'s module notes). Stores are never pickled (they hang off this closure).
 A small batch is one kernel call from text to output arrays (``WholeKernel``'s ``padded_cells``).
 Memory: ~160 bytes per kept word and thread, at most ``min(capacity, 2**17)`` words (~27 MB).
 """
@@ -40,7 +40,8 @@ class WordStore:
     (``gputok.kernels.sp_bpe_texts_numba._cached``): an open-addressing table of 32-byte slots
     (key, characters' start, tokens' start, length << 32 | count), kept at most half full, the
     words' characters back to back, their tokens as (id, end) rows, and the counters of what is
-    used (slots, characters, tokens)."""
+    used (slots, characters, tokens) with the hits and misses since it filled, and how many misses
+    since then (at least) empty it: ``FULL_MISSES``, at most the capacity (a small store refills sooner)."""
 
     def __init__(self, capacity: int, longest: int) -> None:
         slots = 1 << max(4, (2 * capacity - 1).bit_length())
@@ -49,18 +50,20 @@ class WordStore:
         self.shift = 64 - (slots - 1).bit_length()
         self.chars = np.empty(12 * capacity, np.int32)  # English words average ~6 characters
         self.tokens = np.empty((6 * capacity, 2), np.int64)
-        self.used = np.zeros(3, np.int64)
+        self.used = np.zeros(5, np.int64)
         self.longest = longest
+        self.full_misses = min(FULL_MISSES, capacity)
 
     def arrays(self) -> tuple:
-        """The kernel's ``cache_*`` arguments (the kernel empties the store when 7/8 full)."""
-        return self.slots, self.shift, self.chars, self.tokens, self.used, self.longest
+        """The kernel's ``cache_*`` arguments."""
+        return self.slots, self.shift, self.chars, self.tokens, self.used, self.longest, self.full_misses
 
 
-# No cache: lookups miss, and nothing fits in to be added.
-_NO_STORE = (np.full((16, 4), -1, np.int64), 60, np.zeros(0, np.int32), np.zeros((0, 2), np.int64), np.zeros(3, np.int64),
-             -1)
+# No cache: no word is long enough to be looked up or added (``cache_longest`` -1).
+_NO_STORE = (np.full((16, 4), -1, np.int64), 60, np.zeros(0, np.int32), np.zeros((0, 2), np.int64), np.zeros(5, np.int64),
+             -1, 1)
 STORE_WORDS = 1 << 17  # at most, per thread
+FULL_MISSES = 1 << 14  # a full store empties after at least this many misses since it filled (if they outnumber hits)
 
 
 def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: Any,
