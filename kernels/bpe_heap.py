@@ -45,7 +45,7 @@ from ._numba import kernel
 
 # The merge loop's steps, inlined into their callers by numba (LLVM does not inline a call into
 # another compiled function): the tiny-row merge, most words' whole merge, in ~30% less time.
-_inlined = numba.njit(nogil=True, cache=True, inline="always")
+inlined = numba.njit(nogil=True, cache=True, inline="always")
 
 NO_RANK = np.int64((1 << 63) - 1)
 FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # gputok.hashing.FIBONACCI
@@ -68,7 +68,7 @@ def probe(key, slot_keys, slot_values, mask, shift, max_probes, default):
     return default
 
 
-@_inlined
+@inlined
 def _pair_value(left, right, vocab_size, slot_keys, slot_values, mask, shift, max_probes):
     """The map's value of the pair, NO_RANK if absent."""
     return probe(left * vocab_size + right, slot_keys, slot_values, mask, shift, max_probes, NO_RANK)
@@ -212,7 +212,7 @@ def _pop(heap, size):
     return top
 
 
-@_inlined
+@inlined
 def _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
     """Merge the live pair at ``i`` (its value ``value[i]``) and rank the two pairs beside it;
     returns the position of the pair before (-1 if none). Shared by both queues."""
@@ -232,7 +232,7 @@ def _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, m
     return before
 
 
-@_inlined
+@inlined
 def _merge_tiny(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
     """Merge the row ``tok[:n]`` in place (its order: ``nxt`` from 0), for a row of a few symbols:
     each merge scans the live pairs for the lowest ``value`` (rank, then the leftmost, as the

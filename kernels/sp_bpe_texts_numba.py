@@ -38,7 +38,7 @@ caller checks, the encode cannot fail then).
 import numpy as np
 
 from ._numba import kernel
-from .bpe_heap import merge_row
+from .bpe_heap import inlined, merge_row
 from .bpe_symbols_numba import _symbols
 from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
@@ -51,12 +51,14 @@ _FNV_OFFSET = np.int64(0xCBF29CE484222325 - (1 << 64))
 _FNV_PRIME = np.int64(0x100000001B3)
 _FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))
 _LOW63 = np.int64((1 << 63) - 1)
+# The store's steps (_word_hash, _cached, _store) are inlined into the kernel by numba: a call per
+# word otherwise (LLVM does not inline between compiled functions).
 # The store's counters (``used``): slots, characters and tokens taken, and its hits and misses since
 # it filled (the reset's vote; ``_store``).
 SLOTS, CHARS, TOKENS, HITS, MISSES = 0, 1, 2, 3, 4
 
 
-@kernel
+@inlined
 def _word_hash(values, start, length):
     """FNV-1a over the word's codepoints and its length, top bit cleared (never a slot's -1)."""
     h = _FNV_OFFSET
@@ -66,7 +68,7 @@ def _word_hash(values, start, length):
     return (h ^ (h >> 29)) & _LOW63
 
 
-@kernel
+@inlined
 def _cached(values, start, length, key, slots, shift, chars):
     """The store's slot holding the word, -1 if absent (a key is verified character by character).
     A slot (``slots[i]``, 32 bytes, one cache line): the word's key (-1: empty), the start of its
@@ -83,7 +85,7 @@ def _cached(values, start, length, key, slots, shift, chars):
         slot = (slot + 1) & mask
 
 
-@kernel
+@inlined
 def _store(values, start, length, key, ids, ends, first, count, slots, shift, chars, tokens, used, full_misses):
     """Add the word and its tokens ``ids/ends[first:first + count]`` to the store, if it has room
     (``used``: see ``SLOTS``; the table is kept at most half full). A full store counts the miss
