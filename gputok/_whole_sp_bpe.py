@@ -12,8 +12,9 @@ one thread (the chunks of a batch run on several, ``gputok._cpu_threads``) and t
 ``word_cache`` of the moment: no store is ever shared by two threads at once, so the kernel needs
 no lock, and setting ``tokenizer.word_cache`` to a new :class:`gputok.word_cache.WordCache` starts
 from empty stores (None: no cache). Words longer than its ``max_word_length`` are not kept; a full
-store keeps its words until misses outnumber hits (``sp_bpe_texts_numba``'s module notes). Stores are never pickled (they hang off this closure).
-A small batch is one kernel call from text to output arrays (``WholeKernel``'s ``padded_cells``).
+store keeps its words until misses outnumber hits (``sp_bpe_texts_numba``'s module notes). Stores
+are never pickled (they hang off this closure). A small batch is one kernel call from text to
+output arrays (``WholeKernel``'s ``padded_cells``).
 Memory: ~160 bytes per kept word and thread, at most ``min(capacity, 2**17)`` words (~27 MB).
 """
 
@@ -41,7 +42,8 @@ class WordStore:
     (key, characters' start, tokens' start, length << 32 | count), kept at most half full, the
     words' characters back to back, their tokens as (id, end) rows, and the counters of what is
     used (slots, characters, tokens) with the hits and misses since it filled, and how many misses
-    since then (at least) empty it: ``FULL_MISSES``, at most the capacity (a small store refills sooner)."""
+    since then (at least) empty it: ``FULL_MISSES``, at most the capacity (a small store refills
+    sooner)."""
 
     def __init__(self, capacity: int, longest: int) -> None:
         slots = 1 << max(4, (2 * capacity - 1).bit_length())
@@ -63,7 +65,8 @@ class WordStore:
 _NO_STORE = (np.full((16, 4), -1, np.int64), 60, np.zeros(0, np.int32), np.zeros((0, 2), np.int64), np.zeros(5, np.int64),
              -1, 1)
 STORE_WORDS = 1 << 17  # at most, per thread
-FULL_MISSES = 1 << 14  # a full store empties after at least this many misses since it filled (if they outnumber hits)
+# A full store empties after at least this many misses since it filled, if they outnumber its hits.
+FULL_MISSES = 1 << 14
 
 
 def _interleaved(slot_keys: np.ndarray, slot_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

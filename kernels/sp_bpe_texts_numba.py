@@ -23,8 +23,8 @@ tokens. English repeats its words: after a few thousand lines most words hit, an
 hash, a probe and a copy where a merge costs a dozen pair probes. A full store adds no more words
 until at least ``cache_full_misses`` misses since it filled outnumber its hits since then; then it
 empties and refills (a generational reset, as ``unigram_cache_numba``'s): it keeps the words that
-came first, English's common ones. (Emptying it whenever it filled, as before, threw those away
-every ~3 MB of English: over 20 MB, 70 ms/MB of merges where a kept store leaves 20.) The caller
+came first, English's common ones. (Emptying it whenever 7/8 full, as before, threw them away
+every ~3 MB of English: a second pass over 4 MB took 70 ms/MB, 21 with the store kept.) The caller
 gives each thread its own store (``gputok._whole_sp_bpe``), so the kernel reads and writes it
 without a lock; with no store (``cache_longest`` -1) every word is merged. Re-entrant and nogil
 otherwise: the caller runs chunks of a large batch on its threads at once.
