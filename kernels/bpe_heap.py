@@ -37,16 +37,23 @@ call: ``lists`` (3 int64 per rank, only in a call with a long row) unfilled, eac
 bitmap says the list is non-empty, so a call touches only the ranks its rows reach.
 """
 
+import numba
 import numpy as np
 import torch
+
 from ._numba import kernel
+
+# The pair map's probe and the merge loop's steps, inlined into their callers by numba (LLVM does
+# not inline a call into another compiled function): a word's merges in ~35% less time, the probe
+# alone another ~15% of a cold SentencePiece BPE encode (Mistral, 1 MB of English).
+inlined = numba.njit(nogil=True, cache=True, inline="always")
 
 NO_RANK = np.int64((1 << 63) - 1)
 FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # gputok.hashing.FIBONACCI
 LOW32 = np.int64(0xFFFFFFFF)  # a position in a heap entry, a merged id in a value
 
 
-@kernel
+@inlined
 def probe(key, slot_keys, slot_values, mask, shift, max_probes, default):
     """The value stored under ``key`` in a ``gputok.hashing.HashMap``'s slot arrays, ``default``
     if absent: linear probing from the Fibonacci home slot (``gputok.hashing.home_slot``: int64
@@ -62,7 +69,7 @@ def probe(key, slot_keys, slot_values, mask, shift, max_probes, default):
     return default
 
 
-@kernel
+@inlined
 def _pair_value(left, right, vocab_size, slot_keys, slot_values, mask, shift, max_probes):
     """The map's value of the pair, NO_RANK if absent."""
     return probe(left * vocab_size + right, slot_keys, slot_values, mask, shift, max_probes, NO_RANK)
@@ -206,7 +213,7 @@ def _pop(heap, size):
     return top
 
 
-@kernel
+@inlined
 def _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
     """Merge the live pair at ``i`` (its value ``value[i]``) and rank the two pairs beside it;
     returns the position of the pair before (-1 if none). Shared by both queues."""
@@ -226,7 +233,7 @@ def _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, m
     return before
 
 
-@kernel
+@inlined
 def _merge_tiny(tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
     """Merge the row ``tok[:n]`` in place (its order: ``nxt`` from 0), for a row of a few symbols:
     each merge scans the live pairs for the lowest ``value`` (rank, then the leftmost, as the

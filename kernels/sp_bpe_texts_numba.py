@@ -20,10 +20,14 @@ and their ends -> ``scatter_numba.scatter_tokens``.
 The word store (``_cached`` / ``_store``): an open-addressing table of the words merged before,
 one 32-byte slot each, with their characters (a hit is verified character by character) and
 tokens. English repeats its words: after a few thousand lines most words hit, and a hit costs a
-hash, a probe and a copy where a merge costs a dozen pair probes. The caller gives each thread its
-own store (``gputok._whole_sp_bpe``), so the kernel reads and writes it without a lock; with no
-store (a table of no room) every word is merged. Re-entrant and nogil otherwise: the caller runs
-chunks of a large batch on its threads at once.
+hash, a probe and a copy where a merge costs a dozen pair probes. A full store adds no more words
+until at least ``cache_full_misses`` misses since it filled outnumber its hits since then; then it
+empties and refills (a generational reset, as ``unigram_cache_numba``'s): it keeps the words that
+came first, English's common ones. (Emptying it whenever 7/8 full, as before, threw them away
+every ~3 MB of English: a second pass over 4 MB took 70 ms/MB, 21 with the store kept.) The caller
+gives each thread its own store (``gputok._whole_sp_bpe``), so the kernel reads and writes it
+without a lock; with no store (``cache_longest`` -1) every word is merged. Re-entrant and nogil
+otherwise: the caller runs chunks of a large batch on its threads at once.
 
 ``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then ``cells_numba``'s
 post-processing in the same call, so a small batch (one chunk) pays one kernel call from text to
@@ -34,7 +38,7 @@ caller checks, the encode cannot fail then).
 import numpy as np
 
 from ._numba import kernel
-from .bpe_heap import merge_row
+from .bpe_heap import inlined, merge_row
 from .bpe_symbols_numba import _symbols
 from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
@@ -47,11 +51,14 @@ _FNV_OFFSET = np.int64(0xCBF29CE484222325 - (1 << 64))
 _FNV_PRIME = np.int64(0x100000001B3)
 _FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))
 _LOW63 = np.int64((1 << 63) - 1)
-# The store's counters (``used``): slots, characters and tokens taken.
-SLOTS, CHARS, TOKENS = 0, 1, 2
+# The store's steps (_word_hash, _cached, _store) are inlined into the kernel by numba: a call per
+# word otherwise (LLVM does not inline between compiled functions).
+# The store's counters (``used``): slots, characters and tokens taken, and its hits and misses since
+# it filled (the reset's vote; ``_store``).
+SLOTS, CHARS, TOKENS, HITS, MISSES = 0, 1, 2, 3, 4
 
 
-@kernel
+@inlined
 def _word_hash(values, start, length):
     """FNV-1a over the word's codepoints and its length, top bit cleared (never a slot's -1)."""
     h = _FNV_OFFSET
@@ -61,7 +68,7 @@ def _word_hash(values, start, length):
     return (h ^ (h >> 29)) & _LOW63
 
 
-@kernel
+@inlined
 def _cached(values, start, length, key, slots, shift, chars):
     """The store's slot holding the word, -1 if absent (a key is verified character by character).
     A slot (``slots[i]``, 32 bytes, one cache line): the word's key (-1: empty), the start of its
@@ -78,13 +85,21 @@ def _cached(values, start, length, key, slots, shift, chars):
         slot = (slot + 1) & mask
 
 
-@kernel
-def _store(values, start, length, key, ids, ends, first, count, slots, shift, chars, tokens, used):
+@inlined
+def _store(values, start, length, key, ids, ends, first, count, slots, shift, chars, tokens, used, full_misses):
     """Add the word and its tokens ``ids/ends[first:first + count]`` to the store, if it has room
-    (``used``: slots, characters and tokens taken; the table is kept at most half full)."""
+    (``used``: see ``SLOTS``; the table is kept at most half full). A full store counts the miss
+    and empties once at least ``full_misses`` misses since it filled outnumber its hits since then
+    (see the module notes)."""
     if 2 * (used[SLOTS] + 1) > slots.shape[0] or used[CHARS] + length > chars.size or \
             used[TOKENS] + count > tokens.shape[0]:
-        return
+        used[MISSES] += 1
+        if used[MISSES] < full_misses or used[MISSES] <= used[HITS]:
+            return
+        slots[:, 0] = -1
+        used[:] = 0
+        if length > chars.size or count > tokens.shape[0]:  # a word no store of this size holds
+            return
     c = used[CHARS]
     for i in range(length):
         chars[c + i] = values[start + i]
@@ -110,17 +125,13 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
                        char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix, suffix,
                        has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys, slot_values,
                        hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots, cache_shift,
-                       cache_chars, cache_tokens, cache_used, cache_longest, with_spans):
+                       cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses, with_spans):
     """The stages after the normalizer and the word split (``sp_normalize_numba.normalize_split``'s
     outputs; ``offsets``: the texts' codepoint offsets). Returns ``(ids, offsets, spans)``;
     ``offsets`` is empty when an unknown character needs an unk token the vocabulary lacks.
-    ``cache_*``: the calling thread's word store (``gputok._whole_sp_bpe.WordStore``; a store of no
-    room for none): each word is looked up there first, and a word merged here is added while
-    there is room; a store 7/8 full is emptied first."""
-    if 16 * cache_used[SLOTS] > 7 * cache_slots.shape[0] or 8 * cache_used[CHARS] > 7 * cache_chars.size or \
-            8 * cache_used[TOKENS] > 7 * cache_tokens.shape[0]:
-        cache_slots[:, 0] = -1  # 7/8 full: start anew (the store is this thread's alone)
-        cache_used[:] = 0
+    ``cache_*``: the calling thread's word store (``gputok._whole_sp_bpe.WordStore``;
+    ``cache_longest`` -1 for none): each word is looked up there first, and a word merged here is
+    added while there is room (see the module notes for a full store)."""
     words = starts.size
     per_char = 4 * (prefix.size + 1 + suffix.size) if byte_fallback else 1
     longest = 0
@@ -154,6 +165,7 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
                 piece_ends[at + k] = cache_tokens[first + k, 1]
             at += stored
             piece_offsets[w + 1] = at
+            cache_used[HITS] += cache_used[MISSES] > 0  # a hit since the store filled
             continue
         bounds[0] = start
         bounds[1] = start + length
@@ -174,7 +186,7 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
         piece_offsets[w + 1] = at
         if cacheable:
             _store(norm, start, length, key, piece_ids, piece_ends, first, at - first, cache_slots, cache_shift,
-                   cache_chars, cache_tokens, cache_used)
+                   cache_chars, cache_tokens, cache_used, cache_full_misses)
     return scatter_tokens(piece_ids[:at], piece_ends[:at], piece_offsets, _NO_INVERSE, starts, word_offsets, source,
                           offsets, with_spans)
 
@@ -185,7 +197,7 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
                  mark, byte_to_id, char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback,
                  fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets,
                  slot_keys, slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots,
-                 cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, with_spans):
+                 cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths;
     ``charsmap``: whether the precompiled charsmap's arrays (``direct`` .. ``max_long``,
     ``gputok.charsmap.Precompiled._numpy_rules_build``) are real, else the identity rule;
@@ -200,7 +212,8 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
                               char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
                               suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
                               slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots,
-                              cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, with_spans)
+                              cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses,
+                              with_spans)
 
 
 @kernel
@@ -210,8 +223,8 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
                         char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
                         whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
                         max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                        cache_used, cache_longest, max_length, strategy, stride, item_seq, item_id, item_type,
-                        min_width, multiple, left, pad_id, with_types):
+                        cache_used, cache_longest, cache_full_misses, max_length, strategy, stride, item_seq,
+                        item_id, item_type, min_width, multiple, left, pad_id, with_types):
     """The encode then ``cells_numba.padded_cells``: (cells, error)."""
     ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets,
                                     hashes, order, key_values, key_offsets, rule_values, rule_offsets, max_long,
@@ -220,7 +233,7 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
                                     fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
                                     token_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
                                     vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                                    cache_used, cache_longest, False)
+                                    cache_used, cache_longest, cache_full_misses, False)
     return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple,
                         left, pad_id, with_types)
 
@@ -232,8 +245,8 @@ def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_of
                         char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
                         whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
                         max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                        cache_used, cache_longest, max_length, strategy, stride, item_seq, item_id, item_type,
-                        with_types):
+                        cache_used, cache_longest, cache_full_misses, max_length, strategy, stride, item_seq,
+                        item_id, item_type, with_types):
     """The encode then ``cells_numba.ragged_cells``: (cells, row_offsets, error)."""
     ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets,
                                     hashes, order, key_values, key_offsets, rule_values, rule_offsets, max_long,
@@ -242,5 +255,5 @@ def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_of
                                     fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
                                     token_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
                                     vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                                    cache_used, cache_longest, False)
+                                    cache_used, cache_longest, cache_full_misses, False)
     return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)

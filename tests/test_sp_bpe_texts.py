@@ -114,8 +114,8 @@ def test_pipelines_the_kernel_does_not_cover_keep_the_stages(mistral, tmp_path):
 
 def test_word_store_keeps_results_exact_through_resets_and_threads(texts):
     """The kernel's word store (one per thread and word cache): a cache too small for the batch
-    empties itself between calls; no cache, a new cache, and 8 threads encoding at once all give
-    the stage path's ids and spans."""
+    fills, then empties once its misses outnumber its hits; no cache, a new cache, and 8 threads
+    encoding at once all give the stage path's ids and spans."""
     import threading
 
     from gputok.word_cache import WordCache
@@ -143,3 +143,37 @@ def test_word_store_keeps_results_exact_through_resets_and_threads(texts):
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_full_word_store_keeps_its_words_until_misses_outnumber_hits(mistral, parity_lines):
+    """A full store adds no word and keeps answering from what it holds while its hits keep up
+    with its misses; once at least ``full_misses`` misses since it filled outnumber the hits, it
+    empties and refills. Every call gives the stage path's ids throughout."""
+    from gputok._whole_sp_bpe import WordStore
+    from gputok.kernels import sp_bpe_texts_numba
+
+    tables = mistral._whole_pipeline_kernel.tables()
+    store = WordStore(16, 64)
+    arrays = store.arrays()
+    used = store.used
+
+    def encode(texts: list[str]) -> None:
+        units, lengths = utf32_units(texts)
+        ids, offsets, _ = sp_bpe_texts_numba.encode_texts(units, lengths, *tables[:-len(arrays)], *arrays, False)
+        want = _both(mistral, texts, False)[1]
+        assert (ids.tolist(), offsets.tolist()) == want[:2]
+
+    common = ["the cat and the dog of the house in a town"] * 3
+    encode(common)  # 9 distinct words: the store holds them all
+    assert used[0] == 9 and used[3] == used[4] == 0
+    fresh = sorted({w for line in parity_lines[:200] for w in line.split() if w.isalpha()} - set(common[0].split()))
+    encode([" ".join(fresh[:12])])  # fills the store (16 words, or its characters), then a few misses
+    full = used[0]
+    assert 9 < full <= 16 and used[4] > 0
+    hits = used[3]
+    encode(common * 2)  # hits: the store keeps its words
+    assert used[0] == full and used[3] == hits + 66  # 11 words a line
+    encode([" ".join(fresh[12:12 + 100])])  # misses outnumber the hits: emptied, refilled with new words
+    before = used.copy()
+    encode(common)  # no longer all held: a miss counted, or a word added
+    assert used[4] > before[4] or used[0] > before[0]
