@@ -33,16 +33,13 @@ import numpy as np
 
 from ._numba import kernel
 from .unigram_sentence import _sentence_row, cut_best_path, sentence_sizes
-from .unigram_trie_numba import inlined, write_best_path
+from .unigram_trie_numba import write_best_path
 from .unigram_words_numba import word_viterbi
 
 _ROUNDING = 2.0 ** -23
 
-# The per-word steps below are inlined into segment_cached by numba (calls between compiled
-# functions are not inlined by LLVM): with word_viterbi's, ~10% less time on a cold cache.
 
-
-@inlined
+@kernel
 def _word_hash(values, lo, n):
     """A non-zero 63-bit hash of ``values[lo:lo + n]``."""
     h = np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(n)
@@ -54,7 +51,7 @@ def _word_hash(values, lo, n):
     return np.int64(h >> np.uint64(1)) | 1
 
 
-@inlined
+@kernel
 def _lookup(values, lo, n, h, slot_ints, store):
     """The word's slot, or ``-1 - slot`` with the empty slot where the probe stopped."""
     mask = slot_ints.shape[0] - 1
@@ -76,7 +73,7 @@ def _lookup(values, lo, n, h, slot_ints, store):
         slot = (slot + 1) & mask
 
 
-@inlined
+@kernel
 def _insert(values, lo, n, h, slot, ids, ends, first_token, tokens, margin, score, slot_ints, slot_floats, store,
             used, full_misses):
     """Store the word (its ``tokens`` tokens at ``first_token`` of ``ids`` / ``ends``) at the empty

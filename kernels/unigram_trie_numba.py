@@ -13,16 +13,15 @@ any other from the node's sorted child list (``child_offsets``, ``child_codes``,
 cache folder by a hash of every kernel file, so editing this one recompiles its callers.)
 """
 
-import numba
 
 from ._numba import kernel
 
-# Measured on 1,024 English lines, each kernel against its own copies before this module: calls
-# into another module are not inlined by LLVM, so the walk's common step (the narrow table) stays
-# written out in each kernel (as a call it cost the sentence kernel +70%, inlined by numba still
-# +30%); the binary search, the rare step, is a plain call (inlined, it cost the word kernel
-# +14%); the path read-back is inlined by numba (its IR, at typing).
-inlined = numba.njit(nogil=True, cache=True, inline="always")
+# The walk's common step (the narrow table) is written out in each kernel: as a call it cost the
+# sentence kernel +70% (measured on 1,024 English lines before kernels were linked into their
+# callers' one module, _numba._LinkOnlyLibrary); the binary search, the rare step, is a plain call.
+# Forcing numba to inline the path read-back and the word cache's steps (inline="always") gained
+# nothing measurable once linked so (unigram_whole.py, 1,024 and 65,536 lines) and cost ~0.6-1 s of
+# every cold compile, so they are plain kernels too.
 
 
 @kernel
@@ -48,7 +47,7 @@ def trie_child(node, code, child_offsets, child_codes, child_nodes):
     return -1
 
 
-@inlined
+@kernel
 def write_best_path(start, piece, n, ids, ends, written):
     """Write the best path into node ``n`` (``start[e]``: where the best piece into node ``e``
     starts, ``piece[e]`` its id) as tokens ``written ..`` of ``ids`` and ``ends`` (each token's
