@@ -977,13 +977,19 @@ class Tokenizer(TransformersAPI):
         plan = self._padded_plan(add_special_tokens, with_types)
         if plan is None:
             return None
-        fused, options, with_types, pattern = plan
+        whole, options, with_types, pattern = plan
+        # Read at each call, not planned: Unigram's and SP-BPE's tables hold the calling thread's
+        # word store for the word cache of the moment, and are None while the model samples.
+        fused = whole.padded_cells
+        if fused is None:
+            return None
         return self._cells_in_one_call(as_texts(texts), pattern, fused, options, True, None, 0, with_types)
 
     def _padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
         """What :meth:`_padded_call` passes to :meth:`_cells_in_one_call` for these two options:
-        (the kernel and its tables, the post-processing options, whether token types come out, the
-        added-token pattern to look for), or None where no one-call kernel covers the pipeline.
+        (the whole-pipeline kernel, whose ``padded_cells`` the call reads, the post-processing
+        options, whether token types come out, the added-token pattern to look for), or None where
+        no one-call kernel covers the pipeline.
 
         Made once and kept until a setting it reads changes, which the check below sees: a stage
         (the whole-pipeline kernel), the post-processor or its templates (replaced, never edited),
@@ -1009,8 +1015,8 @@ class Tokenizer(TransformersAPI):
 
     def _make_padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
         """:meth:`_padded_plan`'s plan, made from the settings as they are."""
-        fused = getattr(self._whole_pipeline_kernel, "padded_cells", None)
-        if fused is None or self.join_surrogate_pairs or self._normalized_added_tokens:
+        whole = self._whole_pipeline_kernel
+        if not hasattr(whole, "padded_cells") or self.join_surrogate_pairs or self._normalized_added_tokens:
             return None
         single, _, uses_types = self._templates()
         item_seq, item_id, item_type, _ = (single if add_special_tokens and self.post_processor is not None
@@ -1018,7 +1024,7 @@ class Tokenizer(TransformersAPI):
         with_types = uses_types if with_types is None else with_types
         options = (0, -1, 0, item_seq, item_id, item_type, 0, 0, file_defaults.padding_side(self._extra) == "left",
                    self._pad_id, with_types)
-        return fused, options, with_types, self._pattern(None)
+        return whole, options, with_types, self._pattern(None)
 
     def _padded_in_chunks(self, parts: list[Sequence[str]], allowed: frozenset[str] | None, post: tuple,
                           post_padded: tuple, *, truncation: str | None, stride: int, with_types: bool,

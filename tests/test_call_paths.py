@@ -133,3 +133,41 @@ def test_the_one_call_plan_follows_changed_settings(bert_json_path, lines, one_c
     one_call_spy.clear()
     tok(batch)
     assert one_call_spy == [False]
+
+
+def test_the_one_call_path_reads_unigrams_tables_at_each_call(sp_test_model_path, lines, one_call_spy):
+    """Unigram's one-call tables hold the calling thread's word store for the word cache of the
+    moment, and there are none while the model samples: the plan keeps the kernel, and each call
+    reads its tables afresh (a plan that kept the first call's tables shared one store between
+    threads, and sampled nothing inside ``model.sampling``)."""
+    import threading
+
+    from gputok.word_cache import WordCache
+
+    tok = Tokenizer.from_sentencepiece(sp_test_model_path)
+    batch = lines[:8]
+    whole = tok._whole_pipeline_kernel
+    stores = []
+    real = whole.padded_kernel
+
+    def recording(units, lengths, *tables_and_options):
+        stores.append(id(tables_and_options[-12]))  # the last table: the calling thread's store
+        return real(units, lengths, *tables_and_options)
+
+    whole.padded_kernel = recording
+    want = tok(batch, padding="longest")
+    first = tok(batch)
+    _assert_same(first, want)
+    tok.word_cache = WordCache()
+    _assert_same(tok(batch), want)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(tok(batch)))
+    worker.start()
+    worker.join()
+    _assert_same(done[0], want)
+    assert one_call_spy == [True, True, True] and len(set(stores)) == 3  # a store per cache and thread
+    one_call_spy.clear()
+    with tok.model.sampling(0.1, torch.Generator().manual_seed(0)):
+        samples = [tok(["tokenization of unaffable words"] * 8)["input_ids"] for _ in range(3)]
+    assert one_call_spy == [False, False, False]
+    assert not (torch.equal(samples[0], samples[1]) and torch.equal(samples[1], samples[2]))
