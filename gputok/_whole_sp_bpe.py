@@ -105,7 +105,7 @@ def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: A
         charsmap = (False, *NO_CHARSMAP)
     else:
         rules_of = precompiled.charsmap
-        charsmap = (True, *(rules_of.__dict__.get("_numpy_rules") or rules_of._numpy_rules_build()))
+        charsmap = (True, *rules_of.numpy_rules())
     unk = model.unk_token
     tokenizer = weakref.ref(owner)
     stores: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # word cache -> {thread id: WordStore}

@@ -66,7 +66,7 @@ def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, mo
     from .tokenizer import Encoded
 
     charsmap = normalizer.precompiled.charsmap if normalizer.precompiled is not None else None
-    rules = NO_CHARSMAP if charsmap is None else (charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build())
+    rules = NO_CHARSMAP if charsmap is None else charsmap.numpy_rules()
     tables = (charsmap is not None, *rules, normalizer.add_dummy_prefix, normalizer.remove_extra_whitespaces,
               normalizer.escape_whitespaces, suffix_code, ord(pre_tokenizer.replacement), pre_tokenizer.split,
               model.splits_at_space, *model.trie.walk_arrays, model.score32, model.unk_score,

@@ -197,7 +197,7 @@ class Charsmap:
         """Rewritten codepoints (one row per text) and, for each, the input index its unit starts at."""
         device = text.device
         if _dispatch.on_cpu_kernels(device):
-            arrays = self.__dict__.get("_numpy_rules") or self._numpy_rules_build()
+            arrays = self.numpy_rules()
             out, offsets, unit = charsmap_rewrite_numba(text.values.numpy(), text.offsets.numpy(), *arrays)
             return Ragged(torch.from_numpy(out), torch.from_numpy(offsets)), torch.from_numpy(unit)
         table, long_table, long_keys, direct = self._tensors(device)
@@ -253,8 +253,13 @@ class Charsmap:
         units_before = torch.searchsorted(unit, text.offsets)
         return Ragged(out.int(), out_offsets[units_before]), unit[unit_of]
 
+    def numpy_rules(self) -> tuple:
+        """The rules as the numba kernels' arrays (``kernels/charsmap_numba.py``: ``direct`` ..
+        ``max_long``), made on first use."""
+        return self.__dict__.get("_numpy_rules") or self._numpy_rules_build()
+
     def _numpy_rules_build(self) -> tuple:
-        """The rules as the numba kernel's arrays (``kernels/charsmap_numba.py``), made once."""
+        """:meth:`numpy_rules`, made."""
         keys = self.long_keys
         key_values, key_offsets = keys.values.int().numpy(), keys.offsets.numpy()
         hashes = key_hashes_numba(key_values, key_offsets)

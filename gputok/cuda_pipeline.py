@@ -214,7 +214,7 @@ def _charsmap_tables(normalizer, device: torch.device) -> dict | None:
         precompiled = normalizer.precompiled
         charsmap = None if precompiled is None else precompiled.charsmap
         return None if charsmap is None else device_rules(
-            charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build(), device)
+            charsmap.numpy_rules(), device)
 
     return _on_device(normalizer, device, make)
 

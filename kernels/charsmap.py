@@ -132,7 +132,7 @@ def _charsmap_rewrite_kernel(values_ptr, offsets_ptr, direct_ptr, table_values_p
 
 
 def expansion(rules: tuple) -> int:
-    """The most codepoints the charsmap (``Charsmap._numpy_rules``) writes per codepoint it reads."""
+    """The most codepoints the charsmap (``Charsmap.numpy_rules()``) writes per codepoint it reads."""
     table_offsets, key_offsets, rule_offsets = rules[2], rules[6], rules[8]
     most = int(np.diff(table_offsets).max()) if table_offsets.size > 1 else 1
     if rule_offsets.size > 1:
@@ -141,7 +141,7 @@ def expansion(rules: tuple) -> int:
 
 
 def device_rules(rules: tuple, device: torch.device) -> dict:
-    """``charsmap_rewrite_triton``'s tables from ``Charsmap._numpy_rules`` on ``device``: the
+    """``charsmap_rewrite_triton``'s tables from ``Charsmap.numpy_rules()`` on ``device``: the
     longer rules' hashes sorted as signed int64 (the kernel compares int64 lanes)."""
     (direct, table_values, table_offsets, hashes, order, key_values, key_offsets, rule_values, rule_offsets,
      max_long) = rules

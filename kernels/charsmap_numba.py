@@ -24,6 +24,7 @@ import numpy as np
 
 from ._numba import kernel
 from .unigram_trie_numba import first_at_least
+from .user_pieces_numba import longest_piece
 
 START, CONTINUE, SEVERAL = 1 << 21, 1 << 22, 1 << 23
 CODEPOINT = (1 << 21) - 1
@@ -167,23 +168,3 @@ def rewrite_walk(values, offsets, charsmap, direct, table_values, table_offsets,
                 at += 1
     return out, out_offsets, unit
 
-
-@kernel
-def longest_piece(values, p, end, firsts, piece_offsets, piece_values):
-    """Index (into the table sorted by first codepoint, longer first) of the longest piece that
-    starts at ``values[p]`` and ends by ``end``, else -1."""
-    c = values[p]
-    k = first_at_least(firsts, 0, firsts.size, c)
-    while k < firsts.size and firsts[k] == c:
-        a = piece_offsets[k]
-        length = piece_offsets[k + 1] - a
-        if p + length <= end:
-            same = True
-            for j in range(1, length):
-                if values[p + j] != piece_values[a + j]:
-                    same = False
-                    break
-            if same:
-                return k  # longer pieces come first
-        k += 1
-    return -1

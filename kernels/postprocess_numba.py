@@ -70,21 +70,12 @@ def _write_row(r, at, item_seq, item_id, item_type, sample, a_start, a_len, b_st
 @kernel
 def _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                  a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-                 with_offsets):
+                 with_offsets, write_pads):
     """Rows ``r0`` to ``r1`` of the [rows, width] outputs, each cell written once: the row's
     tokens (mask 1) and its padding (``pad_id``, mask 0, type 0, offsets (0, 0)); ``types`` and
-    ``offsets`` only where asked, so the caller may hand in zeros it need not write."""
-    _fill_rows(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
-               a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-               with_offsets, True)
-
-
-@kernel
-def _fill_rows(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
-               a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-               with_offsets, write_pads):
-    """``_fill_padded``; without ``write_pads`` the pad cells are left as they are (outputs the
-    caller made with zeros, ``pad_id`` 0)."""
+    ``offsets`` only where asked, so the caller may hand in zeros it need not write. Without
+    ``write_pads`` the pad cells are left as they are (outputs the caller made with zeros,
+    ``pad_id`` 0)."""
     flat_ids = ids.reshape(-1)
     flat_mask = mask.reshape(-1)
     flat_types = types.reshape(-1)
@@ -135,7 +126,7 @@ def padded(item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
     offsets = np.empty((rows if with_offsets else 0, width, 2), np.int64)
     _fill_padded(0, rows, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                  a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-                 with_offsets)
+                 with_offsets, True)
     return ids, mask, types, offsets
 
 
@@ -321,6 +312,6 @@ def fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sampl
     made the outputs with ``np.zeros`` and pads with 0 (a large zeroed array is fresh pages the
     system zeroes anyway; most cells of a batch padded to its longest row are padding)."""
     b_ids, b_offsets, b_spans = (b_ids, b_offsets, b_spans) if b_offsets.size else (a_ids, a_offsets, a_spans)
-    _fill_rows(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
-               a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-               with_offsets, write_pads)
+    _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
+                 a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
+                 with_offsets, write_pads)

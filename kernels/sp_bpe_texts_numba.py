@@ -51,8 +51,8 @@ _FNV_OFFSET = np.int64(0xCBF29CE484222325 - (1 << 64))
 _FNV_PRIME = np.int64(0x100000001B3)
 _FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))
 _LOW63 = np.int64((1 << 63) - 1)
-# The store's steps (_word_hash, _cached, _store) are inlined into the kernel by numba: a call per
-# word otherwise (LLVM does not inline between compiled functions).
+# The store's steps (_word_hash, _cached, _store) are inlined into the kernel by numba, as
+# bpe_heap's merge steps are (see there).
 # The store's counters (``used``): slots, characters and tokens taken, and its hits and misses since
 # it filled (the reset's vote; ``_store``).
 SLOTS, CHARS, TOKENS, HITS, MISSES = 0, 1, 2, 3, 4
@@ -200,7 +200,7 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
                  cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths;
     ``charsmap``: whether the precompiled charsmap's arrays (``direct`` .. ``max_long``,
-    ``gputok.charsmap.Precompiled._numpy_rules_build``) are real, else the identity rule;
+    ``gputok.charsmap.Charsmap.numpy_rules``) are real, else the identity rule;
     ``mark``: the word split's character, -1 for none. ``sp_normalize_numba.normalize_split``
     (the split before each run of ``mark``), then :func:`_encode_normalized`."""
     values, offsets = codepoints_numba(units, lengths)

@@ -13,7 +13,6 @@ any other from the node's sorted child list (``child_offsets``, ``child_codes``,
 cache folder by a hash of every kernel file, so editing this one recompiles its callers.)
 """
 
-
 from ._numba import kernel
 
 # The walk's common step (the narrow table) is written out in each kernel: as a call it cost the

@@ -19,8 +19,6 @@ from ._numba import kernel
 from .unigram_trie_numba import trie_child, write_best_path
 
 
-# Inlined by numba into its callers (segment_cached calls it for every word its cache misses):
-# a call of twenty arrays per word cost ~7% of a cold segment_cached, measured in one process.
 @kernel
 def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
                  child_nodes, token_of_node, piece_score, unk_score, unk_id, best, second, start, piece, codes):

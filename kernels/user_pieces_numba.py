@@ -13,6 +13,8 @@ Contract:
   and every word cut where a match begins or ends; the characters of no word stay in none.
 - :func:`user_piece_ids`: for words ``[starts, ends)``, the id of the user piece the word is
   (its longest user match from the start covers it exactly), else -1.
+- :func:`longest_piece`: the longest piece starting at a position (the matcher of both, and of
+  the normalizer's walk below).
 - the normalizer's copy of user pieces written in the raw text is ``charsmap_numba.rewrite_walk``
   (the charsmap's walk, which looks a user piece up first at each position it stands on, as
   SentencePiece's ``Normalizer::NormalizePrefix`` does, and copies the longest as one unit).
@@ -26,7 +28,28 @@ with it (a few, usually none). Memory: 8 bytes per codepoint of scratch; the res
 import numpy as np
 
 from ._numba import kernel
-from .charsmap_numba import longest_piece
+from .unigram_trie_numba import first_at_least
+
+
+@kernel
+def longest_piece(values, p, end, firsts, piece_offsets, piece_values):
+    """Index (into the table sorted by first codepoint, longer first) of the longest piece that
+    starts at ``values[p]`` and ends by ``end``, else -1."""
+    c = values[p]
+    k = first_at_least(firsts, 0, firsts.size, c)
+    while k < firsts.size and firsts[k] == c:
+        a = piece_offsets[k]
+        length = piece_offsets[k + 1] - a
+        if p + length <= end:
+            same = True
+            for j in range(1, length):
+                if values[p + j] != piece_values[a + j]:
+                    same = False
+                    break
+            if same:
+                return k  # longer pieces come first
+        k += 1
+    return -1
 
 
 @kernel

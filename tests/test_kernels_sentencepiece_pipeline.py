@@ -55,7 +55,7 @@ def texts(parity_lines):
 @pytest.fixture(scope="module")
 def rules(sp_test_tokenizer):
     charsmap = sp_test_tokenizer.normalizer.precompiled.charsmap
-    return charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build()
+    return charsmap.numpy_rules()
 
 
 @pytest.fixture(scope="module")

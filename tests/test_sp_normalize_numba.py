@@ -29,7 +29,7 @@ POOLS = [" ", "  ", "\u2581", "abcxyz.,!", "\u3000\u00a0", "éàü\u0301\u0308",
 def rules():
     tok = Tokenizer.from_sentencepiece(trained_model(8000))
     charsmap = tok.normalizer.precompiled.charsmap
-    return charsmap.__dict__.get("_numpy_rules") or charsmap._numpy_rules_build()
+    return charsmap.numpy_rules()
 
 
 @pytest.fixture(scope="module")

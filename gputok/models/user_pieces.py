@@ -137,8 +137,7 @@ class UserPieceNormalizer:
 
         inner, device = self.inner, text.values.device
         charsmap = None if inner.precompiled is None else inner.precompiled.charsmap
-        rules = NO_CHARSMAP if charsmap is None else (charsmap.__dict__.get("_numpy_rules")
-                                                      or charsmap._numpy_rules_build())
+        rules = NO_CHARSMAP if charsmap is None else charsmap.numpy_rules()
         out, out_offsets, unit = rewrite_walk(
             text.values.cpu().numpy(), text.offsets.cpu().numpy(), charsmap is not None, *rules, *self.pieces._table())
         values, offsets, source = whitespace_rules_numba(out, out_offsets, unit, inner.add_dummy_prefix,
