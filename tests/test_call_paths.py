@@ -151,7 +151,7 @@ def test_the_one_call_path_reads_unigrams_tables_at_each_call(sp_test_model_path
     real = whole.padded_kernel
 
     def recording(units, lengths, *tables_and_options):
-        stores.append(id(tables_and_options[-12]))  # the last table: the calling thread's store
+        stores.append(tables_and_options[-12])  # the last table: the calling thread's store (kept alive: ids stay distinct)
         return real(units, lengths, *tables_and_options)
 
     whole.padded_kernel = recording
@@ -165,7 +165,7 @@ def test_the_one_call_path_reads_unigrams_tables_at_each_call(sp_test_model_path
     worker.start()
     worker.join()
     _assert_same(done[0], want)
-    assert one_call_spy == [True, True, True] and len(set(stores)) == 3  # a store per cache and thread
+    assert one_call_spy == [True, True, True] and len({id(store) for store in stores}) == 3  # a store per cache and thread
     one_call_spy.clear()
     with tok.model.sampling(0.1, torch.Generator().manual_seed(0)):
         samples = [tok(["tokenization of unaffable words"] * 8)["input_ids"] for _ in range(3)]
