@@ -20,15 +20,9 @@ import json
 import time
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1024, 65536])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--megabytes", type=float, default=20)
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args()
-
+def engines(threads: int) -> dict:
+    """One pass over a list of batches per engine: gputok's padded call (its word cache emptied
+    first, as ``gputok bench`` does) and sentencepiece's batch encode, both on ``threads``."""
     import numpy as np
     import sentencepiece as spm
     import torch
@@ -36,39 +30,52 @@ def main() -> None:
     from gputok import bench, set_num_threads
     from gputok.word_cache import WordCache
 
-    torch.set_num_threads(args.threads)
-    set_num_threads(args.threads)
+    torch.set_num_threads(threads)
+    set_num_threads(threads)
     tok = bench.make_tokenizer("unigram")
     sp = spm.SentencePieceProcessor(model_file=str(bench.model_path("unigram")))
-    lines, nbytes = bench._load_lines(args.megabytes, None)
-    megabytes = nbytes / 1e6
 
     def gputok_pass(batches):
-        tok.word_cache = WordCache()  # every pass starts cold, as in gputok bench
+        tok.word_cache = WordCache()
         for batch in batches:
             np.count_nonzero(tok(batch, padding=True)["attention_mask"].numpy())
 
     def sentencepiece_pass(batches):
         for batch in batches:
-            sp.encode(batch, num_threads=args.threads)
+            sp.encode(batch, num_threads=threads)
 
-    engines = {"gputok": gputok_pass, "sentencepiece": sentencepiece_pass}
+    return {"gputok": gputok_pass, "sentencepiece": sentencepiece_pass}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for flag, kind, default in (("--threads", int, 2), ("--repeats", int, 3), ("--megabytes", float, 20),
+                                ("--json", str, None)):
+        parser.add_argument(flag, type=kind, default=default)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1024, 65536])
+    args = parser.parse_args()
+
+    from gputok import bench
+
+    runs = engines(args.threads)
+    lines, nbytes = bench._load_lines(args.megabytes, None)
+    megabytes = nbytes / 1e6
     rows = []
     for batch_size in args.batch_sizes:
         batches = [lines[i:i + batch_size] for i in range(0, len(lines), batch_size)]
-        for run in engines.values():  # warm up: kernels loaded, tables built
+        for run in runs.values():  # warm up: kernels loaded, tables built
             run(batches[:2])
-        wall = {name: float("inf") for name in engines}
-        cpu = {name: float("inf") for name in engines}
+        wall = {name: float("inf") for name in runs}
+        cpu = {name: float("inf") for name in runs}
         for _ in range(args.repeats):
-            for name, run in engines.items():
+            for name, run in runs.items():
                 start_wall, start_cpu = time.perf_counter(), time.process_time()
                 run(batches)
                 wall[name] = min(wall[name], time.perf_counter() - start_wall)
                 cpu[name] = min(cpu[name], time.process_time() - start_cpu)
         row = dict(batch_size=batch_size, lines=len(lines), megabytes=megabytes,
-                   **{f"{name}_mb_per_s": megabytes / wall[name] for name in engines},
-                   **{f"{name}_cpu_s_per_mb": cpu[name] / megabytes for name in engines},
+                   **{f"{name}_mb_per_s": megabytes / wall[name] for name in runs},
+                   **{f"{name}_cpu_s_per_mb": cpu[name] / megabytes for name in runs},
                    wall_ratio=wall["sentencepiece"] / wall["gputok"], cpu_ratio=cpu["sentencepiece"] / cpu["gputok"])
         rows.append(row)
         print(f"batch {batch_size:>6}: gputok {row['gputok_mb_per_s']:6.2f} MB/s {row['gputok_cpu_s_per_mb']:.3f} CPU s/MB"
