@@ -13,7 +13,8 @@ call instead of a call and its Python glue per stage: ``ingest_numba.codepoints_
 ``sp_normalize_numba.normalize_split`` (the charsmap, the whitespace rules, a dummy suffix and the
 Metaspace split; one pass per text for most text) -> ``unigram_cache_numba.segment_cached`` (SentencePiece's
 float32 Viterbi over each whole text, its tokens cut at the words, or cached word tokens where
-they are provably the same: exact, see that module) -> ``unigram_finish_numba`` -> ``scatter_numba.scatter_tokens``.
+they are provably the same: exact, see that module) -> ``unigram_finish_numba`` -> ``scatter_numba.scatter_tokens`` (for spans only: without them the words'
+tokens, one row per word in text order, are already the texts' tokens, and only their offsets change).
 Re-entrant; the caller runs chunks of a large batch on its threads.
 
 ``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then ``cells_numba``'s
@@ -65,6 +66,11 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
             missing |= ids[t] < 0
     ids, piece_ends, token_offsets = unigram_finish_numba(ids, piece_ends, token_offsets, text, starts, unk_id,
                                                           byte_ids, byte_fallback)
+    if not with_spans:  # the words' tokens are already in text order: only the offsets change
+        out_offsets = np.empty(word_offsets.size, np.int64)
+        for t in range(word_offsets.size):
+            out_offsets[t] = token_offsets[word_offsets[t]]
+        return ids.copy(), out_offsets, np.empty((0, 2), np.int64), missing  # a copy: ``ids`` views room for a token per character
     out_ids, out_offsets, spans = scatter_tokens(ids, piece_ends, token_offsets, _NO_INDEX, starts, word_offsets,
                                                  source, offsets, with_spans)
     return out_ids, out_offsets, spans, missing
