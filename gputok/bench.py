@@ -15,7 +15,9 @@ its intra-op threads, and as many chunk threads for a large batch, see ``gputok.
 ``RAYON_NUM_THREADS`` for huggingface, ``num_threads`` for tiktoken and sentencepiece). gputok is timed end to end:
 Python strings in, padded ``input_ids``/``attention_mask`` tensors out (``gputok``) or the flat
 ids with their row offsets (``gputok-ragged``, ``padding=False``: what tiktoken's lists of ids
-hold); its word cache (``gputok.word_cache``) starts empty at each pass, so every pass is cold.
+hold); its word cache (``gputok.word_cache``) starts empty at each pass, so every pass is cold,
+and so does huggingface's BPE word cache (a tokenizer loaded afresh before each pass; its BERT
+WordPiece, tiktoken and sentencepiece keep no word cache).
 ``--passes N`` times each batch size N times (every engine alike) and reports the fastest pass:
 gputok's first pass in a fresh process also pays for growing its heap (~0.7 s of page faults on
 20 MB of cl100k), which a long-running dataloader pays once. Small batch sizes run on a prefix of the corpus (the
@@ -166,10 +168,21 @@ def _runner(engine: str, tokenizer: str, threads: int, device: str, hf_json: str
     if engine == "huggingface" and tokenizer != "bert":
         from tokenizers import Tokenizer as HFTokenizer
 
-        hf = HFTokenizer.from_file(hf_json)
-        encode = getattr(hf, "encode_batch_fast", hf.encode_batch)  # newer tokenizers: no offsets computed
-        encode(["warm up"], add_special_tokens=False)
-        return lambda batch: sum(len(e.ids) for e in encode(batch, add_special_tokens=False))
+        def load():  # a fresh tokenizer, so that its BPE word cache is empty, as gputok's is at each pass
+            hf = HFTokenizer.from_file(hf_json)
+            encode = getattr(hf, "encode_batch_fast", hf.encode_batch)  # newer tokenizers: no offsets computed
+            encode(["warm up"], add_special_tokens=False)
+            return encode
+
+        encode = load()
+
+        def run_hf(batch):
+            nonlocal encode
+            if batch is None:
+                encode = load()
+                return 0
+            return sum(len(e.ids) for e in encode(batch, add_special_tokens=False))
+        return run_hf
     if engine == "huggingface":
         from tokenizers import BertWordPieceTokenizer
 
@@ -201,7 +214,7 @@ def _worker(engine: str, tokenizer: str, megabytes: float | None, batch_sizes: l
         lines, nbytes = _load_lines(megabytes, _PREFIX_BYTES.get(batch_size))
         times = []
         for _ in range(passes):
-            if engine.startswith("gputok"):
+            if engine.startswith("gputok") or engine == "huggingface" and tokenizer != "bert":
                 run(None)  # every pass is cold: no words cached by an earlier one
             tokens = 0
             start = time.perf_counter()
