@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import normalizers, pre_tokenizers
+from . import bpe_dropout, normalizers, pre_tokenizers
 from .kernels import bpe_texts_numba, cells_numba
 from .models.bpe import BPE
 from .ragged import Ragged
@@ -86,7 +86,8 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     options = (*table, classes, bpe_texts_numba.pack_pipeline(tables["symbols"], tables["merges"],
                                                               prefix_space=prefix_space, rule=code))
     owner = weakref.ref(tokenizer)
-    kernel = bpe_texts_numba.encode_texts
+    kernel, padded_kernel = bpe_texts_numba.encode_texts, bpe_texts_numba.encode_padded_cells
+    sampling_set = bpe_dropout._CHOSEN  # not empty while some model samples (BPE.sampling)
 
     def store() -> tuple:
         cache = owner().word_cache
@@ -115,11 +116,15 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         return encoded.ids.values.numpy(), encoded.ids.offsets.numpy()
 
     def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
-        if model.is_sampling:
+        # the store and settle steps written out, and the sampling check first as two plain reads
+        # (the property costs ~0.4 us): a batch-1 call is ~12 us in all
+        if (model.dropout or sampling_set) and model.is_sampling:
             return cells_numba.padded_cells(*sampled(units, lengths), *post)
-        cache, stored = store()
-        cells, misses, error = bpe_texts_numba.encode_padded_cells(units, lengths, *options, *stored, *post)
-        settle(cache, misses)
+        cache = owner().word_cache
+        cells, misses, error = padded_kernel(units, lengths, *options,
+                                             *(_NO_CACHE if cache is None else cache.cpu_snapshot(model)), *post)
+        if misses.size == 0 or misses[0]:
+            settle(cache, misses)
         return cells, error
 
     def ragged_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, np.ndarray, int]:
