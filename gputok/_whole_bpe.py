@@ -115,17 +115,20 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         encoded = owner()._encode_units(units, lengths, False)
         return encoded.ids.values.numpy(), encoded.ids.offsets.numpy()
 
-    def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
+    def padded_packed(units: np.ndarray, lengths: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, int]:
         # the store and settle steps written out, and the sampling check first as two plain reads
         # (the property costs ~0.4 us): a batch-1 call is ~12 us in all
         if (model.dropout or sampling_set) and model.is_sampling:
-            return cells_numba.padded_cells(*sampled(units, lengths), *post)
+            return cells_numba.padded_cells_packed(*sampled(units, lengths), post)
         cache = owner().word_cache
         cells, misses, error = padded_kernel(units, lengths, *options,
-                                             *(_NO_CACHE if cache is None else cache.cpu_snapshot(model)), *post)
+                                             *(_NO_CACHE if cache is None else cache.cpu_snapshot(model)), post)
         if misses.size == 0 or misses[0]:
             settle(cache, misses)
         return cells, error
+
+    def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
+        return padded_packed(units, lengths, cells_numba.pack_padded(*post))
 
     def ragged_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, np.ndarray, int]:
         if model.is_sampling:
@@ -137,5 +140,7 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         return cells, row_offsets, error
 
     encode.padded_cells = (padded_cells, ())
+    # (kernel, packer): Tokenizer._padded_plan packs a plan's options once (cells_numba.pack_padded)
+    encode.padded_packed = (padded_packed, cells_numba.pack_padded)
     encode.ragged_cells = (ragged_cells, ())
     return encode
