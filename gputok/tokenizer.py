@@ -984,7 +984,9 @@ class Tokenizer(TransformersAPI):
             fused = whole.padded_cells
             if fused is None:
                 return None
-        return self._cells_in_one_call(as_texts(texts), pattern, fused, options, True, None, 0, with_types)
+        if not (type(texts) is list and len(texts) == 1 and type(texts[0]) is str):  # (as_texts: ~0.3 us)
+            texts = as_texts(texts)
+        return self._cells_in_one_call(texts, pattern, fused, options, True, None, 0, with_types)
 
     def _padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
         """What :meth:`_padded_call` passes to :meth:`_cells_in_one_call` for these two options:
