@@ -19,7 +19,9 @@ empty and its lock is renewed in a forked child (its own module).
 A small batch (one chunk, single texts, no offsets) takes ``padded_cells`` / ``ragged_cells``
 (``Tokenizer._encode_rows_cpu``): the encode and the post-processing in one kernel call
 (``bpe_texts_numba.encode_padded_cells`` / ``encode_ragged_cells``), the cache read and filled
-around it as above; at batch 1 that call is most of gputok's own time.
+around it as above; at batch 1 that call is most of gputok's own time. ``padded_packed`` is
+``padded_cells`` with the post-processing options packed in one array (``cells_numba.pack_padded``),
+which ``Tokenizer._padded_plan`` makes once per plan for the plain ``tok(texts)`` call.
 """
 
 from __future__ import annotations
