@@ -19,7 +19,9 @@ empty and its lock is renewed in a forked child (its own module).
 A small batch (one chunk, single texts, no offsets) takes ``padded_cells`` / ``ragged_cells``
 (``Tokenizer._encode_rows_cpu``): the encode and the post-processing in one kernel call
 (``bpe_texts_numba.encode_padded_cells`` / ``encode_ragged_cells``), the cache read and filled
-around it as above; at batch 1 that call is most of gputok's own time.
+around it as above; at batch 1 that call is most of gputok's own time. ``padded_packed`` is
+``padded_cells`` with the post-processing options packed in one array (``cells_numba.pack_padded``),
+which ``Tokenizer._padded_plan`` makes once per plan for the plain ``tok(texts)`` call.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import normalizers, pre_tokenizers
+from . import bpe_dropout, normalizers, pre_tokenizers
 from .kernels import bpe_texts_numba, cells_numba
 from .models.bpe import BPE
 from .ragged import Ragged
@@ -86,7 +88,8 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     options = (*table, classes, bpe_texts_numba.pack_pipeline(tables["symbols"], tables["merges"],
                                                               prefix_space=prefix_space, rule=code))
     owner = weakref.ref(tokenizer)
-    kernel = bpe_texts_numba.encode_texts
+    kernel, padded_kernel = bpe_texts_numba.encode_texts, bpe_texts_numba.encode_padded_cells
+    sampling_set = bpe_dropout._CHOSEN  # not empty while some model samples (BPE.sampling)
 
     def store() -> tuple:
         cache = owner().word_cache
@@ -114,13 +117,20 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         encoded = owner()._encode_units(units, lengths, False)
         return encoded.ids.values.numpy(), encoded.ids.offsets.numpy()
 
-    def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
-        if model.is_sampling:
-            return cells_numba.padded_cells(*sampled(units, lengths), *post)
-        cache, stored = store()
-        cells, misses, error = bpe_texts_numba.encode_padded_cells(units, lengths, *options, *stored, *post)
-        settle(cache, misses)
+    def padded_packed(units: np.ndarray, lengths: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, int]:
+        # the store and settle steps written out, and the sampling check first as two plain reads
+        # (the property costs ~0.4 us): a batch-1 call is ~12 us in all
+        if (model.dropout or sampling_set) and model.is_sampling:
+            return cells_numba.padded_cells_packed(*sampled(units, lengths), post)
+        cache = owner().word_cache
+        cells, misses, error = padded_kernel(units, lengths, *options,
+                                             *(_NO_CACHE if cache is None else cache.cpu_snapshot(model)), post)
+        if misses.size == 0 or misses[0]:
+            settle(cache, misses)
         return cells, error
+
+    def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
+        return padded_packed(units, lengths, cells_numba.pack_padded(*post))
 
     def ragged_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, np.ndarray, int]:
         if model.is_sampling:
@@ -132,5 +142,7 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         return cells, row_offsets, error
 
     encode.padded_cells = (padded_cells, ())
+    # (kernel, packer): Tokenizer._padded_plan packs a plan's options once (cells_numba.pack_padded)
+    encode.padded_packed = (padded_packed, cells_numba.pack_padded)
     encode.ragged_cells = (ragged_cells, ())
     return encode

@@ -977,19 +977,23 @@ class Tokenizer(TransformersAPI):
         plan = self._padded_plan(add_special_tokens, with_types)
         if plan is None:
             return None
-        whole, options, with_types, pattern = plan
-        # Read at each call, not planned: Unigram's and SP-BPE's tables hold the calling thread's
-        # word store for the word cache of the moment, and are None while the model samples.
-        fused = whole.padded_cells
+        whole, options, with_types, pattern, fused = plan
         if fused is None:
-            return None
-        return self._cells_in_one_call(as_texts(texts), pattern, fused, options, True, None, 0, with_types)
+            # Read at each call, not planned: Unigram's and SP-BPE's tables hold the calling thread's
+            # word store for the word cache of the moment, and are None while the model samples.
+            fused = whole.padded_cells
+            if fused is None:
+                return None
+        if not (type(texts) is list and len(texts) == 1 and type(texts[0]) is str):  # (as_texts: ~0.3 us)
+            texts = as_texts(texts)
+        return self._cells_in_one_call(texts, pattern, fused, options, True, None, 0, with_types)
 
     def _padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
         """What :meth:`_padded_call` passes to :meth:`_cells_in_one_call` for these two options:
         (the whole-pipeline kernel, whose ``padded_cells`` the call reads, the post-processing
-        options, whether token types come out, the added-token pattern to look for), or None where
-        no one-call kernel covers the pipeline.
+        options, whether token types come out, the added-token pattern to look for, and the
+        ``(kernel, tables)`` to call where it is fixed: a kernel taking the options packed, else
+        None), or None where no one-call kernel covers the pipeline.
 
         Made once and kept until a setting it reads changes, which the check below sees: a stage
         (the whole-pipeline kernel), the post-processor or its templates (replaced, never edited),
@@ -1024,7 +1028,12 @@ class Tokenizer(TransformersAPI):
         with_types = uses_types if with_types is None else with_types
         options = (0, -1, 0, item_seq, item_id, item_type, 0, 0, file_defaults.padding_side(self._extra) == "left",
                    self._pad_id, with_types)
-        return whole, options, with_types, self._pattern(None)
+        # A kernel that takes the options packed in one array (BPE's: a numba call pays per argument)
+        # is called with them packed here, once.
+        packed = getattr(whole, "padded_packed", None)
+        if packed is not None:
+            return whole, (packed[1](*options),), with_types, self._pattern(None), (packed[0], ())
+        return whole, options, with_types, self._pattern(None), None
 
     def _padded_in_chunks(self, parts: list[Sequence[str]], allowed: frozenset[str] | None, post: tuple,
                           post_padded: tuple, *, truncation: str | None, stride: int, with_types: bool,

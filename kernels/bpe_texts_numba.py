@@ -35,7 +35,7 @@ import numpy as np
 from ._numba import kernel
 from .bpe_heap import LOW32, NO_RANK, _merge_rows, _pair_value
 from .bpe_symbols_numba import _symbols, symbol_buffers
-from .cells_numba import padded_cells, ragged_cells
+from .cells_numba import padded_cells_packed, ragged_cells
 from .ingest_numba import codepoints_numba
 from .normalize_numba import rewrite_table_numba
 from .regex_split_numba import regex_split_numba
@@ -254,17 +254,15 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, model, sl
 
 @kernel
 def encode_padded_cells(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count,
-                        entries, chars, stored_ids, stored_ends, max_length, strategy, stride, item_seq, item_id,
-                        item_type, min_width, multiple, left, pad_id, with_types):
-    """``encode_texts`` then ``cells_numba.padded_cells``: (cells, packed misses, error); empty
-    misses (not even their three counts) where an unknown character needs an unk token the
-    vocabulary lacks."""
+                        entries, chars, stored_ids, stored_ends, options):
+    """``encode_texts`` then ``cells_numba.padded_cells`` (its ``options`` packed by
+    ``cells_numba.pack_padded``): (cells, packed misses, error); empty misses (not even their three
+    counts) where an unknown character needs an unk token the vocabulary lacks."""
     ids, offsets, spans, misses = encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys,
                                                slot_entry, count, entries, chars, stored_ids, stored_ends, False)
     if offsets.size == 0:
         return np.empty((0, 0, 0), np.int64), misses, 0
-    cells, error = padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type,
-                                min_width, multiple, left, pad_id, with_types)
+    cells, error = padded_cells_packed(ids, offsets, options)
     return cells, misses, error
 
 

@@ -223,6 +223,25 @@ def test_one_kernel_call_matches_the_stages(cl100k, batch, rule, monkeypatch):
         cl100k.word_cache = WordCache()
 
 
+def test_the_packed_plan_follows_the_padding_settings(cl100k, batch):
+    """The one-call path's options, packed once per plan (``cells_numba.pack_padded``), follow a
+    padding side and pad id set after a first call, as the stage path reads them afresh."""
+    texts = [t for t in batch if len(t) < 200][:3]
+    right = cl100k(texts)
+    saved = cl100k._extra
+    try:
+        cl100k.enable_padding(direction="left", pad_id=100257, pad_token="<|endoftext|>")
+        left = cl100k(texts)
+        with _stages(cl100k):
+            _same(left, cl100k(texts), texts)
+        pads = left["attention_mask"] == 0
+        assert pads.any() and left["attention_mask"][:, -1].all() and (left["input_ids"][pads] == 100257).all()
+    finally:
+        cl100k._extra = saved
+        cl100k.__dict__.pop("_pad_id", None)
+    _same(cl100k(texts), right, texts)
+
+
 def test_one_kernel_call_from_threads(cl100k, batch):
     """8 Python threads making batch-1 calls on one small cache (reset when full) get the
     single-call tensors."""
