@@ -6,15 +6,17 @@ ranks, until no adjacent pair has a rank. The pair map is a :class:`gputok.hashi
 arrays, ``left * vocab_size + right`` -> ``rank << 32 | merged id`` (as for
 :func:`gputok.models.bpe.bpe_merge_torch`, which gives the same rows by merge rounds).
 
-How: a row is a doubly linked list over its positions (a merged token keeps its left part's
-position, so positions stay in text order), and ``value[i]`` holds the pair map's value of the pair
-that starts at ``i`` (``NO_RANK`` if none, or if ``i`` is merged away). A priority queue holds
-``(rank, position)`` for every pair ever ranked; a popped entry whose rank is not ``value[i]``'s
-any more is stale and skipped; one whose rank is, is the leftmost pair of lowest rank (every live
-pair has its own entry in the queue).
+How: a row of up to ``TINY_ROW`` symbols (``_merge_tiny``, nearly every word) is a scan: its live
+symbols packed at the front of an array, each merge finds the lowest rank among their pairs and
+closes the gap its right part leaves. A longer row is a doubly linked list over its positions (a
+merged token keeps its left part's position, so positions stay in text order), and ``value[i]``
+holds the pair map's value of the pair that starts at ``i`` (``NO_RANK`` if none, or if ``i`` is
+merged away). A priority queue holds ``(rank, position)`` for every pair ever ranked; a popped
+entry whose rank is not ``value[i]``'s any more is stale and skipped; one whose rank is, is the
+leftmost pair of lowest rank (every live pair has its own entry in the queue).
 
-The queue of a row up to ``SHORT_ROW`` symbols (``_merge_short``, nearly every word): one binary
-heap of ``rank << 32 | position``, as sentencepiece's ``bpe_model.cc`` keeps its agenda; a word of
+The queue of a row up to ``SHORT_ROW`` symbols (``_merge_short``): one binary heap of
+``rank << 32 | position``, as sentencepiece's ``bpe_model.cc`` keeps its agenda; a word of
 a few symbols costs a few heap operations and no state per rank.
 
 The queue of a longer row (``_merge_long``): a list of positions per rank, a bitmap tree over
