@@ -68,33 +68,33 @@ def stages(tok, lines, batch, repeats):
         return WordStore(min(cache.capacity, 1 << 17), cache.max_word_length).arrays()
 
     best: dict[str, float] = {}
+    mark = rules[3]
     for _ in range(repeats):
         acc: dict[str, float] = {}
 
-        def timed(name, fn):
+        def timed(name, fn, *args, acc=acc):
             t0 = time.thread_time()
-            out = fn()
+            out = fn(*args)
             acc[name] = acc.get(name, 0.0) + time.thread_time() - t0
             return out
 
         store, full, whole_store = store_arrays(), store_arrays(), store_arrays()
         words = 0
         for part in parts:
-            joined = timed("ingest (python utf-32)", lambda: "".join(part).encode("utf-32-le", "surrogatepass"))
+            joined = timed("ingest (python utf-32)", str.encode, "".join(part), "utf-32-le", "surrogatepass")
             units = np.frombuffer(joined, np.int32)
             lengths = np.fromiter(map(len, part), np.int64, len(part))
-            values, offsets = timed("codepoints", lambda: codepoints_numba(units, lengths))
-            mark = rules[3]
-            n, n_off, source, starts, ends, w_off = timed("normalize+split", lambda: normalize_split(
-                values, offsets, *charsmap, *rules[:3], -1, mark, mark >= 0, True))
+            values, offsets = timed("codepoints", codepoints_numba, units, lengths)
+            n, n_off, source, starts, ends, w_off = timed("normalize+split", normalize_split, values, offsets,
+                                                          *charsmap, *rules[:3], -1, mark, mark >= 0, True)
             args = (offsets, n, n_off, source, starts, ends, w_off, *model)
-            ids, ids_off, _ = timed("encode, cold store", lambda: _encode_normalized(*args, *store, False))
+            ids, ids_off, _ = timed("encode, cold store", _encode_normalized, *args, *store, False)
             _encode_normalized(*args, *full, False)
-            timed("encode, all stored", lambda: _encode_normalized(*args, *full, False))
-            timed("encode, no store", lambda: _encode_normalized(*args, *_NO_STORE, False))
-            timed("padded cells", lambda: padded_cells(ids, ids_off, *options))
-            timed("whole kernel, cold store", lambda: encode_texts(units, lengths, *charsmap, *rules, *model,
-                                                                    *whole_store, False))
+            timed("encode, all stored", _encode_normalized, *args, *full, False)
+            timed("encode, no store", _encode_normalized, *args, *_NO_STORE, False)
+            timed("padded cells", padded_cells, ids, ids_off, *options)
+            timed("whole kernel, cold store", encode_texts, units, lengths, *charsmap, *rules, *model, *whole_store,
+                  False)
             words += starts.size
         for name, v in acc.items():
             best[name] = min(best.get(name, 1e9), v)
