@@ -33,7 +33,8 @@ reads the cache (inserts happen under the cache's lock, after the call).
 import numpy as np
 
 from ._numba import kernel
-from .bpe_heap import LOW32, NO_RANK, _merge_rows, _pair_value
+from .bpe_heap import _merge_rows
+from .bpe_heap import merge_scan as _merge_short
 from .bpe_symbols_numba import _symbols, symbol_buffers
 from .cells_numba import padded_cells_packed, ragged_cells
 from .ingest_numba import codepoints_numba
@@ -161,43 +162,6 @@ def _encode_misses(chars, char_offsets, model):
     for k in range(merged):
         ends[k] = source[last[k] - 1] + 1  # the character holding the token's last symbol, + 1
     return ids[:merged], ends, offsets
-
-
-@kernel
-def _merge_short(symbols, a, n, tok, end, value, pair_keys, pair_values, mask, shift, probes, vocab_size):
-    """BPE of the word ``symbols[a:a + n]`` (n <= SHORT) into ``tok`` (and each token's ``end``: 1 +
-    the index in ``symbols`` of its last symbol): merge the pair of lowest rank, the leftmost of
-    equal ranks, until no pair has a rank, as ``bpe_heap._merge_rows``; a scan of the word per
-    merge, cheaper than the heap's queue for the short words of real text (a byte-level English
-    word has ~8 symbols). Returns the tokens' count."""
-    for i in range(n):
-        tok[i] = symbols[a + i]
-        end[i] = a + i + 1
-    for i in range(n - 1):
-        value[i] = _pair_value(tok[i], tok[i + 1], vocab_size, pair_keys, pair_values, mask, shift, probes)
-    m = n
-    while m > 1:
-        best = NO_RANK >> 32
-        at = -1
-        for i in range(m - 1):
-            if value[i] != NO_RANK and (value[i] >> 32) < best:
-                best = value[i] >> 32
-                at = i
-        if at < 0:
-            break
-        tok[at] = value[at] & LOW32
-        end[at] = end[at + 1]
-        for i in range(at + 1, m - 1):
-            tok[i] = tok[i + 1]
-            end[i] = end[i + 1]
-            value[i] = value[i + 1]
-        m -= 1
-        value[at] = NO_RANK
-        if at + 1 < m:
-            value[at] = _pair_value(tok[at], tok[at + 1], vocab_size, pair_keys, pair_values, mask, shift, probes)
-        if at > 0:
-            value[at - 1] = _pair_value(tok[at - 1], tok[at], vocab_size, pair_keys, pair_values, mask, shift, probes)
-    return m
 
 
 @kernel

@@ -151,11 +151,25 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
     piece_offsets = np.empty(words + 1, np.int64)
     piece_offsets[0] = 0
     at = 0
+    # The words' keys first, each one's home slot read as it comes: these reads do not wait for
+    # each other (the lookups below would wait for each one in turn, a miss to memory for nearly
+    # every word seen once), and bring the slots into cache for them.
+    keys = np.empty(words, np.int64)
+    mask = cache_slots.shape[0] - 1
+    seen = np.int64(0)
+    for w in range(words):
+        length = ends[w] - starts[w]
+        if length <= cache_longest:
+            key = _word_hash(norm, starts[w], length)
+            keys[w] = key
+            seen ^= cache_slots[((key * _FIBONACCI) >> cache_shift) & mask, 0]
+    if seen == -2:  # never (keys are -1 or non-negative): the test only keeps the reads
+        cache_used[HITS] += 1
     for w in range(words):
         start = starts[w]
         length = ends[w] - start
         cacheable = length <= cache_longest
-        key = _word_hash(norm, start, length) if cacheable else 0
+        key = keys[w] if cacheable else 0
         slot = _cached(norm, start, length, key, cache_slots, cache_shift, cache_chars) if cacheable else -1
         if slot >= 0:
             first = cache_slots[slot, 2]

@@ -73,6 +73,15 @@ def test_chunks_are_balanced_and_cover_every_text(split_small):
     assert _cpu_threads.chunks(texts) is None
 
 
+def test_the_callers_chunk_is_shorter_by_its_glue(split_small):
+    texts = ["a" * 100] * 400  # 40,000 characters: 2 chunks (the machine's 2 threads)
+    parts = _cpu_threads.chunks(texts)
+    first, second = (sum(map(len, part)) for part in parts)
+    assert abs((second - first) - _cpu_threads.CALLER_CHARS) <= 100  # within a text
+    few = _cpu_threads.chunks(["a" * 100] * 50)  # 5,000 characters: the glue counts as half a share at most
+    assert len(few) == 2 and 1800 <= sum(map(len, few[0])) <= 1900  # (5,000 - 1,250) / 2, to a text
+
+
 def test_caller_thread_count_is_kept(split_small, mixed_lines, bert):
     bert(mixed_lines)
     assert split_small
