@@ -952,6 +952,10 @@ class Tokenizer(TransformersAPI):
         the tables; None where the batch is more than one chunk's worth (see
         ``gputok._cpu_threads.chunks``) or holds a match of ``pattern`` (the added tokens to find:
         those texts take the other path)."""
+        # A batch of that many texts is as many characters unless texts are empty, and either path
+        # gives the same outputs: decided without joining them (~0.4 ms at 65,536 lines, twice a call).
+        if len(texts) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
+            return None
         joined = "".join(texts)
         if len(joined) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
             return None
