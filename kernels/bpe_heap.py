@@ -179,28 +179,12 @@ def _append(lists, entry_position, entry_next, bits, level_start, rank, position
 
 
 @kernel
-def _sift_max_heap(values, root, size):
-    """Restore the max-heap ``values[:size]`` below ``root`` (``_sort_ascending``)."""
-    item = values[root]
-    while True:
-        child = 2 * root + 1
-        if child >= size:
-            break
-        if child + 1 < size and values[child + 1] > values[child]:
-            child += 1
-        if values[child] <= item:
-            break
-        values[root] = values[child]
-        root = child
-    values[root] = item
-
-
-@kernel
 def _sort_ascending(values, count):
     """Sort ``values[:count]`` in place, ascending: insertion sort for a few values, else heapsort
-    (with its own sift: ``_sift_down`` is the queue's min-heap). Written out, not ``np.sort``:
-    numba compiles its quicksort (five functions) into every process that compiles this kernel,
-    ~1 s of a cold compile. Equal values are interchangeable, so the result is ``np.sort``'s."""
+    on the queue's min-heap (``_sift_down``; it leaves them descending, then reversed). Written
+    out, not ``np.sort``: numba compiles its quicksort (five functions) into every process that
+    compiles this kernel, ~1 s of a cold compile. Equal values are interchangeable, so the result
+    is ``np.sort``'s."""
     if count <= 16:
         for k in range(1, count):
             item = values[k]
@@ -211,12 +195,16 @@ def _sort_ascending(values, count):
             values[j + 1] = item
         return
     for root in range(count // 2 - 1, -1, -1):
-        _sift_max_heap(values, root, count)
+        _sift_down(values, count, root)
     for end in range(count - 1, 0, -1):
-        top = values[0]
+        lowest = values[0]
         values[0] = values[end]
-        values[end] = top
-        _sift_max_heap(values, 0, end)
+        values[end] = lowest
+        _sift_down(values, end, 0)
+    for k in range(count // 2):
+        high = values[k]
+        values[k] = values[count - 1 - k]
+        values[count - 1 - k] = high
 
 
 @kernel
