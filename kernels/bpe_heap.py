@@ -181,6 +181,35 @@ def _append(lists, entry_position, entry_next, bits, level_start, rank, position
 
 
 @kernel
+def _sort_ascending(values, count):
+    """Sort ``values[:count]`` in place, ascending: insertion sort for a few values, else heapsort
+    on the queue's min-heap (``_sift_down``; it leaves them descending, then reversed). Written
+    out, not ``np.sort``: numba compiles its quicksort (five functions) into every process that
+    compiles this kernel, ~1 s of a cold compile. Equal values are interchangeable, so the result
+    is ``np.sort``'s."""
+    if count <= 16:
+        for k in range(1, count):
+            item = values[k]
+            j = k - 1
+            while j >= 0 and values[j] > item:
+                values[j + 1] = values[j]
+                j -= 1
+            values[j + 1] = item
+        return
+    for root in range(count // 2 - 1, -1, -1):
+        _sift_down(values, count, root)
+    for end in range(count - 1, 0, -1):
+        lowest = values[0]
+        values[0] = values[end]
+        values[end] = lowest
+        _sift_down(values, end, 0)
+    for k in range(count // 2):
+        high = values[k]
+        values[k] = values[count - 1 - k]
+        values[count - 1 - k] = high
+
+
+@kernel
 def _sort_list(lists, entry_position, entry_next, rank, scratch):
     """Put ``rank``'s list in position order (its entries keep their slots, take new positions)."""
     count = 0
@@ -189,10 +218,10 @@ def _sort_list(lists, entry_position, entry_next, rank, scratch):
         scratch[count] = entry_position[entry]
         count += 1
         entry = entry_next[entry]
-    ordered = np.sort(scratch[:count])
+    _sort_ascending(scratch, count)
     entry = lists[0, rank]
     for k in range(count):
-        entry_position[entry] = ordered[k]
+        entry_position[entry] = scratch[k]
         entry = entry_next[entry]
     lists[2, rank] = 0
 
