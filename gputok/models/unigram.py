@@ -1137,9 +1137,7 @@ def sentencepiece_tokenizer(model, tokenizer_class):
     spec = model.normalizer
     normalizer = sentencepiece_normalizer(model)
     return tokenizer_class(unigram, normalizer=normalizer, pre_tokenizer=MetaspaceSplit(split=unigram.splits_at_space),
-                           # (with the dummy space as a suffix, SentencePiece's decode keeps it)
-                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix
-                                                        and not model.treat_whitespace_as_suffix,
+                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix,
                                                         remove_extra_whitespaces=spec.remove_extra_whitespaces,
                                                         unk_piece=unigram.pieces[unigram.unk_id],
                                                         unk_surface=model.unk_surface,
