@@ -104,12 +104,32 @@ def test_collate_sampling_needs_a_unigram_model():
         gputok.data.Collate(tok, sample_alpha=0.1)
 
 
-@pytest.mark.parametrize("nbest_size", [2, 5, 20])
-def test_nbest_equals_sentencepiece(sp_test_model_path, sp_test_tokenizer, nbest_size):
+# Texts whose n-best lists hold paths of equal float32 score ("lingers and lingers": the same
+# two segmentations of each word, swapped), which sentencepiece orders by its A* heap.
+TIED_TEXTS = ['Accelerator \\Ac*cel"er*a`tor\\, n', "--------", "borrowing only lingers and lingers it",
+              "Why, fool, I meant not thee, I meant thy master.", "More light and light,--more dark and dark our woes!",
+              "toluene 3-monooxygenas", "You understand me not that tell me so.", "aaaa aaaa", "x" * 30]
+
+
+@pytest.mark.parametrize("nbest_size", [2, 5, 20, 60])
+def test_nbest_equals_sentencepiece(sp_test_model_path, sp_test_tokenizer, parity_lines, nbest_size):
     sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
     texts = ["hello world", "I saw a girl with a telescope.", "unaffable", "New York", "中文 text",
-             "the kernel documentation", "ｶﾞ", "x"]
-    assert nbest_encode(sp_test_tokenizer, texts, nbest_size) == [sp.nbest_encode_as_ids(t, nbest_size) for t in texts]
+             "the kernel documentation", "ｶﾞ", "x", ""] + TIED_TEXTS
+    # long lines: ~100 tokens, thousands of hypotheses (past 10,000 sentencepiece trims its agenda)
+    texts += [line for line in parity_lines[::5000] if len(line) > 300][:4]
+    theirs = [sp.nbest_encode_as_ids(t, nbest_size) for t in texts]
+    assert nbest_encode(sp_test_tokenizer, texts, nbest_size) == theirs
+    # the test has power: the ties are there, and a stable merge of each node's k best orders them otherwise
+    from gputok.ingest import as_texts, codepoints
+
+    size = max(nbest_size, 5)
+    norm, _ = sp_test_tokenizer.normalizer(codepoints(as_texts(TIED_TEXTS)))
+    scored = sp_test_tokenizer.model.nbest(norm, size)
+    assert sum(len({s for _, s in paths}) < len(paths) for paths in scored) >= 5
+    with gputok._dispatch.use_backend("torch"):
+        merged = sp_test_tokenizer.model.nbest(norm, size)
+    assert [[p for p, _ in paths] for paths in merged] != [[p for p, _ in paths] for paths in scored]
 
 
 def test_nbest_bad_size(sp_test_tokenizer):
@@ -159,10 +179,11 @@ def user_piece_model(tmp_path_factory, parity_lines):
     return path, spm.SentencePieceProcessor(model_file=path), gputok.Tokenizer.from_sentencepiece(path)
 
 
-def _same_up_to_ties(ours: list[tuple[list[int], float]], theirs: list[list[int]]) -> bool:
+def same_up_to_ties(ours: list[tuple[list[int], float]], theirs: list[list[int]]) -> bool:
     """Whether ``theirs`` (n paths) holds ``ours``' first n paths in the same order, paths of equal
-    score in any order among themselves (sentencepiece's A* leaves their order to its heap, and
-    which of them the n-th place cuts off). ``ours``: more than n paths, with their scores."""
+    score in any order among themselves (the torch path's merge orders ties otherwise than
+    sentencepiece's A* heap, and cuts other ones at the n-th place). ``ours``: more than n paths,
+    with their scores."""
     size = len(theirs)
     if [p for p, _ in ours[:size]] == theirs:
         return True
@@ -189,13 +210,15 @@ def test_nbest_scores_user_pieces_by_characters(user_piece_model, parity_lines, 
         monkeypatch.setenv("GPUTOK_BACKEND", "torch")
     texts = USER_PIECE_TEXTS + [line[:50] for line in parity_lines[5::1500] if line.strip()][:120]
     assert nbest_encode(tok, texts, 1) == [sp.nbest_encode_as_ids(t, 1) for t in texts]  # the encoder: bytes
+    if backend == "numba":  # sentencepiece's own search: its lists exactly, ties in its order
+        assert all(nbest_encode(tok, texts, size) == [sp.nbest_encode_as_ids(t, size) for t in texts] for size in (2, 5))
     norm, _ = tok.normalizer(codepoints(as_texts(texts)))
     for size in (2, 5):
         scored = tok.model.nbest(norm, size + 30)  # (paths tied with the n-th too)
         ours = nbest_encode(tok, texts, size + 30)  # (unks fused, as sentencepiece gives them)
         theirs = [sp.nbest_encode_as_ids(t, size) for t in texts]
         bad = [t for t, o, s, th in zip(texts, ours, scored, theirs)
-               if not _same_up_to_ties([(p, score) for p, (_, score) in zip(o, s)], th)]
+               if not same_up_to_ties([(p, score) for p, (_, score) in zip(o, s)], th)]
         assert not bad, bad[:3]
     # the case itself: the lattice's best path is not the encoder's
     assert [sp.id_to_piece(i) for i in sp.nbest_encode_as_ids("中文", 2)[0]] == ["▁", "中", "文"]

@@ -48,7 +48,8 @@ the CPU: ``gputok._whole_unigram`` runs it as one kernel call with a word cache 
 this float32 rule: warm, it halves the segmentation's time; a first pass over 4 MB of English, a
 fifth of whose words are new, costs about what the sentence walk does.) Sampling runs ``kernels/unigram_sample_numba.py`` per occurrence
 (same distribution as the torch path, other draws from the same generator), n-best lists
-``kernels/unigram_nbest_numba.py``. Leaves out:
+``kernels/unigram_nbest_numba.py`` (SentencePiece's own A* search, whose order of equal-score paths
+the torch path does not keep). Leaves out:
 sampling from an n-best list (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``,
 is what is sampled).
 Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
@@ -725,8 +726,11 @@ class Unigram:
         """The ``nbest_size`` best segmentations of each row with their scores, best first, as
         SentencePiece's ``nbest_encode`` (rows are whole normalized sentences there).
 
-        Every node keeps its k best partial paths, merged from all incoming edges in one step
-        per start position for all rows; paths are then read back per row.
+        On the CPU kernels, lists of more than one come from SentencePiece's own A* search
+        (``kernels/unigram_nbest_numba.unigram_nbest_astar``): its float32 scores, and paths of
+        equal score in its order. The torch path: every node keeps its k best partial paths
+        (float64), merged from all incoming edges in one step per start position for all rows;
+        paths are then read back per row: the same paths, equal-score ones in another order.
         """
         if nbest_size < 1:
             raise ValueError(f"nbest_size={nbest_size}; pass a positive number of segmentations")
@@ -734,9 +738,10 @@ class Unigram:
         device = words.device
         rows = len(words)
         if _dispatch.on_cpu_kernels(device):
-            from ..kernels.unigram_nbest_numba import unigram_nbest_numba
+            from ..kernels.unigram_nbest_numba import unigram_nbest_astar, unigram_nbest_numba
 
-            tokens, path_offsets, path_scores, row_paths, missing = unigram_nbest_numba(
+            search = unigram_nbest_astar if k > 1 else unigram_nbest_numba  # (one: SentencePiece's encoder)
+            tokens, path_offsets, path_scores, row_paths, missing = search(
                 words.values.int().numpy(), words.offsets.numpy(), *self.trie.walk_arrays,
                 self.lattice_score64 if k > 1 else self._score64_np,
                 self.unk_score, -1 if self.unk_id is None else self.unk_id, k)
