@@ -339,3 +339,59 @@ def _viterbi_node(i, start, score, h, ended, ending):
             best = candidate
             first = False
     h[i] = best
+
+
+@kernel
+def sample_nbest_at_words(tokens, path_offsets, scores, row_paths, uniforms, alpha, token_chars, word_starts,
+                          word_ends, sentence_words):
+    """SentencePiece's sampling from an n-best list (``SampleEncode`` with ``nbest_size > 1``): for
+    each sentence ``k`` (row ``k`` of ``unigram_nbest_astar``'s lists), the path drawn with
+    probability ``exp(alpha * score)`` over the list's sum, by the inverse of the distribution at
+    ``uniforms[k]`` (float64 in [0, 1)); its tokens cut at the sentence's words (words
+    ``sentence_words[k] .. sentence_words[k + 1]``, as in ``unigram_sentence.unigram_sentences_encode``;
+    a token covers ``token_chars`` of its id). Returns ``(ids, ends, offsets)``: int64 token ids and
+    ends (characters into their word), one row per word, and the rows' int64 offsets."""
+    sentences = sentence_words.size - 1
+    chosen = np.full(sentences, -1, np.int64)
+    total = 0
+    for k in range(sentences):
+        lo, hi = row_paths[k], row_paths[k + 1]
+        if sentence_words[k + 1] == sentence_words[k] or hi == lo:
+            continue
+        top = scores[lo]
+        for p in range(lo, hi):
+            top = max(top, scores[p])
+        weight = 0.0
+        for p in range(lo, hi):
+            weight += np.exp(alpha * (scores[p] - top))
+        target = uniforms[k] * weight
+        pick = hi - 1  # (rounding can leave the target past the last sum)
+        weight = 0.0
+        for p in range(lo, hi):
+            weight += np.exp(alpha * (scores[p] - top))
+            if target < weight:
+                pick = p
+                break
+        chosen[k] = pick
+        total += path_offsets[pick + 1] - path_offsets[pick]
+    ids = np.empty(total, np.int64)
+    ends = np.empty(total, np.int64)
+    counts = np.zeros(word_starts.size, np.int64)
+    at = 0
+    for k in range(sentences):
+        if chosen[k] < 0:
+            continue
+        w = sentence_words[k]
+        position = word_starts[w]
+        for t in range(path_offsets[chosen[k]], path_offsets[chosen[k] + 1]):
+            position += token_chars[tokens[t]]
+            while word_ends[w] < position:
+                w += 1
+            ids[at] = tokens[t]
+            ends[at] = position - word_starts[w]
+            counts[w] += 1
+            at += 1
+    offsets = np.zeros(word_starts.size + 1, np.int64)
+    for w in range(word_starts.size):
+        offsets[w + 1] = offsets[w] + counts[w]
+    return ids, ends, offsets

@@ -98,6 +98,16 @@ def test_collate_samples_fresh_segmentations_each_epoch(sp_test_tokenizer):
     assert again(texts)["input_ids"].tolist() == epochs[0]
 
 
+def test_collate_samples_from_the_nbest_list(sp_test_tokenizer):
+    texts = ["tokenization of unaffable words"] * 16
+    collate = gputok.data.Collate(sp_test_tokenizer, sample_alpha=0.0, sample_nbest_size=3, padding=False,
+                                  generator=torch.Generator().manual_seed(0))
+    out = collate(texts)
+    ids, cuts = out["input_ids"].tolist(), out["row_offsets"].tolist()
+    rows = {tuple(ids[a:b]) for a, b in zip(cuts, cuts[1:])}
+    assert 1 < len(rows) <= 3 and rows <= {tuple(p) for p in nbest_encode(sp_test_tokenizer, texts[:1], 3)[0]}
+
+
 def test_collate_sampling_needs_a_unigram_model():
     tok = gputok.Tokenizer.from_vocab(gputok.tokenizer.gputok_example_vocab())
     with pytest.raises(ValueError, match="needs a Unigram tokenizer"):
@@ -130,6 +140,66 @@ def test_nbest_equals_sentencepiece(sp_test_model_path, sp_test_tokenizer, parit
     with gputok._dispatch.use_backend("torch"):
         merged = sp_test_tokenizer.model.nbest(norm, size)
     assert [[p for p, _ in paths] for paths in merged] != [[p for p, _ in paths] for paths in scored]
+
+
+NBEST_SAMPLING_CASES = [("hello world", 5, 0.5), ("unaffable telescope", 10, 0.2), ("lingers and lingers", 8, 0.0)]
+
+
+def nbest_distribution(tok, text: str, nbest_size: int, alpha: float) -> dict[tuple[int, ...], float]:
+    """SentencePiece's distribution when it samples from the n-best list: ``exp(alpha * score)``
+    over the list's sum (``SampleEncode`` with ``nbest_size > 1``), from gputok's list and scores."""
+    from gputok.ingest import as_texts, codepoints
+
+    norm, _ = tok.normalizer(codepoints(as_texts([text])))
+    paths = tok.model.nbest(norm, nbest_size)[0]
+    ids = nbest_encode(tok, [text], nbest_size)[0]
+    top = max(score for _, score in paths)
+    weights = {tuple(i): math.exp(alpha * (score - top)) for i, (_, score) in zip(ids, paths)}
+    return {p: w / sum(weights.values()) for p, w in weights.items()}
+
+
+@pytest.mark.parametrize("text,nbest_size,alpha", NBEST_SAMPLING_CASES)
+def test_sampling_from_the_nbest_list_follows_sentencepiece(sp_test_model_path, sp_test_tokenizer, text, nbest_size,
+                                                            alpha):
+    """``sampling(alpha, nbest_size=n)`` draws a segmentation of the whole text among its n best,
+    ``P ~ exp(alpha * score)``: chi-square against that distribution (which sentencepiece's own
+    samples pass too), and the same samples rejected against a neighbouring alpha."""
+    sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
+    n = 20000
+    with sp_test_tokenizer.model.sampling(alpha, torch.Generator().manual_seed(11), nbest_size=nbest_size):
+        ours = collections.Counter(map(tuple, sp_test_tokenizer.encode_batch([text] * n)))
+    theirs = collections.Counter(tuple(sp.encode(text, enable_sampling=True, nbest_size=nbest_size, alpha=alpha))
+                                 for _ in range(n))
+    expected = nbest_distribution(sp_test_tokenizer, text, nbest_size, alpha)
+    assert len(expected) == nbest_size and set(ours) <= set(expected) and set(theirs) <= set(expected)
+    assert chi_square_pvalue(theirs, expected, n) > 1e-4  # (the expected distribution is sentencepiece's)
+    assert chi_square_pvalue(ours, expected, n) > 1e-4
+    other = nbest_distribution(sp_test_tokenizer, text, nbest_size, alpha * 1.5 if alpha else 0.3)
+    assert chi_square_pvalue(ours, other, n) < 1e-6
+
+
+def test_nbest_sampling_is_reproducible_and_checks_its_arguments(sp_test_tokenizer):
+    texts = ["the quick brown fox jumps over the lazy dog"] * 40 + ["", " ", "x", "中文 ｶﾞ"]
+    model = sp_test_tokenizer.model
+
+    def draw(seed, backend="numba"):
+        with gputok._dispatch.use_backend(backend), model.sampling(0.2, torch.Generator().manual_seed(seed),
+                                                                   nbest_size=6):
+            return sp_test_tokenizer.encode_batch(texts)
+
+    first = draw(5)
+    assert draw(5) == first and draw(5, "torch") == first and draw(6) != first
+    assert 2 < len({tuple(ids) for ids in first[:40]}) <= 6  # each occurrence draws on its own, among 6
+    assert first[40:42] == [[], []] and tuple(first[43]) in nbest_distribution(sp_test_tokenizer, texts[43], 6, 0.2)
+    for bad in ({"nbest_size": 0}, {"nbest_size": 1}):
+        with pytest.raises(ValueError, match="nbest_size="):
+            with model.sampling(0.1, **bad):
+                pass
+    with pytest.raises(ValueError, match="alpha > 0"):
+        with model.sampling(0.0):  # the whole lattice needs a smoothing; an n-best list may be uniform
+            pass
+    with model.sampling(0.0, nbest_size=3):
+        assert model.is_sampling
 
 
 def test_nbest_bad_size(sp_test_tokenizer):
