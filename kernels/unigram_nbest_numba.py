@@ -45,6 +45,14 @@ def _offer(best, back_start, back_piece, back_rank, s, t, piece, score, k, merge
 
 
 @kernel
+def _step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes):
+    """The trie node after ``node`` on ``code`` (-1: none): the narrow table for common codes."""
+    if code < narrow:
+        return narrow_table[narrow_row[node] * narrow + code]
+    return trie_child(node, code, child_offsets, child_codes, child_nodes)
+
+
+@kernel
 def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
                         child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, k):
     """The ``k`` best segmentations of every row ``values[offsets[r]:offsets[r + 1]]``.
@@ -101,11 +109,8 @@ def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow
                             single = True
                     if end >= n:
                         break
-                    code = code_of[values[lo + end]]
-                    if code < narrow:
-                        node = narrow_table[narrow_row[node] * narrow + code]
-                    else:
-                        node = trie_child(node, code, child_offsets, child_codes, child_nodes)
+                    node = _step(node, code_of[values[lo + end]], narrow_row, narrow_table, narrow, child_offsets,
+                                 child_codes, child_nodes)
                 if not single:
                     missing |= unk_id < 0
                     _offer(best, back_start, back_piece, back_rank, s, s + 1, unk_id, unk_score, k, merged,
@@ -225,6 +230,9 @@ def unigram_nbest_astar(values, offsets, code_of, root_child, narrow_row, narrow
         start[1], end[1], token[1], score[1] = n, n, -1, 0.0
         nodes = 2
         for s in range(n):  # PopulateNodes: a start's pieces shortest first, then its unk candidate
+            room = nodes + n - s + 1  # (at most a piece per end, and the unk candidate)
+            start, end, token, score, h = _grow(start, room), _grow(end, room), _grow(token, room), \
+                _grow(score, room), _grow(h, room)
             single = False
             node = root_child[code_of[values[lo + s]]]
             e = s
@@ -232,22 +240,15 @@ def unigram_nbest_astar(values, offsets, code_of, root_child, narrow_row, narrow
                 e += 1
                 t = token_of_node[node]
                 if t >= 0:
-                    start, end, token = _grow(start, nodes + 1), _grow(end, nodes + 1), _grow(token, nodes + 1)
-                    score, h = _grow(score, nodes + 1), _grow(h, nodes + 1)
                     start[nodes], end[nodes], token[nodes], score[nodes] = s, e, t, np.float32(piece_score[t])
                     nodes += 1
                     single |= e == s + 1
                 if e >= n:
                     break
-                code = code_of[values[lo + e]]
-                if code < narrow:
-                    node = narrow_table[narrow_row[node] * narrow + code]
-                else:
-                    node = trie_child(node, code, child_offsets, child_codes, child_nodes)
+                node = _step(node, code_of[values[lo + e]], narrow_row, narrow_table, narrow, child_offsets,
+                             child_codes, child_nodes)
             if not single:
                 missing |= unk_id < 0
-                start, end, token = _grow(start, nodes + 1), _grow(end, nodes + 1), _grow(token, nodes + 1)
-                score, h = _grow(score, nodes + 1), _grow(h, nodes + 1)
                 start[nodes], end[nodes], token[nodes], score[nodes] = s, s + 1, unk_id, np.float32(unk_score)
                 nodes += 1
         # the nodes ending at each position, in insertion order (the start node first at 0)
