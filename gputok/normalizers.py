@@ -184,7 +184,8 @@ class SentencePieceNormalizer(Normalizer):
                                 escape_whitespaces=self.escape_whitespaces)
         return self.with_emptied_prefix(text, *kept)
 
-    def with_emptied_prefix(self, text: Ragged, out: Ragged, source: torch.Tensor, pieces=None) -> tuple[Ragged, torch.Tensor]:
+    def with_emptied_prefix(self, text: Ragged, out: Ragged, source: torch.Tensor,
+                            pieces=None) -> tuple[Ragged, torch.Tensor]:
         """``out`` (what the whitespace rules kept of ``text``) with the dummy prefix as the whole of
         each text they emptied whose dummy SentencePiece still writes: without
         ``remove_extra_whitespaces``, a text of characters the charsmap deletes (user ``pieces``:

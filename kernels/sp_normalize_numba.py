@@ -2,9 +2,10 @@
 
 Contract: ``normalize_split`` returns what ``charsmap_numba.charsmap_rewrite_numba`` (or, without a
 charsmap, the codepoints as they are) -> ``sentencepiece_whitespace.whitespace_rules_numba`` (then
-``add_dummy`` for a dummy suffix, or a dummy prefix that SentencePiece writes to a text it empties) -> ``word_split_numba.split_at_marks`` (``runs``:
-``split_before_runs``) return in turn: the normalized codepoints (int32), their row offsets, each
-one's source codepoint (int64), and the words' starts, ends and offsets per text. The reference
+``add_dummy`` for a dummy suffix, or for the dummy prefix SentencePiece writes to a text it empties)
+-> ``word_split_numba.split_at_marks`` (``runs``: ``split_before_runs``) return in turn: the
+normalized codepoints (int32), their row offsets, each one's source codepoint (int64), and the
+words' starts, ends and offsets per text. The reference
 is those kernels in that order, which it runs itself for a batch the fast pass does not cover
 (tests/test_sp_normalize_numba.py compares the two on real text and random Unicode).
 

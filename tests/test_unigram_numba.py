@@ -304,7 +304,7 @@ def test_nbest_matches_torch_path_and_sentencepiece(sp_test_model_path, sp_test_
     if nbest_size == 1:
         assert got == want
     assert all(same_up_to_ties(w, [p for p, _ in g]) for g, w in zip(got, want))
-    assert all(abs(s - dict((tuple(p), ws) for p, ws in w)[tuple(p)]) < 1e-3 for g, w in zip(got, want) for p, s in g)
+    assert all(abs(s - {tuple(p): ws for p, ws in w}[tuple(p)]) < 1e-3 for g, w in zip(got, want) for p, s in g)
     sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
     clean = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
     assert nbest_encode(sp_test_tokenizer, clean, nbest_size) == [sp.nbest_encode_as_ids(t, nbest_size) for t in clean]

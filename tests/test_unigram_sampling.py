@@ -6,6 +6,7 @@ sentencepiece's ``nbest_encode_as_ids``.
 """
 
 import collections
+import itertools
 import math
 
 import pytest
@@ -104,7 +105,7 @@ def test_collate_samples_from_the_nbest_list(sp_test_tokenizer):
                                   generator=torch.Generator().manual_seed(0))
     out = collate(texts)
     ids, cuts = out["input_ids"].tolist(), out["row_offsets"].tolist()
-    rows = {tuple(ids[a:b]) for a, b in zip(cuts, cuts[1:])}
+    rows = {tuple(ids[a:b]) for a, b in itertools.pairwise(cuts)}
     assert 1 < len(rows) <= 3 and rows <= {tuple(p) for p in nbest_encode(sp_test_tokenizer, texts[:1], 3)[0]}
 
 
@@ -192,12 +193,10 @@ def test_nbest_sampling_is_reproducible_and_checks_its_arguments(sp_test_tokeniz
     assert 2 < len({tuple(ids) for ids in first[:40]}) <= 6  # each occurrence draws on its own, among 6
     assert first[40:42] == [[], []] and tuple(first[43]) in nbest_distribution(sp_test_tokenizer, texts[43], 6, 0.2)
     for bad in ({"nbest_size": 0}, {"nbest_size": 1}):
-        with pytest.raises(ValueError, match="nbest_size="):
-            with model.sampling(0.1, **bad):
-                pass
-    with pytest.raises(ValueError, match="alpha > 0"):
-        with model.sampling(0.0):  # the whole lattice needs a smoothing; an n-best list may be uniform
+        with pytest.raises(ValueError, match="nbest_size="), model.sampling(0.1, **bad):
             pass
+    with pytest.raises(ValueError, match="alpha > 0"), model.sampling(0.0):  # (the whole lattice needs a smoothing)
+        pass
     with model.sampling(0.0, nbest_size=3):
         assert model.is_sampling
 
