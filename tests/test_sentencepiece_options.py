@@ -179,6 +179,22 @@ def test_user_pieces_written_in_the_text_on_the_triton_path(trained, model_type)
     assert [ids[a:b] for a, b in itertools.pairwise(cuts)] == sp.encode(lines)
 
 
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_emptied_texts_on_the_triton_path(trained, model_type):
+    """Without remove_extra_whitespaces a text the charsmap rewrites to nothing (U+0001) still gets
+    the dummy prefix: the Triton pipeline's whitespace rules too (TRITON_INTERPRET=1 on CPU tensors)."""
+    from gputok import _dispatch
+
+    path = trained(model_type, "no_remove_extra_whitespaces")
+    sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
+    lines = ["\x01", "\x01\x02", " \x01", "", "x\x01", "plain  text "]
+    with _dispatch.use_backend("triton"):
+        out = tok(lines, padding=False)
+    ids, cuts = out["input_ids"].tolist(), out["row_offsets"].tolist()
+    assert [ids[a:b] for a, b in itertools.pairwise(cuts)] == sp.encode(lines)
+    assert sp.encode("\x01") == [sp.piece_to_id("▁")]  # the case itself
+
+
 def _with_unused_pieces(path: str, out) -> str:
     """The model with every 7th multi-character piece and one letter marked UNUSED, as a file may."""
     model = read_model(path)
