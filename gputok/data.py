@@ -46,10 +46,12 @@ class Collate:
     def __init__(self, tokenizer: Tokenizer, *, text_field: str = "text", pair_field: str | None = None,
                  fields: Sequence[str] | None = None, rename: Mapping[str, str] | None = None,
                  max_length: int | None = None, device: torch.device | str | None = None,
-                 sample_alpha: float | None = None, generator: torch.Generator | None = None, **options: Any) -> None:
+                 sample_alpha: float | None = None, generator: torch.Generator | None = None,
+                 sample_nbest_size: int = -1, **options: Any) -> None:
         """``sample_alpha``: a Unigram tokenizer samples a fresh segmentation of every word each
         time (subword regularization, as SentencePiece's ``enable_sampling``); ``generator``
-        (on ``device``) makes the samples reproducible."""
+        (on ``device``) makes the samples reproducible; ``sample_nbest_size > 1``: each text's
+        segmentation drawn among its n best instead (SentencePiece's ``nbest_size``)."""
         self.tokenizer, self.text_field, self.pair_field = tokenizer, text_field, pair_field
         self.fields = None if fields is None else tuple(fields)
         if self.fields is not None and text_field not in self.fields:
@@ -62,7 +64,7 @@ class Collate:
         if sample_alpha is not None and not hasattr(tokenizer.model, "sampling"):
             raise ValueError(f"sample_alpha needs a Unigram tokenizer; this one has a {type(tokenizer.model).__name__} "
                              "model, which has a single segmentation")
-        self.sample_alpha, self.generator = sample_alpha, generator
+        self.sample_alpha, self.generator, self.sample_nbest_size = sample_alpha, generator, sample_nbest_size
         self.options = dict(options)
         if max_length is not None:
             self.options.setdefault("truncation", True)
@@ -73,7 +75,7 @@ class Collate:
         texts = [r[self.text_field] for r in rows]
         pairs = [r[self.pair_field] for r in rows] if self.pair_field else None
         if self.sample_alpha is not None:
-            with self.tokenizer.model.sampling(self.sample_alpha, self.generator):
+            with self.tokenizer.model.sampling(self.sample_alpha, self.generator, nbest_size=self.sample_nbest_size):
                 batch: dict[str, Any] = self.tokenizer(texts, pairs, device=self.device, **self.options)
         else:
             batch = self.tokenizer(texts, pairs, device=self.device, **self.options)

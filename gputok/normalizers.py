@@ -179,9 +179,24 @@ class SentencePieceNormalizer(Normalizer):
             out, unit = self.precompiled(text)
         else:
             out, unit = text, torch.arange(text.values.numel(), device=text.device)
-        return whitespace_rules(out, unit, add_dummy_prefix=self.add_dummy_prefix,
+        kept = whitespace_rules(out, unit, add_dummy_prefix=self.add_dummy_prefix,
                                 remove_extra_whitespaces=self.remove_extra_whitespaces,
                                 escape_whitespaces=self.escape_whitespaces)
+        return self.with_emptied_prefix(text, *kept)
+
+    def with_emptied_prefix(self, text: Ragged, out: Ragged, source: torch.Tensor,
+                            pieces=None) -> tuple[Ragged, torch.Tensor]:
+        """``out`` (what the whitespace rules kept of ``text``) with the dummy prefix as the whole of
+        each text they emptied whose dummy SentencePiece still writes: without
+        ``remove_extra_whitespaces``, a text of characters the charsmap deletes (user ``pieces``:
+        a ``UserPieces``, none by default)."""
+        if not self.add_dummy_prefix or self.remove_extra_whitespaces:
+            return out, source
+        from .models.sentencepiece_options import with_dummy
+        from .models.user_pieces import UserPieces
+
+        return with_dummy(self, pieces or UserPieces({}), text, out, source, "\u2581" if self.escape_whitespaces else " ",
+                          after_nonempty=False)
 
     def to_json(self) -> dict[str, Any]:
         steps = [self.precompiled.to_json()] if self.precompiled is not None else []

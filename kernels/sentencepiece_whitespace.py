@@ -82,13 +82,47 @@ def whitespace_rules_numba(values, offsets, unit, add_dummy_prefix, remove_extra
 
 
 @kernel
-def append_to_nonempty(values, offsets, source, code):
-    """``treat_whitespace_as_suffix``'s dummy ``code`` ('▁' or ' ') after each non-empty text:
-    ``(out, out_offsets, out_source)``; the appended character's source is its text's last one."""
+def dummy_sources_when_empty(offsets, rewritten, rewritten_offsets, unit, kept_offsets, remove_extra_whitespaces):
+    """Per text, where SentencePiece's normalizer writes its dummy whitespace though the whitespace
+    rules keep none of the text's characters: the source index of the text's last character, else -1.
+
+    ``offsets``: the texts' raw codepoint offsets; ``rewritten`` / ``rewritten_offsets`` / ``unit``:
+    the charsmap's (and user pieces') rewrite, ``unit`` the raw index each output's unit starts
+    at; ``kept_offsets``: the offsets after the whitespace rules. ``normalizer.cc`` returns early
+    (no dummy) only for a text that is empty, or, with ``remove_extra_whitespaces``, whose units all
+    rewrite to exactly one space (its loop over leading spaces then consumes the whole text); any
+    other text gets the dummy even where nothing else is kept: a unit that rewrites to nothing
+    (U+0001 under nmt_nfkc), or a user piece of spaces ("  ", copied whole: not one space). (A unit
+    of several characters rewritten to one space would count as not one space: no charsmap seen
+    has such a rule.)"""
+    texts = offsets.size - 1
+    out = np.full(texts, -1, np.int64)
+    for t in range(texts):
+        lo, hi = offsets[t], offsets[t + 1]
+        if hi == lo or kept_offsets[t + 1] > kept_offsets[t]:
+            continue
+        a, b = rewritten_offsets[t], rewritten_offsets[t + 1]
+        spaces_only = remove_extra_whitespaces and b - a == hi - lo
+        for k in range(b - a):
+            if not spaces_only:
+                break
+            spaces_only = rewritten[a + k] == SPACE and unit[a + k] == lo + k
+        if not spaces_only:
+            out[t] = hi - 1
+    return out
+
+
+@kernel
+def add_dummy(values, offsets, source, code, empty_source, after_nonempty):
+    """The dummy ``code`` ('▁' or ' ') after each empty text whose ``empty_source``
+    (``dummy_sources_when_empty``) is >= 0, with that source, and, if ``after_nonempty``
+    (``treat_whitespace_as_suffix``'s dummy suffix), after each non-empty text, with its last
+    character's source: ``(out, out_offsets, out_source)``."""
     texts = offsets.size - 1
     out_offsets = np.zeros(texts + 1, np.int64)
     for t in range(texts):
-        out_offsets[t + 1] = out_offsets[t] + (offsets[t + 1] - offsets[t]) + (1 if offsets[t + 1] > offsets[t] else 0)
+        grows = (after_nonempty and offsets[t + 1] > offsets[t]) or (offsets[t + 1] == offsets[t] and empty_source[t] >= 0)
+        out_offsets[t + 1] = out_offsets[t] + (offsets[t + 1] - offsets[t]) + (1 if grows else 0)
     out = np.empty(out_offsets[texts], values.dtype)
     out_source = np.empty(out_offsets[texts], source.dtype)
     for t in range(texts):
@@ -97,7 +131,7 @@ def append_to_nonempty(values, offsets, source, code):
             out[at] = values[i]
             out_source[at] = source[i]
             at += 1
-        if offsets[t + 1] > offsets[t]:
+        if at < out_offsets[t + 1]:
             out[at] = code
-            out_source[at] = source[offsets[t + 1] - 1]
+            out_source[at] = source[offsets[t + 1] - 1] if offsets[t + 1] > offsets[t] else empty_source[t]
     return out, out_offsets, out_source

@@ -2,9 +2,10 @@
 
 Contract: ``normalize_split`` returns what ``charsmap_numba.charsmap_rewrite_numba`` (or, without a
 charsmap, the codepoints as they are) -> ``sentencepiece_whitespace.whitespace_rules_numba`` (then
-``append_to_nonempty`` for a dummy suffix) -> ``word_split_numba.split_at_marks`` (``runs``:
-``split_before_runs``) return in turn: the normalized codepoints (int32), their row offsets, each
-one's source codepoint (int64), and the words' starts, ends and offsets per text. The reference
+``add_dummy`` for a dummy suffix, or for the dummy prefix SentencePiece writes to a text it empties)
+-> ``word_split_numba.split_at_marks`` (``runs``: ``split_before_runs``) return in turn: the
+normalized codepoints (int32), their row offsets, each one's source codepoint (int64), and the
+words' starts, ends and offsets per text. The reference
 is those kernels in that order, which it runs itself for a batch the fast pass does not cover
 (tests/test_sp_normalize_numba.py compares the two on real text and random Unicode).
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from ._numba import kernel
 from .charsmap_numba import CODEPOINT, CONTINUE, SEVERAL, START, charsmap_rewrite_numba
-from .sentencepiece_whitespace import ESCAPED_SPACE, SPACE, append_to_nonempty, whitespace_rules_numba
+from .sentencepiece_whitespace import ESCAPED_SPACE, SPACE, add_dummy, dummy_sources_when_empty, whitespace_rules_numba
 from .word_split_numba import _split_at, split_text_at
 
 
@@ -61,8 +62,10 @@ def normalize_split(values, offsets, charsmap, direct, table_values, table_offse
                                                     order, key_values, key_offsets, rule_values, rule_offsets, max_long)
     text, text_offsets, source = whitespace_rules_numba(out, out_offsets, unit, add_dummy_prefix,
                                                         remove_extra_whitespaces, escape_whitespaces)
-    if suffix_code >= 0:
-        text, text_offsets, source = append_to_nonempty(text, text_offsets, source, suffix_code)
+    if suffix_code >= 0 or (add_dummy_prefix and not remove_extra_whitespaces):
+        empty_source = dummy_sources_when_empty(offsets, out, out_offsets, unit, text_offsets, remove_extra_whitespaces)
+        code = suffix_code if suffix_code >= 0 else (ESCAPED_SPACE if escape_whitespaces else SPACE)
+        text, text_offsets, source = add_dummy(text, text_offsets, source, code, empty_source, suffix_code >= 0)
     starts, ends, word_offsets = _split_at(text, text_offsets, mark, split, runs)
     return text, text_offsets, source, starts, ends, word_offsets
 
@@ -91,12 +94,14 @@ def _fast_pass(values, offsets, charsmap, direct, add_dummy_prefix, remove_extra
         if add_dummy_prefix:
             at += 1  # its slot, filled (or given back) once the text's characters are known
         previous = SPACE  # a space at a text's start goes
+        only_spaces = True  # (SentencePiece writes the dummy suffix to an emptied text unless so)
         for i in range(lo, hi):
             c = values[i]
             if charsmap:
                 if _breaks_one_to_one(values, i, direct):
                     return False, text[:0], text_offsets, source[:0], starts[:0], ends[:0], word_offsets
                 c = direct[c] & CODEPOINT
+            only_spaces = only_spaces and c == SPACE
             if c == SPACE and previous == SPACE and remove_extra_whitespaces:
                 continue
             previous = c
@@ -112,9 +117,9 @@ def _fast_pass(values, offsets, charsmap, direct, add_dummy_prefix, remove_extra
         elif add_dummy_prefix:
             text[first] = prefix
             source[first] = source[first + 1]
-        if at > first and suffix_code >= 0:
+        if suffix_code >= 0 and (at > first or (hi > lo and not only_spaces)):
             text[at] = suffix_code
-            source[at] = source[at - 1]
+            source[at] = source[at - 1] if at > first else hi - 1
             at += 1
         text_offsets[t + 1] = at
         w = split_text_at(text, first, at, mark, split, runs, starts, ends, w)

@@ -80,6 +80,13 @@ def _whitespace_rules_kernel(in_ptr, in_units_ptr, offsets_ptr, in_lengths_ptr, 
         non_space_in_unit = non_space_in_unit | (live & ~space)
         previous = tl.where(live, c, previous)
         previous_unit = tl.where(live, unit, previous_unit)
+    # Without remove_extra_whitespaces SentencePiece writes the dummy prefix to every non-empty
+    # text, one the charsmap rewrites to nothing too (the twin's caller adds it there:
+    # ``SentencePieceNormalizer.with_emptied_prefix``).
+    raw = tl.load(offsets_ptr + text + 1, mask=inside, other=0) - start
+    emptied = inside & prefix & ~squeeze & (written == 0) & (raw > 0)
+    tl.store(out_ptr + at, dummy, mask=emptied)
+    at = tl.where(emptied, at + 1, at)
     tl.store(lengths_ptr + text, at - first, mask=inside)
 
 

@@ -29,6 +29,8 @@ OPTIONS = {
     "no_split_by_number": {"split_by_number": False},
     "no_split_by_whitespace": {"split_by_whitespace": False},
     "treat_whitespace_as_suffix": {"treat_whitespace_as_suffix": True},
+    # a text of "▁" (not a space under identity, dropped at the end) gets the suffix back
+    "treat_whitespace_as_suffix_identity": {"treat_whitespace_as_suffix": True, "normalization_rule_name": "identity"},
     "allow_whitespace_only_pieces": {"allow_whitespace_only_pieces": True, "remove_extra_whitespaces": False},
     "no_add_dummy_prefix": {"add_dummy_prefix": False},
     "no_remove_extra_whitespaces": {"remove_extra_whitespaces": False},
@@ -43,18 +45,21 @@ RAW_PIECES = ["ＡＢ", "ﬁx", "▁the▁", "a▁b", "<sep>", "x  y", " of", "�
 USER_PIECE_OPTIONS = {
     "default": {}, "identity": {"normalization_rule_name": "identity"},
     "no_remove_extra_whitespaces": {"remove_extra_whitespaces": False}, "no_add_dummy_prefix": {"add_dummy_prefix": False},
-    # (a piece of spaces only would make sentencepiece append the suffix to a text of spaces: left out)
+    # a text of spaces with the piece "  " in it gets the suffix, though nothing else is kept
     "treat_whitespace_as_suffix": {"treat_whitespace_as_suffix": True},
+    "treat_whitespace_as_suffix_keep_spaces": {"treat_whitespace_as_suffix": True, "remove_extra_whitespaces": False},
 }
 for _name, _options in USER_PIECE_OPTIONS.items():
-    OPTIONS[f"raw_user_pieces_{_name}"] = {"user_defined_symbols": RAW_PIECES + ([] if "suffix" in _name else ["  "]),
-                                           **_options}
+    OPTIONS[f"raw_user_pieces_{_name}"] = {"user_defined_symbols": RAW_PIECES + ["  "], **_options}
 MODEL_TYPES = ("unigram", "bpe")
 EDGE_CASES = ["", " ", "  hello   world  ", "foo<tool>bar 12345 <ctrl> the x", "\t a\u3000b  \n", "1234567890 12 112",
               "in the regulation of the cell", "don't  stop ▁ now", "中文字符 和 English", "e\u0301 \u00e9 ﬁ ①",
               "the the the▁the", "\U0001F600 emoji \U0001F600\U0001F600",
               "ＡＢ ＡＢＣ xＡＢ", "ﬁx ﬁxed ﬁ x", "the▁the▁ ▁the▁", "a ▁ ▁b a▁b", "x  y x y x   y  ", "of  of of",
-              "moniker.  And  x", "e\u0301x ex\u0301 e\u0301\u0301x", "\u3000z z\u3000\u3000z", "ᄀ\u1161 ᄀ"]
+              "moniker.  And  x", "e\u0301x ex\u0301 e\u0301\u0301x", "\u3000z z\u3000\u3000z", "ᄀ\u1161 ᄀ",
+              # texts the normalizer empties: of spaces (only one-space units: no dummy), or with a
+              # character nmt_nfkc deletes (U+0001) or a user piece "  " (the dummy suffix is written)
+              "   ", "\u3000 \t", "\x01", " \x01 ", "\x01\x02", "  \x01", "\u3000  ", " \u3000  \t", "  ", "\t\t", "▁", " ▁ ", "▁▁"]
 
 
 @pytest.fixture(scope="session")
@@ -172,6 +177,22 @@ def test_user_pieces_written_in_the_text_on_the_triton_path(trained, model_type)
         out = tok(lines, padding=False)
     ids, cuts = out["input_ids"].tolist(), out["row_offsets"].tolist()
     assert [ids[a:b] for a, b in itertools.pairwise(cuts)] == sp.encode(lines)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_emptied_texts_on_the_triton_path(trained, model_type):
+    """Without remove_extra_whitespaces a text the charsmap rewrites to nothing (U+0001) still gets
+    the dummy prefix: the Triton pipeline's whitespace rules too (TRITON_INTERPRET=1 on CPU tensors)."""
+    from gputok import _dispatch
+
+    path = trained(model_type, "no_remove_extra_whitespaces")
+    sp, tok = spm.SentencePieceProcessor(model_file=path), Tokenizer.from_sentencepiece(path)
+    lines = ["\x01", "\x01\x02", " \x01", "", "x\x01", "plain  text "]
+    with _dispatch.use_backend("triton"):
+        out = tok(lines, padding=False)
+    ids, cuts = out["input_ids"].tolist(), out["row_offsets"].tolist()
+    assert [ids[a:b] for a, b in itertools.pairwise(cuts)] == sp.encode(lines)
+    assert sp.encode("\x01") == [sp.piece_to_id("▁")]  # the case itself
 
 
 def _with_unused_pieces(path: str, out) -> str:

@@ -1,6 +1,6 @@
 """``kernels/sp_normalize_numba.normalize_split`` (SentencePiece's charsmap, whitespace rules,
 dummy suffix and word split in one pass per text) against the kernels it stands for, in turn:
-``charsmap_rewrite_numba``, ``whitespace_rules_numba``, ``append_to_nonempty``, ``split_at_marks``
+``charsmap_rewrite_numba``, ``whitespace_rules_numba``, ``add_dummy``, ``split_at_marks``
 / ``split_before_runs``; on real text, edge cases and random Unicode, every option, a charsmap
 (nmt_nfkc) and none, batches the fast pass covers and ones it hands to those kernels."""
 
@@ -16,7 +16,7 @@ from gputok._whole_cells import NO_CHARSMAP
 from gputok.ingest import utf32_units
 from gputok.kernels.charsmap_numba import charsmap_rewrite_numba
 from gputok.kernels.ingest_numba import codepoints_numba
-from gputok.kernels.sentencepiece_whitespace import append_to_nonempty, whitespace_rules_numba
+from gputok.kernels.sentencepiece_whitespace import add_dummy, dummy_sources_when_empty, whitespace_rules_numba
 from gputok.kernels.sp_normalize_numba import normalize_split
 from gputok.kernels.word_split_numba import _split_at
 
@@ -47,8 +47,10 @@ def _reference(values, offsets, charsmap, rules, prefix, remove, escape, suffix,
     else:
         out, out_offsets, unit = values, offsets, np.arange(values.size)
     text, text_offsets, source = whitespace_rules_numba(out, out_offsets, unit, prefix, remove, escape)
-    if suffix >= 0:
-        text, text_offsets, source = append_to_nonempty(text, text_offsets, source, suffix)
+    if suffix >= 0 or (prefix and not remove):
+        empty_source = dummy_sources_when_empty(offsets, out, out_offsets, unit, text_offsets, remove)
+        code = suffix if suffix >= 0 else (0x2581 if escape else 32)
+        text, text_offsets, source = add_dummy(text, text_offsets, source, code, empty_source, suffix >= 0)
     return (text, text_offsets, source, *_split_at(text, text_offsets, MARK, split, runs))
 
 

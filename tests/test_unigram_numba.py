@@ -292,16 +292,21 @@ def test_nbest_matches_torch_path_and_sentencepiece(sp_test_model_path, sp_test_
     from gputok.models.unigram import nbest_encode
 
     texts = sample[:60] + ["", "a", "☃☃ x", "hello world"] + random_texts(9, 20)
+    from test_unigram_sampling import same_up_to_ties
+
     norm, _ = normalized_words(sp_test_tokenizer, texts)
     got = sp_test_tokenizer.model.nbest(norm, nbest_size)
+    # The torch path keeps each node's k best in float64 (a stable merge); the CPU kernel runs
+    # sentencepiece's own A* in float32 (lists of more than one): the same paths, near-equal
+    # scores, ties in another order (and another cut among those tied with the n-th).
     with use_backend("torch"):
-        want = sp_test_tokenizer.model.nbest(norm, nbest_size)
-    assert got == want
-    # Long lines: sentencepiece's n-best (float32, its own search) orders some near-equal paths
-    # otherwise, on the torch path too; compare short ones.
+        want = sp_test_tokenizer.model.nbest(norm, nbest_size + (30 if nbest_size > 1 else 0))
+    if nbest_size == 1:
+        assert got == want
+    assert all(same_up_to_ties(w, [p for p, _ in g]) for g, w in zip(got, want))
+    assert all(abs(s - {tuple(p): ws for p, ws in w}[tuple(p)]) < 1e-3 for g, w in zip(got, want) for p, s in g)
     sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
-    clean = [t.encode("utf-8", "replace").decode("utf-8") for t in texts if len(t) < 16]
-    assert len(clean) > 10
+    clean = [t.encode("utf-8", "replace").decode("utf-8") for t in texts]
     assert nbest_encode(sp_test_tokenizer, clean, nbest_size) == [sp.nbest_encode_as_ids(t, nbest_size) for t in clean]
 
 
@@ -311,7 +316,7 @@ def test_nbest_with_ties_and_unks():
     words = Ragged.from_lengths(torch.tensor([ord(c) for c in "▁aaaa▁aab☃b▁"], dtype=torch.int32),
                                 torch.tensor([5, 0, 7]))
     got = model.nbest(words, 50)
-    with use_backend("torch"):
-        assert got == model.nbest(words, 50)
+    with use_backend("torch"):  # (the same paths; ties in another order: see the test above)
+        assert [sorted(row) for row in got] == [sorted(row) for row in model.nbest(words, 50)]
     assert len(got[0]) == 5 and got[1] == [([], 0.0)]  # ▁ then aaaa five ways, all scoring -5
     assert all(0 in tokens for tokens, _ in got[2])  # the unk candidate of ☃

@@ -6,6 +6,7 @@ sentencepiece's ``nbest_encode_as_ids``.
 """
 
 import collections
+import itertools
 import math
 
 import pytest
@@ -98,18 +99,106 @@ def test_collate_samples_fresh_segmentations_each_epoch(sp_test_tokenizer):
     assert again(texts)["input_ids"].tolist() == epochs[0]
 
 
+def test_collate_samples_from_the_nbest_list(sp_test_tokenizer):
+    texts = ["tokenization of unaffable words"] * 16
+    collate = gputok.data.Collate(sp_test_tokenizer, sample_alpha=0.0, sample_nbest_size=3, padding=False,
+                                  generator=torch.Generator().manual_seed(0))
+    out = collate(texts)
+    ids, cuts = out["input_ids"].tolist(), out["row_offsets"].tolist()
+    rows = {tuple(ids[a:b]) for a, b in itertools.pairwise(cuts)}
+    assert 1 < len(rows) <= 3 and rows <= {tuple(p) for p in nbest_encode(sp_test_tokenizer, texts[:1], 3)[0]}
+
+
 def test_collate_sampling_needs_a_unigram_model():
     tok = gputok.Tokenizer.from_vocab(gputok.tokenizer.gputok_example_vocab())
     with pytest.raises(ValueError, match="needs a Unigram tokenizer"):
         gputok.data.Collate(tok, sample_alpha=0.1)
 
 
-@pytest.mark.parametrize("nbest_size", [2, 5, 20])
-def test_nbest_equals_sentencepiece(sp_test_model_path, sp_test_tokenizer, nbest_size):
+# Texts whose n-best lists hold paths of equal float32 score ("lingers and lingers": the same
+# two segmentations of each word, swapped), which sentencepiece orders by its A* heap.
+TIED_TEXTS = ['Accelerator \\Ac*cel"er*a`tor\\, n', "--------", "borrowing only lingers and lingers it",
+              "Why, fool, I meant not thee, I meant thy master.", "More light and light,--more dark and dark our woes!",
+              "toluene 3-monooxygenas", "You understand me not that tell me so.", "aaaa aaaa", "x" * 30]
+
+
+@pytest.mark.parametrize("nbest_size", [2, 5, 20, 60])
+def test_nbest_equals_sentencepiece(sp_test_model_path, sp_test_tokenizer, parity_lines, nbest_size):
     sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
     texts = ["hello world", "I saw a girl with a telescope.", "unaffable", "New York", "中文 text",
-             "the kernel documentation", "ｶﾞ", "x"]
-    assert nbest_encode(sp_test_tokenizer, texts, nbest_size) == [sp.nbest_encode_as_ids(t, nbest_size) for t in texts]
+             "the kernel documentation", "ｶﾞ", "x", ""] + TIED_TEXTS
+    # long lines: ~100 tokens, thousands of hypotheses (past 10,000 sentencepiece trims its agenda)
+    texts += [line for line in parity_lines[::5000] if len(line) > 300][:4]
+    theirs = [sp.nbest_encode_as_ids(t, nbest_size) for t in texts]
+    assert nbest_encode(sp_test_tokenizer, texts, nbest_size) == theirs
+    # the test has power: the ties are there, and a stable merge of each node's k best orders them otherwise
+    from gputok.ingest import as_texts, codepoints
+
+    size = max(nbest_size, 5)
+    norm, _ = sp_test_tokenizer.normalizer(codepoints(as_texts(TIED_TEXTS)))
+    scored = sp_test_tokenizer.model.nbest(norm, size)
+    assert sum(len({s for _, s in paths}) < len(paths) for paths in scored) >= 5
+    with gputok._dispatch.use_backend("torch"):
+        merged = sp_test_tokenizer.model.nbest(norm, size)
+    assert [[p for p, _ in paths] for paths in merged] != [[p for p, _ in paths] for paths in scored]
+
+
+NBEST_SAMPLING_CASES = [("hello world", 5, 0.5), ("unaffable telescope", 10, 0.2), ("lingers and lingers", 8, 0.0)]
+
+
+def nbest_distribution(tok, text: str, nbest_size: int, alpha: float) -> dict[tuple[int, ...], float]:
+    """SentencePiece's distribution when it samples from the n-best list: ``exp(alpha * score)``
+    over the list's sum (``SampleEncode`` with ``nbest_size > 1``), from gputok's list and scores."""
+    from gputok.ingest import as_texts, codepoints
+
+    norm, _ = tok.normalizer(codepoints(as_texts([text])))
+    paths = tok.model.nbest(norm, nbest_size)[0]
+    ids = nbest_encode(tok, [text], nbest_size)[0]
+    top = max(score for _, score in paths)
+    weights = {tuple(i): math.exp(alpha * (score - top)) for i, (_, score) in zip(ids, paths)}
+    return {p: w / sum(weights.values()) for p, w in weights.items()}
+
+
+@pytest.mark.parametrize("text,nbest_size,alpha", NBEST_SAMPLING_CASES)
+def test_sampling_from_the_nbest_list_follows_sentencepiece(sp_test_model_path, sp_test_tokenizer, text, nbest_size,
+                                                            alpha):
+    """``sampling(alpha, nbest_size=n)`` draws a segmentation of the whole text among its n best,
+    ``P ~ exp(alpha * score)``: chi-square against that distribution (which sentencepiece's own
+    samples pass too), and the same samples rejected against a neighbouring alpha."""
+    sp = spm.SentencePieceProcessor(model_file=sp_test_model_path)
+    n = 20000
+    with sp_test_tokenizer.model.sampling(alpha, torch.Generator().manual_seed(11), nbest_size=nbest_size):
+        ours = collections.Counter(map(tuple, sp_test_tokenizer.encode_batch([text] * n)))
+    theirs = collections.Counter(tuple(sp.encode(text, enable_sampling=True, nbest_size=nbest_size, alpha=alpha))
+                                 for _ in range(n))
+    expected = nbest_distribution(sp_test_tokenizer, text, nbest_size, alpha)
+    assert len(expected) == nbest_size and set(ours) <= set(expected) and set(theirs) <= set(expected)
+    assert chi_square_pvalue(theirs, expected, n) > 1e-4  # (the expected distribution is sentencepiece's)
+    assert chi_square_pvalue(ours, expected, n) > 1e-4
+    other = nbest_distribution(sp_test_tokenizer, text, nbest_size, alpha * 1.5 if alpha else 0.3)
+    assert chi_square_pvalue(ours, other, n) < 1e-6
+
+
+def test_nbest_sampling_is_reproducible_and_checks_its_arguments(sp_test_tokenizer):
+    texts = ["the quick brown fox jumps over the lazy dog"] * 40 + ["", " ", "x", "中文 ｶﾞ"]
+    model = sp_test_tokenizer.model
+
+    def draw(seed, backend="numba"):
+        with gputok._dispatch.use_backend(backend), model.sampling(0.2, torch.Generator().manual_seed(seed),
+                                                                   nbest_size=6):
+            return sp_test_tokenizer.encode_batch(texts)
+
+    first = draw(5)
+    assert draw(5) == first and draw(5, "torch") == first and draw(6) != first
+    assert 2 < len({tuple(ids) for ids in first[:40]}) <= 6  # each occurrence draws on its own, among 6
+    assert first[40:42] == [[], []] and tuple(first[43]) in nbest_distribution(sp_test_tokenizer, texts[43], 6, 0.2)
+    for bad in ({"nbest_size": 0}, {"nbest_size": 1}):
+        with pytest.raises(ValueError, match="nbest_size="), model.sampling(0.1, **bad):
+            pass
+    with pytest.raises(ValueError, match="alpha > 0"), model.sampling(0.0):  # (the whole lattice needs a smoothing)
+        pass
+    with model.sampling(0.0, nbest_size=3):
+        assert model.is_sampling
 
 
 def test_nbest_bad_size(sp_test_tokenizer):
@@ -159,10 +248,11 @@ def user_piece_model(tmp_path_factory, parity_lines):
     return path, spm.SentencePieceProcessor(model_file=path), gputok.Tokenizer.from_sentencepiece(path)
 
 
-def _same_up_to_ties(ours: list[tuple[list[int], float]], theirs: list[list[int]]) -> bool:
+def same_up_to_ties(ours: list[tuple[list[int], float]], theirs: list[list[int]]) -> bool:
     """Whether ``theirs`` (n paths) holds ``ours``' first n paths in the same order, paths of equal
-    score in any order among themselves (sentencepiece's A* leaves their order to its heap, and
-    which of them the n-th place cuts off). ``ours``: more than n paths, with their scores."""
+    score in any order among themselves (the torch path's merge orders ties otherwise than
+    sentencepiece's A* heap, and cuts other ones at the n-th place). ``ours``: more than n paths,
+    with their scores."""
     size = len(theirs)
     if [p for p, _ in ours[:size]] == theirs:
         return True
@@ -189,13 +279,15 @@ def test_nbest_scores_user_pieces_by_characters(user_piece_model, parity_lines, 
         monkeypatch.setenv("GPUTOK_BACKEND", "torch")
     texts = USER_PIECE_TEXTS + [line[:50] for line in parity_lines[5::1500] if line.strip()][:120]
     assert nbest_encode(tok, texts, 1) == [sp.nbest_encode_as_ids(t, 1) for t in texts]  # the encoder: bytes
+    if backend == "numba":  # sentencepiece's own search: its lists exactly, ties in its order
+        assert all(nbest_encode(tok, texts, size) == [sp.nbest_encode_as_ids(t, size) for t in texts] for size in (2, 5))
     norm, _ = tok.normalizer(codepoints(as_texts(texts)))
     for size in (2, 5):
         scored = tok.model.nbest(norm, size + 30)  # (paths tied with the n-th too)
         ours = nbest_encode(tok, texts, size + 30)  # (unks fused, as sentencepiece gives them)
         theirs = [sp.nbest_encode_as_ids(t, size) for t in texts]
         bad = [t for t, o, s, th in zip(texts, ours, scored, theirs)
-               if not _same_up_to_ties([(p, score) for p, (_, score) in zip(o, s)], th)]
+               if not same_up_to_ties([(p, score) for p, (_, score) in zip(o, s)], th)]
         assert not bad, bad[:3]
     # the case itself: the lattice's best path is not the encoder's
     assert [sp.id_to_piece(i) for i in sp.nbest_encode_as_ids("中文", 2)[0]] == ["▁", "中", "文"]

@@ -124,8 +124,7 @@ def sentencepiece_tokenizer(model: SentencePieceModel, tokenizer_class, *, sourc
     if isinstance(bpe, UserPiecesBPE):
         pre_tokenizer = UserPieceSplit(pre_tokenizer, bpe.user_pieces)
     return tokenizer_class(bpe, normalizer=normalizer, pre_tokenizer=pre_tokenizer,
-                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix
-                                                        and not model.treat_whitespace_as_suffix,
+                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix,
                                                         remove_extra_whitespaces=spec.remove_extra_whitespaces,
                                                         unk_piece=bpe.unk_token, unk_surface=model.unk_surface,
                                                         control=frozenset(p.piece for p in model.pieces if p.type == CONTROL)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..ragged import Ragged
@@ -43,7 +44,9 @@ def sentencepiece_normalizer(model: SentencePieceModel):
 
 
 class DummySuffix:
-    """A normalizer (``inner``), then ``char`` after each non-empty text.
+    """A normalizer (``inner``), then ``char`` after each non-empty text, and after an emptied one
+    where SentencePiece still writes it (``kernels/sentencepiece_whitespace.dummy_sources_when_empty``:
+    a text of spaces with a user piece "  " in it, or of characters the charsmap deletes).
 
     >>> from gputok.normalizers import SentencePieceNormalizer
     >>> out, src = DummySuffix(SentencePieceNormalizer(b"", add_dummy_prefix=False), "▁")(
@@ -58,15 +61,44 @@ class DummySuffix:
         self.inner, self.char = inner, char
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
-        from ..kernels.sentencepiece_whitespace import append_to_nonempty
+        from .user_pieces import UserPieceNormalizer, UserPieces
 
-        out, source = self.inner(text)
-        device = out.values.device
-        values, offsets, source = append_to_nonempty(out.values.cpu().numpy(), out.offsets.cpu().numpy(),
-                                                     source.cpu().numpy(), ord(self.char))
-        return (Ragged(torch.from_numpy(values).to(device), torch.from_numpy(offsets).to(device)),
-                torch.from_numpy(source).to(device))
+        inner = self.inner
+        pieces = inner.pieces if isinstance(inner, UserPieceNormalizer) else UserPieces({})
+        base = inner.inner if isinstance(inner, UserPieceNormalizer) else inner
+        return with_dummy(base, pieces, text, *inner(text), self.char, after_nonempty=True)
 
     def to_json(self) -> dict[str, Any]:
         raise ValueError("a SentencePiece model with treat_whitespace_as_suffix=true cannot be saved as a "
                          "tokenizer.json: huggingface has no normalizer that appends the '▁'; keep the .model file")
+
+
+def with_dummy(normalizer, pieces, text: Ragged, out: Ragged, source: torch.Tensor, char: str, *,
+               after_nonempty: bool) -> tuple[Ragged, torch.Tensor]:
+    """``out`` (with its ``source``), what SentencePiece's ``normalizer`` (a ``SentencePieceNormalizer``
+    with user ``pieces``, a ``UserPieces``) kept of ``text``, with the dummy ``char`` after each
+    non-empty text if ``after_nonempty`` (a dummy suffix), and as the whole of each text it kept
+    nothing of but still writes the dummy to (``kernels/sentencepiece_whitespace.py``'s
+    ``dummy_sources_when_empty``). Those texts (rare) are rewritten again, to tell."""
+    from ..kernels.sentencepiece_whitespace import add_dummy, dummy_sources_when_empty
+    from .user_pieces import rewrite
+
+    kept_offsets = out.offsets.cpu().numpy()
+    raw_offsets = text.offsets.cpu().numpy()
+    raw_lengths = np.diff(raw_offsets)
+    judged = (np.diff(kept_offsets) == 0) & (raw_lengths > 0)
+    sources = np.full(raw_lengths.size, -1, np.int64)
+    if judged.any():
+        values = text.values.cpu().numpy()[np.repeat(judged, raw_lengths)]
+        offsets = np.concatenate([[0], np.cumsum(raw_lengths[judged])]).astype(np.int64)
+        rewritten, rewritten_offsets, unit = rewrite(normalizer, pieces, values, offsets)
+        found = dummy_sources_when_empty(offsets, rewritten, rewritten_offsets, unit, np.zeros_like(offsets),
+                                         normalizer.remove_extra_whitespaces)
+        sources[judged] = np.where(found >= 0, found + raw_offsets[:-1][judged], -1)
+    elif not after_nonempty:
+        return out, source
+    device = out.values.device
+    values, offsets, source = add_dummy(out.values.cpu().numpy(), kept_offsets, source.cpu().numpy(), ord(char), sources,
+                                        after_nonempty)
+    return (Ragged(torch.from_numpy(values).to(device), torch.from_numpy(offsets).to(device)),
+            torch.from_numpy(source).to(device))

@@ -48,9 +48,9 @@ the CPU: ``gputok._whole_unigram`` runs it as one kernel call with a word cache 
 this float32 rule: warm, it halves the segmentation's time; a first pass over 4 MB of English, a
 fifth of whose words are new, costs about what the sentence walk does.) Sampling runs ``kernels/unigram_sample_numba.py`` per occurrence
 (same distribution as the torch path, other draws from the same generator), n-best lists
-``kernels/unigram_nbest_numba.py``. Leaves out:
-sampling from an n-best list (``nbest_size > 1`` with sampling; the full lattice, ``nbest_size=-1``,
-is what is sampled).
+``kernels/unigram_nbest_numba.py`` (SentencePiece's own A* search, whose order of equal-score paths
+the torch path does not keep), and sampling from an n-best list (``nbest_size > 1``) draws among
+the A* search's paths of each whole text there.
 Memory: the trie's tables (~40 MB; see :class:`PieceTrie`), the lattice of the unique words (~2
 edges per character, ~48 bytes each while it is built) plus three float64 / int64 values per
 position for the programme; a text segmented whole takes 12 bytes per character in the kernel
@@ -63,6 +63,7 @@ position and path kept).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import struct
 import threading
@@ -426,11 +427,14 @@ class Unigram:
         return getattr(self._local, "sampling", None) is not None
 
     @contextlib.contextmanager
-    def sampling(self, alpha: float, generator: torch.Generator | None = None):
+    def sampling(self, alpha: float, generator: torch.Generator | None = None, *, nbest_size: int = -1):
         """Within the block, encoding *samples* a segmentation of every word occurrence,
         ``P(segmentation) ~ exp(alpha * score)`` over the whole lattice, as SentencePiece's
         ``encode(..., enable_sampling=True, alpha=alpha, nbest_size=-1)``; ``generator`` (on the
-        encoding device) makes it reproducible.
+        encoding device) makes it reproducible. ``nbest_size > 1``: a segmentation of every text
+        drawn from its ``nbest_size`` best (:meth:`nbest`), ``P ~ exp(alpha * score)`` among them, as
+        SentencePiece's ``nbest_size`` does (``alpha = 0``: uniform among them); on the CPU kernels
+        (texts on another device are copied), one uniform per text from ``generator``.
 
         >>> m = Unigram([("<unk>", 0.0), ("a", -1.0), ("b", -1.0), ("ab", -2.0)], unk_id=0)
         >>> word = Ragged.from_lengths(torch.tensor([97, 98] * 400), torch.full((400,), 2))
@@ -439,14 +443,18 @@ class Unigram:
         >>> 150 < sum(row == [3] for row in ids.tolist()) < 250  # P(ab) = e^-2 / (2 e^-2) = 1/2
         True
         """
-        if not alpha > 0:
-            raise ValueError(f"alpha={alpha}: sampling needs alpha > 0 (the smoothing of the scores)")
-        previous = getattr(self._local, "sampling", None)
-        self._local.sampling = (float(alpha), generator)
+        if nbest_size in (0, 1):
+            raise ValueError(f"nbest_size={nbest_size}: sampling draws from the whole lattice (nbest_size < 0) or "
+                             "from the nbest_size > 1 best segmentations; one segmentation is the plain encode")
+        if not (alpha > 0 or (nbest_size > 1 and alpha == 0)):
+            raise ValueError(f"alpha={alpha}: sampling needs alpha > 0 (the smoothing of the scores; 0 only with "
+                             "nbest_size > 1)")
+        previous = getattr(self._local, "sampling", None), getattr(self._local, "nbest_size", -1)
+        self._local.sampling, self._local.nbest_size = (float(alpha), generator), nbest_size
         try:
             yield self
         finally:
-            self._local.sampling = previous
+            self._local.sampling, self._local.nbest_size = previous
 
     # ---- encoding -----------------------------------------------------------------------
     def _tensors(self, device: torch.device):
@@ -619,6 +627,9 @@ class Unigram:
     def encode_words(self, words: Ragged) -> tuple[Ragged, Ragged]:
         """Token ids of each word (ragged codepoints) and each token's end, in characters."""
         settings = getattr(self._local, "sampling", None)
+        if settings is not None and getattr(self._local, "nbest_size", -1) > 1:  # each word its own sentence
+            return self._sample_nbest(words.values, words.offsets[:-1], words.offsets[1:],
+                                      torch.arange(len(words) + 1))
         if _dispatch.on_cpu_kernels(words.device):
             return self._encode_spans_numba(words.values, words.offsets[:-1], words.lengths(), settings)
         if settings is not None:
@@ -651,6 +662,48 @@ class Unigram:
                                                   self.byte_fallback)
         offsets = torch.from_numpy(offsets)
         return Ragged(torch.from_numpy(ids), offsets), Ragged(torch.from_numpy(ends), offsets)
+
+    @functools.cached_property
+    def _token_chars(self) -> np.ndarray:
+        """Characters each token of a lattice path covers: its piece's, one for the unk candidate."""
+        chars = np.array([len(p) for p in self.pieces], np.int64)
+        if self.unk_id is not None:
+            chars[self.unk_id] = 1
+        return chars
+
+    def _sample_nbest(self, values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor,
+                      sentence_words: torch.Tensor) -> tuple[Ragged, Ragged]:
+        """Inside :meth:`sampling` with ``nbest_size > 1``: each sentence (words
+        ``sentence_words[k] .. sentence_words[k + 1]`` of ``values[starts[w]:ends[w]]``, in order)
+        gets the n best paths of its whole text (``unigram_nbest_astar``) and one drawn among them
+        (``sample_nbest_at_words``), cut at its words; unks fused or as bytes. Rows per word."""
+        from ..kernels.unigram_nbest_numba import sample_nbest_at_words, unigram_nbest_astar
+
+        alpha, generator = self._local.sampling
+        device = values.device
+        values, starts, ends = values.cpu(), starts.cpu().numpy(), ends.cpu().numpy()
+        sentence_words = sentence_words.cpu().numpy()
+        first, last = sentence_words[:-1], sentence_words[1:] - 1
+        spoken = last >= first  # sentences with words
+        row_starts, row_lengths = np.zeros(first.size, np.int64), np.zeros(first.size, np.int64)
+        row_starts[spoken] = starts[first[spoken]]
+        row_lengths[spoken] = ends[last[spoken]] - row_starts[spoken]
+        rows = gather_words(values, torch.from_numpy(row_starts), torch.from_numpy(row_lengths))
+        unk_id = -1 if self.unk_id is None else self.unk_id
+        tokens, path_offsets, scores, row_paths, missing = unigram_nbest_astar(
+            rows.values.int().numpy(), rows.offsets.numpy(), *self.trie.walk_arrays, self.lattice_score64,
+            self.unk_score, unk_id, min(self._local.nbest_size, 1024))
+        if missing:
+            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
+                             "give the model an unk piece")
+        where = "cpu" if generator is None else generator.device
+        uniforms = torch.rand(row_starts.size, generator=generator, dtype=torch.float64, device=where).cpu().numpy()
+        ids, token_ends, offsets = sample_nbest_at_words(tokens, path_offsets, scores, row_paths, uniforms, alpha,
+                                                         self._token_chars, starts, ends, sentence_words)
+        ids, token_ends, offsets = unigram_finish_numba(ids, token_ends, offsets, values.int().numpy(), starts, unk_id,
+                                                        self._byte_ids_np, self.byte_fallback)
+        offsets = torch.from_numpy(offsets).to(device)
+        return Ragged(torch.from_numpy(ids).to(device), offsets), Ragged(torch.from_numpy(token_ends).to(device), offsets)
 
     def _encode_sentences_numba(self, values: torch.Tensor, words: Words) -> tuple[Ragged, Ragged, torch.Tensor]:
         """:meth:`encode_in_context` in SentencePiece mode on CPU tensors: every text segmented whole
@@ -725,8 +778,11 @@ class Unigram:
         """The ``nbest_size`` best segmentations of each row with their scores, best first, as
         SentencePiece's ``nbest_encode`` (rows are whole normalized sentences there).
 
-        Every node keeps its k best partial paths, merged from all incoming edges in one step
-        per start position for all rows; paths are then read back per row.
+        On the CPU kernels, lists of more than one come from SentencePiece's own A* search
+        (``kernels/unigram_nbest_numba.unigram_nbest_astar``): its float32 scores, and paths of
+        equal score in its order. The torch path: every node keeps its k best partial paths
+        (float64), merged from all incoming edges in one step per start position for all rows;
+        paths are then read back per row: the same paths, equal-score ones in another order.
         """
         if nbest_size < 1:
             raise ValueError(f"nbest_size={nbest_size}; pass a positive number of segmentations")
@@ -734,9 +790,10 @@ class Unigram:
         device = words.device
         rows = len(words)
         if _dispatch.on_cpu_kernels(device):
-            from ..kernels.unigram_nbest_numba import unigram_nbest_numba
+            from ..kernels.unigram_nbest_numba import unigram_nbest_astar, unigram_nbest_numba
 
-            tokens, path_offsets, path_scores, row_paths, missing = unigram_nbest_numba(
+            search = unigram_nbest_astar if k > 1 else unigram_nbest_numba  # (one: SentencePiece's encoder)
+            tokens, path_offsets, path_scores, row_paths, missing = search(
                 words.values.int().numpy(), words.offsets.numpy(), *self.trie.walk_arrays,
                 self.lattice_score64 if k > 1 else self._score64_np,
                 self.unk_score, -1 if self.unk_id is None else self.unk_id, k)
@@ -808,6 +865,10 @@ class Unigram:
         lengths = words.lengths()
         num_words = lengths.numel()
         settings = getattr(self._local, "sampling", None)
+        if settings is not None and getattr(self._local, "nbest_size", -1) > 1:  # a sample per text, from its n best
+            sentences = words.text_offsets if self.sentencepiece and self.splits_at_space else torch.arange(num_words + 1)
+            piece_ids, piece_ends = self._sample_nbest(values, words.starts, words.ends, sentences)
+            return piece_ids, piece_ends, torch.arange(num_words, device=device)
         if settings is not None and _dispatch.on_cpu_kernels(device):  # a sample per occurrence
             piece_ids, piece_ends = self._encode_spans_numba(values, words.starts, lengths, settings)
             return piece_ids, piece_ends, torch.arange(num_words)
@@ -1137,9 +1198,7 @@ def sentencepiece_tokenizer(model, tokenizer_class):
     spec = model.normalizer
     normalizer = sentencepiece_normalizer(model)
     return tokenizer_class(unigram, normalizer=normalizer, pre_tokenizer=MetaspaceSplit(split=unigram.splits_at_space),
-                           # (with the dummy space as a suffix, SentencePiece's decode keeps it)
-                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix
-                                                        and not model.treat_whitespace_as_suffix,
+                           decoder=SentencePieceDecoder(add_dummy_prefix=spec.add_dummy_prefix,
                                                         remove_extra_whitespaces=spec.remove_extra_whitespaces,
                                                         unk_piece=unigram.pieces[unigram.unk_id],
                                                         unk_surface=model.unk_surface,

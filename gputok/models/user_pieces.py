@@ -131,19 +131,15 @@ class UserPieceNormalizer:
         self.inner, self.pieces = inner, pieces
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
-        from .._whole_cells import NO_CHARSMAP
-        from ..kernels.charsmap_numba import rewrite_walk
         from ..kernels.sentencepiece_whitespace import whitespace_rules_numba
 
         inner, device = self.inner, text.values.device
-        charsmap = None if inner.precompiled is None else inner.precompiled.charsmap
-        rules = NO_CHARSMAP if charsmap is None else charsmap.numpy_rules()
-        out, out_offsets, unit = rewrite_walk(
-            text.values.cpu().numpy(), text.offsets.cpu().numpy(), charsmap is not None, *rules, *self.pieces._table())
+        out, out_offsets, unit = rewrite(inner, self.pieces, text.values.cpu().numpy(), text.offsets.cpu().numpy())
         values, offsets, source = whitespace_rules_numba(out, out_offsets, unit, inner.add_dummy_prefix,
                                                          inner.remove_extra_whitespaces, inner.escape_whitespaces)
-        return (Ragged(torch.from_numpy(values).to(device), torch.from_numpy(offsets).to(device)),
+        kept = (Ragged(torch.from_numpy(values).to(device), torch.from_numpy(offsets).to(device)),
                 torch.from_numpy(source).to(device))
+        return inner.with_emptied_prefix(text, *kept, self.pieces)
 
     def __getattr__(self, name: str) -> Any:  # add_dummy_prefix, precompiled, ...: the inner normalizer's
         if name in ("inner", "pieces"):
@@ -152,6 +148,18 @@ class UserPieceNormalizer:
 
     def to_json(self) -> dict[str, Any]:
         return self.inner.to_json()
+
+
+def rewrite(normalizer, pieces: UserPieces, values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The charsmap rewrite of SentencePiece's ``normalizer`` (a ``SentencePieceNormalizer``) with
+    ``pieces`` copied whole (none: an empty table), before the whitespace rules: the rewritten
+    codepoints, their offsets and each one's unit start (``kernels/charsmap_numba.rewrite_walk``)."""
+    from .._whole_cells import NO_CHARSMAP
+    from ..kernels.charsmap_numba import rewrite_walk
+
+    charsmap = None if normalizer.precompiled is None else normalizer.precompiled.charsmap
+    rules = NO_CHARSMAP if charsmap is None else charsmap.numpy_rules()
+    return rewrite_walk(values, offsets, charsmap is not None, *rules, *pieces._table())
 
 
 class UserPieceSplit:
