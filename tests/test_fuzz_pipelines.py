@@ -165,7 +165,16 @@ def _compare(hf: HFTokenizer, ours: Tokenizer, texts: list[str], pairs: list[str
         assert types[row] == e.type_ids, where
         if offsets:
             assert [tuple(o) for o in spans[row]] == e.offsets, where
-        assert ours.decode(e.ids) == hf.decode(e.ids), where
+        try:
+            expected_text = hf.decode(e.ids)
+        except BaseException as error:  # pyo3's PanicException derives from BaseException
+            if type(error).__name__ != "PanicException":
+                raise
+            # huggingface's own bug, no answer to compare with: its Strip decoder with right > 0
+            # indexes an empty token at -1 (Strip(" ", 0, 1).decode(["a", ""]) panics in 0.23)
+            _COUNTS["oracle_panics"] += 1
+            continue
+        assert ours.decode(e.ids) == expected_text, where
 
 
 def _uses_unicode_form(normalizer) -> bool:
@@ -175,13 +184,14 @@ def _uses_unicode_form(normalizer) -> bool:
                                           for form in UNICODE_FORMS)
 
 
-_COUNTS = {"pipelines": 0, "texts": 0}
+_COUNTS = {"pipelines": 0, "texts": 0, "oracle_panics": 0}
 
 
 @pytest.fixture(scope="module")
 def fuzz_counts():
     yield _COUNTS
-    print(f"\nfuzz: {_COUNTS['pipelines']} pipelines x {TEXTS} texts (+ pairs), {_COUNTS['texts']} encodings compared")
+    print(f"\nfuzz: {_COUNTS['pipelines']} pipelines x {TEXTS} texts (+ pairs), {_COUNTS['texts']} encodings compared"
+          f" ({_COUNTS['oracle_panics']} decodes huggingface panicked on, not compared)")
 
 
 def test_pipelines_match_huggingface(hf_trained_models, parity_lines, fuzz_counts):
