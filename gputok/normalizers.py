@@ -489,14 +489,16 @@ def _wrap(result) -> tuple[Ragged, torch.Tensor]:
 
 
 class UnicodeForm(Normalizer):
-    """huggingface's NFC, NFD, NFKC, NFKD, as ``unicodedata.normalize`` gives them.
+    """huggingface's NFC, NFD, NFKC, NFKD: ``unicodedata.normalize``'s on the codepoints huggingface's
+    older Unicode knows (``gputok.unicode_forms``; the others stay as they are).
 
     Composition depends on the neighbours, so this is no per-codepoint map. On the CPU one numba
-    kernel normalizes the batch (``gputok.kernels.nf_forms_numba``, tables from ``unicodedata``
-    in ``gputok.unicode_forms``); elsewhere texts already in the form (checked by
-    ``unicodedata.is_normalized``, C speed) pass through and each other text is normalized by
-    Python. Either way a text's characters' source indices are spread evenly over the original's
-    (character offsets inside a changed text are approximate; ids are exact).
+    kernel normalizes the batch (``gputok.kernels.nf_forms_numba``, tables in
+    ``gputok.unicode_forms``); elsewhere texts already in the form (checked by
+    ``unicodedata.is_normalized``, C speed: the reference only ever does less) pass through and
+    each other text is normalized by Python (``unicode_forms.normalize``). Either way a text's
+    characters' source indices are spread evenly over the original's (character offsets inside a
+    changed text are approximate; ids are exact).
     """
 
     def __init__(self, form: str) -> None:
@@ -506,13 +508,14 @@ class UnicodeForm(Normalizer):
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         import unicodedata
 
+        from . import unicode_forms
+
         if _dispatch.on_cpu_kernels(text.device):
-            from . import unicode_forms
             from .kernels.nf_forms_numba import normalize_form_numba
 
             return _wrap(normalize_form_numba(text.values.numpy(), text.offsets.numpy(),
                                               *unicode_forms.kernel_tables(self.form)))
-        return _rewrite_per_text(text, lambda s: unicodedata.normalize(self.form, s),
+        return _rewrite_per_text(text, lambda s: unicode_forms.normalize(self.form, s),
                                  skip=lambda s: unicodedata.is_normalized(self.form, s))
 
     def to_json(self) -> dict[str, Any]:
@@ -522,8 +525,9 @@ class UnicodeForm(Normalizer):
 def _unicode_form(form: str) -> type:
     return type(form, (UnicodeForm,), {"type": form, "__init__": lambda self: UnicodeForm.__init__(self, form),
                                        "from_json": classmethod(lambda cls, spec: cls()),
-                                       "__doc__": f"huggingface's {form}, as ``unicodedata`` gives it (a numba kernel "
-                                                  "on the CPU; offsets inside a changed text approximate)."})
+                                       "__doc__": f"huggingface's {form}: ``unicodedata``'s on the codepoints its older "
+                                                  "Unicode knows (a numba kernel on the CPU; offsets inside a "
+                                                  "changed text approximate)."})
 
 
 NFC, NFD, NFKC, NFKD = (_unicode_form(f) for f in ("NFC", "NFD", "NFKC", "NFKD"))

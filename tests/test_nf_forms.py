@@ -1,6 +1,8 @@
-"""The NFC / NFD / NFKC / NFKD kernel (``gputok.kernels.nf_forms_numba``) equals ``unicodedata.normalize``
-per text (the normalizers' Python path, ``_dispatch.use_backend("torch")``), source indices included:
-on every codepoint alone, on random strings built to compose and reorder, and on real text."""
+"""The NFC / NFD / NFKC / NFKD kernel (``gputok.kernels.nf_forms_numba``) equals huggingface's forms
+(``tokenizers.normalizers``, an older Unicode than ``unicodedata``'s) and its Python twin
+``unicode_forms.normalize`` per text (the normalizers' path off the CPU kernels,
+``_dispatch.use_backend("torch")``), source indices included: on every codepoint alone, on random
+strings built to compose and reorder, and on real text."""
 
 import unicodedata
 
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
+from tokenizers import normalizers as hf_normalizers
 
 from gputok import _dispatch, ingest, unicode_forms
 from gputok import normalizers as N
@@ -29,28 +32,47 @@ def scalar(c: int) -> str:
 def test_every_codepoint_alone(form):
     values = np.arange(0x110000, dtype=np.int32)
     out, offsets, source = normalize(values, np.arange(0x110001, dtype=np.int64), form)
-    expected = [unicodedata.normalize(form, scalar(c)) for c in range(0x110000)]
+    reference = getattr(hf_normalizers, form)()
+    expected = [reference.normalize_str(scalar(c)) for c in range(0x110000)]
+    assert expected == [unicode_forms.normalize(form, scalar(c)) for c in range(0x110000)]
     lengths = np.fromiter(map(len, expected), dtype=np.int64, count=0x110000)
     assert np.array_equal(np.diff(offsets), lengths)
     assert out.tobytes().decode("utf-32-le") == "".join(expected)
     assert np.array_equal(source, np.repeat(np.arange(0x110000), lengths))  # one text each: all its own
 
 
+def test_what_the_reference_lacks_stays():
+    """Newer than huggingface's Unicode: U+1FBF0's compatibility digit, U+32FF's square era name, the
+    marks U+1AC1 / U+0898 (classes 230) and U+1ABF (220) reorder with nothing, and U+11935 U+11930
+    do not compose to U+11938."""
+    texts = ["\U0001fbf0\u32ff", "a\u1ac1\u0316", "a\u0301\u1abf", "e\u0898\u0316", "\U00011935\U00011930",
+             "\U00011938", "a\u0316\u0301\U00011935\U00011930e\u0301"]
+    for form in FORMS:
+        reference = getattr(hf_normalizers, form)()
+        expected = [reference.normalize_str(t) for t in texts]
+        assert expected != [unicodedata.normalize(form, t) for t in texts]  # the cases are ones that differ
+        out, _ = getattr(N, form)()(ingest.codepoints(texts))
+        assert ingest.strings(out) == expected == [unicode_forms.normalize(form, t) for t in texts]
+
+
 # Characters that decompose, compose, reorder or are Hangul, mixed with marks of every class.
 _MARKS = [c for c in range(0x110000) if unicodedata.combining(chr(c))]
 _DECOMPOSING = [c for c in range(0x30000) if unicodedata.decomposition(chr(c))]
+_NEWER = [0x11930, 0x11935, 0x11938, 0x1FBF0, 0x32FF, 0x1AC1, 0x1ABF, 0x0898, 0x07FD, 0xA7F2, 0x10781]
 _char = st.one_of(st.sampled_from(_MARKS), st.sampled_from(_DECOMPOSING), st.integers(0x1100, 0x11FF),
-                  st.integers(0xAC00, 0xD7A3), st.integers(0x41, 0x7A), st.integers(0, 0x10FFFF))
+                  st.integers(0xAC00, 0xD7A3), st.integers(0x41, 0x7A), st.integers(0, 0x10FFFF),
+                  st.sampled_from(_NEWER))
 
 
 @settings(max_examples=300, deadline=None)
 @given(texts=st.lists(st.lists(_char, max_size=24).map(lambda cs: "".join(map(chr, cs))), max_size=6))
-def test_random_strings_match_unicodedata(texts):
+def test_random_strings_match_huggingface(texts):
     text = ingest.codepoints(texts)
     for form in FORMS:
         normalizer = getattr(N, form)()
         out, src = normalizer(text)
-        assert ingest.strings(out) == [unicodedata.normalize(form, t) for t in ingest.strings(text)]
+        reference = getattr(hf_normalizers, form)()
+        assert ingest.strings(out) == [reference.normalize_str(t) for t in ingest.strings(text)]
         with _dispatch.use_backend("torch"):
             ref, ref_src = normalizer(text)
         assert torch.equal(out.values, ref.values) and torch.equal(out.offsets, ref.offsets)
@@ -63,7 +85,7 @@ def test_long_runs_of_marks_are_ordered():
     text = "a" + "".join(chr(c) for c in rng.choice(_MARKS, 500)) + "e\u0301" + "\u0301" * 40
     out, offsets, _ = normalize(np.frombuffer(text.encode("utf-32-le"), dtype=np.int32),
                                 np.array([0, len(text)], dtype=np.int64), "NFC")
-    assert out.tobytes().decode("utf-32-le") == unicodedata.normalize("NFC", text)
+    assert out.tobytes().decode("utf-32-le") == hf_normalizers.NFC().normalize_str(text)
 
 
 @pytest.mark.parametrize("form", FORMS)
