@@ -164,10 +164,9 @@ class Split:
     def __init__(self, pattern: str, *, byte_level: bool = False, behavior: str = "Isolated", invert: bool = False) -> None:
         """``byte_level``: the words feed a byte-level BPE; saved as huggingface writes that,
         ``Sequence[Split(regex), ByteLevel(use_regex=false)]``. ``pattern``: a rule name, one of
-        tiktoken's encoding names (:data:`TIKTOKEN_NAMES`), or a regex; with ``Removed`` and
-        ``invert`` (the matches alone are words, as in tiktoken) a regex with no match in
-        :data:`PROBE_TEXT` is an error (every text would encode to nothing). ``behavior`` and
-        ``invert``: huggingface's, what becomes of the matches and the text between them
+        tiktoken's encoding names (:data:`TIKTOKEN_NAMES`), or any regex huggingface compiles
+        (one that never matches is valid here as there: :meth:`tiktoken` is where a pattern
+        argument that matches nothing is refused). ``behavior`` and ``invert``: huggingface's, what becomes of the matches and the text between them
         (:func:`gputok.regex_split.split_with_regex`)."""
         from . import regex_split
 
@@ -180,8 +179,8 @@ class Split:
         name = TIKTOKEN_NAMES.get(pattern, pattern)
         self.rule = name if name in regex_split.PATTERNS else None
         self.pattern = regex_split.PATTERNS.get(name, pattern)
-        if self.rule is None:  # only a regex whose matches alone are words can encode texts to nothing
-            _check_split_regex(pattern, probe=behavior == "Removed" and self.invert)
+        if self.rule is None:
+            _check_split_regex(pattern, probe=False)
             from .split_recognition import rule_for
 
             self.rule = rule_for(pattern)  # a named rule spelled another way takes its fast path
@@ -189,11 +188,15 @@ class Split:
     @classmethod
     def tiktoken(cls, pattern: str) -> Split:
         """tiktoken's split: a named rule, or a regex whose matches are the words (tiktoken drops
-        the text between them: huggingface's ``Removed`` with ``invert``), for byte-level BPE."""
+        the text between them: huggingface's ``Removed`` with ``invert``), for byte-level BPE.
+        A regex that matches nothing in :data:`PROBE_TEXT` is an error here (every text would
+        encode to nothing: most likely a misspelled rule name)."""
         from . import regex_split
 
         if isinstance(pattern, str) and TIKTOKEN_NAMES.get(pattern, pattern) in regex_split.PATTERNS:
             return cls(pattern, byte_level=True)
+        if isinstance(pattern, str):
+            _check_split_regex(pattern, probe=True)
         return cls(pattern, byte_level=True, behavior="Removed", invert=True)
 
     @property

@@ -240,12 +240,26 @@ def class_tables() -> tuple[torch.Tensor, torch.Tensor]:
 
 @functools.lru_cache(maxsize=1)
 def _regex_module_differs() -> np.ndarray | None:
-    """Which codepoints the installed ``regex`` module classes otherwise than :func:`class_tables`
-    (None: none). regex 2025.10.23 and later read Unicode 17, the references Unicode 16."""
+    """Which codepoints the installed ``regex`` module classes otherwise than :func:`class_tables`,
+    or reads as assigned where the references do not (None: none). regex 2025.10.23 and later
+    read Unicode 17, the references Unicode 16."""
     theirs = _regex_module_tables()
     classes, letters = class_tables()
     differs = (theirs["classes"] != classes.numpy()) | (theirs["letters"] != letters.numpy())
+    differs |= theirs["unassigned"] != reference_unassigned()  # new symbols and punctuation too
     return differs if differs.any() else None
+
+
+@functools.lru_cache(maxsize=1)
+def reference_unassigned() -> np.ndarray:
+    """Which codepoints tiktoken and huggingface read as unassigned (``\\p{Cn}``, Unicode 16;
+    :mod:`gputok._split_classes`)."""
+    from . import _split_classes
+
+    runs = np.array([int(x, 16) for run in _split_classes.UNASSIGNED_RUNS.split() for x in run.split(":")])
+    unassigned = np.repeat(runs[1::2].astype(bool), runs[::2])
+    assert len(unassigned) == unicode.MAX_CODEPOINT
+    return unassigned
 
 
 def regex_module_agrees(text: str | np.ndarray) -> bool:
@@ -281,10 +295,10 @@ def _stand_ins() -> tuple[str, str] | None:
 
     A stand-in is a codepoint the module reads as the tables read the changed one: the nearest
     codepoint outside the changed ones with the same table entry (U+0295, ``Ll`` in Unicode 16
-    and ``Lo`` in 17: U+0296), and, for one with no class bit (new in Unicode 17: unassigned in
-    the tables' Unicode), the nearest codepoint the module reads as unassigned (``\p{Cn}``, no
-    noncharacter), in the same block where there is one. A class asked of the stand-in answers
-    as the tables' Unicode does for the original.
+    and ``Lo`` in 17: U+0296), and, for one the references read as unassigned (new in Unicode
+    17: letters, digits, symbols, punctuation), the nearest codepoint the module reads as
+    unassigned (``\p{Cn}``, no noncharacter), in the same block where there is one. A class
+    asked of the stand-in answers as the tables' Unicode does for the original.
     """
     differs = _regex_module_differs()
     if differs is None:
@@ -294,11 +308,14 @@ def _stand_ins() -> tuple[str, str] | None:
     changed = np.nonzero(differs)[0]
     codepoints = np.arange(unicode.MAX_CODEPOINT)
     noncharacter = ((codepoints & 0xFFFE) == 0xFFFE) | ((codepoints >= 0xFDD0) & (codepoints <= 0xFDEF))
-    unassigned = _regex_module_tables()["unassigned"] & ~noncharacter
+    module_unassigned = _regex_module_tables()["unassigned"]
+    new = reference_unassigned()
+    entry[new] = -1  # unassigned for the references: a pool of its own
     stand_in = np.empty_like(changed)
     for value in np.unique(entry[changed]):
         ours = changed[entry[changed] == value]
-        pool = np.nonzero(~differs & (unassigned if value == 0 else entry == value))[0]
+        same = module_unassigned & ~noncharacter if value < 0 else (entry == value) & ~module_unassigned
+        pool = np.nonzero(~differs & same)[0]
         right = np.clip(np.searchsorted(pool, ours), 1, len(pool) - 1)
         left = right - 1
         nearest = np.where(ours - pool[left] <= pool[right] - ours, pool[left], pool[right])
@@ -393,9 +410,10 @@ def with_table_classes(pattern: str) -> str:
     scripts, ...) exactly, as the tests check against huggingface for every codepoint. Case
     folding (``(?i)``, scoped or inline) is applied to each class as it is in the pattern.
 
-    Not covered: a codepoint whose table entry is unchanged but whose other properties changed
-    (new Unicode 17 symbols and punctuation: ``\p{S}``, ``\p{P}``, ``\p{Cn}`` read them as the
-    module does), and ``\b``/``\B``, which follow the module's ``\w``.
+    Every codepoint new in the module's Unicode (symbols and punctuation too: ``\p{S}``,
+    ``\p{P}``, ``\p{Cn}``) reads as unassigned. Not covered: ``\b``/``\B``, which follow the
+    module's ``\w``, and the module's ``\w`` itself where Oniguruma's differs on old codepoints
+    (``²``, ``½``: digits for the module, not word characters for Oniguruma).
 
     >>> import regex
     >>> regex.fullmatch(with_table_classes(r"\p{L}"), "\U00016ebb") is None  # no letter in Unicode 16

@@ -481,6 +481,19 @@ def test_pattern_that_splits_nothing_is_an_error(tmp_path, pattern, message):
         Tokenizer.from_tiktoken(path, pattern=pattern)
 
 
+def test_a_tokenizer_json_split_that_never_matches_loads_as_in_huggingface():
+    """The probe refuses a tiktoken ``pattern`` argument (a misspelled name, most likely), never a
+    file huggingface loads: ``Split("ing", Removed, invert)`` keeps only the matches."""
+    from tokenizers import Tokenizer as HfTokenizer, models, pre_tokenizers as hf_pre
+
+    hf = HfTokenizer(models.BPE(vocab={"g": 0, "i": 1, "n": 2, "in": 3, "ing": 4, "x": 5}, merges=[("i", "n"), ("in", "g")]))
+    for pattern in ("ing", "xyz"):
+        hf.pre_tokenizer = hf_pre.Split(pattern, "removed", invert=True)
+        ours = Tokenizer.from_str(hf.to_str())
+        for text in ("singing", "x", ""):
+            assert ours.encode(text) == hf.encode(text).ids
+
+
 def test_custom_regex_still_works(tmp_path):
     tok = Tokenizer.from_tiktoken(write_tiktoken(tmp_path, tiktoken_lines()), pattern=r"\S+|\s+")
     assert tok.decode(tok.encode("zzqq ok")) == "zzqq ok"
