@@ -419,7 +419,61 @@ def with_table_classes(pattern: str) -> str:
     >>> regex.fullmatch(with_table_classes(r"\p{L}"), "\U00016ebb") is None  # no letter in Unicode 16
     True
     """
+    pattern = word_as_oniguruma(pattern)
     return _with_table_classes(pattern) if _stand_ins() is not None else pattern
+
+
+# Oniguruma's ``\w`` (huggingface's engine), asked of it on every codepoint: inside a set
+# Alphabetic, marks, decimal digits and connector punctuation; alone also the Latin-1
+# superscripts and fractions (² ³ ¹ ¼ ½ ¾), which its single-byte tables call word characters.
+# The regex module's adds U+200C/U+200D and never those six.
+_ONIGURUMA_SET_WORD = r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}"
+_ONIGURUMA_WORD = _ONIGURUMA_SET_WORD + r"\xb2\xb3\xb9\xbc-\xbe"
+
+
+@functools.lru_cache(maxsize=256)
+def word_as_oniguruma(pattern: str) -> str:
+    r"""``pattern`` with each ``\w`` / ``\W`` (alone or in a ``[...]`` set, which Oniguruma
+    reads otherwise) spelled out as Oniguruma reads it, so the ``regex`` module matches the word characters huggingface does;
+    the pattern itself where it has none. Not covered: ``\b`` / ``\B``, and ``\W`` inside a
+    set (``[\W\d]``), which keep the module's reading.
+
+    >>> word_as_oniguruma(r"[^\w\s]+") == "[^" + _ONIGURUMA_SET_WORD + "\\s]+"
+    True
+    """
+    if "\\w" not in pattern and "\\W" not in pattern:
+        return pattern
+    out: list[str] = []
+    depth = 0  # inside a [...] set when > 0 (version-0 sets do not nest)
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            end = _escape_end(pattern, i)
+            atom = pattern[i:end]
+            if atom == "\\w":
+                atom = _ONIGURUMA_SET_WORD if depth else f"[{_ONIGURUMA_WORD}]"
+            elif atom == "\\W" and not depth:
+                atom = f"[^{_ONIGURUMA_WORD}]"
+            out.append(atom)
+            i = end
+            continue
+        if pattern[i] == "[" and not depth:
+            depth, start = 1, i + 1  # a leading ^ or ] belongs to the set as written
+            start += pattern.startswith("^", start)
+            start += pattern.startswith("]", start)
+            out.append(pattern[i:start])
+            i = start
+            continue
+        if pattern.startswith("[:", i) and depth and pattern.find(":]", i + 2) > 0:
+            end = pattern.find(":]", i + 2) + 2
+            out.append(pattern[i:end])
+            i = end
+            continue
+        if pattern[i] == "]" and depth:
+            depth = 0
+        out.append(pattern[i])
+        i += 1
+    return "".join(out)
 
 
 @functools.lru_cache(maxsize=64)
@@ -1001,7 +1055,7 @@ def split_with_regex(texts: list[str], pattern: str, *, behavior: str = "Isolate
     # The pattern as written where the regex module reads every character as the tables do (the
     # usual case, and faster), else with the tables' classes (:func:`with_table_classes`).
     agrees = all(map(regex_module_agrees, texts))
-    compiled = regex.compile(pattern) if agrees else compile_with_table_classes(pattern)
+    compiled = regex.compile(word_as_oniguruma(pattern)) if agrees else compile_with_table_classes(pattern)
     # Pieces in text order: (start, end, is a match), the text between matches included.
     starts: list[int] = []
     ends: list[int] = []

@@ -31,7 +31,7 @@ from gputok import Tokenizer  # noqa: E402
 FULL = bool(os.environ.get("GPUTOK_FUZZ_FULL"))
 PIPELINES, TEXTS = (300, 200) if FULL else (30, 50)
 BEHAVIORS = ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]
-REGEXES = [r"\s+", r"\p{N}{1,3}", r"[\p{P}\p{S}]+", r"'s|'t|'re|\p{L}+", r" ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"]
+REGEXES = [r"\s+", r"\w+|[^\w\s]+", r"\p{N}{1,3}", r"[\p{P}\p{S}]+", r"'s|'t|'re|\p{L}+", r" ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"]
 UNICODE_FORMS = (N.NFC, N.NFD, N.NFKC, N.NFKD)
 
 

@@ -300,6 +300,30 @@ def test_with_table_classes_reads_other_classes_as_huggingface(spelling):
     assert not differ, differ[:10]
 
 
+@pytest.mark.parametrize("spelling", [r"\w", r"\W", r"[^\w\s]", r"[\w']", r"(?i)\w"])
+def test_word_class_reads_as_oniguruma_on_every_codepoint(spelling):
+    """Oniguruma's \\w (huggingface's) is not the regex module's: the Latin-1 superscripts and
+    fractions are word characters, U+200C/U+200D are not."""
+    pytest.importorskip("tokenizers")
+    from tokenizers import Regex
+    from tokenizers.pre_tokenizers import Split as HfSplit
+
+    codepoints = [c for c in range(1, MAX_CODEPOINT) if not 0xD800 <= c < 0xE000]
+    everything = "".join(map(chr, codepoints))
+    outside = np.zeros(len(codepoints) + 1, dtype=np.int64)
+    for _, (start, end) in HfSplit(Regex(spelling), "removed").pre_tokenize_str(everything):
+        outside[start] += 1
+        outside[end] -= 1
+    want = np.zeros(MAX_CODEPOINT, dtype=bool)
+    want[np.array(codepoints)[np.cumsum(outside)[:-1] == 0]] = True
+    want[0] = _matches_everywhere(regex_split.with_table_classes(spelling))[0]  # NUL is not probed
+    got = _matches_everywhere(regex_split.with_table_classes(spelling))
+    assert np.array_equal(got, want), [hex(c) for c in np.nonzero(got != want)[0][:10]]
+    w = regex_split.split_with_regex(["x\u00b2y \u00bd\u200c"], spelling + "+")  # the path without stand-ins
+    hf = HfSplit(Regex(spelling + "+"), "isolated").pre_tokenize_str("x\u00b2y \u00bd\u200c")
+    assert list(zip(w.starts.tolist(), w.ends.tolist())) == [span for _, span in hf]
+
+
 def test_with_table_classes_keeps_the_rest_of_the_pattern():
     assert regex_split.with_table_classes(r"a+|[xyz]|\\p{L}|(?i:k)|\x41|\N{BULLET}") == r"a+|[xyz]|\\p{L}|(?i:k)|\x41|\N{BULLET}"
     for pattern in [LLAMA3] + list(PATTERNS.values()) + [r"[]\p{L}]+", r"[\]\s]|[[:alpha:]]+", r"(?#x\p{L})\p{L}"]:
