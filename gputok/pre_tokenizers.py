@@ -485,34 +485,31 @@ class Punctuation(CharSplit):
 
 
 class Digits(CharSplit):
-    """huggingface's Digits: numeric characters (Rust's ``char::is_numeric``: \\p{N}) split from the
-    rest, each on its own (``individual_digits``, Isolated) or in runs (Contiguous)."""
+    """huggingface's Digits: numeric characters (Rust's ``char::is_numeric``: \\p{N} of Unicode 17)
+    split from the rest, each on its own (``individual_digits``, Isolated) or in runs (Contiguous)."""
 
     type = "Digits"
 
     @classmethod
     def from_json(cls, spec: dict[str, Any]) -> Digits:
         individual = spec.get("individual_digits", False)
-        return cls(_regex_class_mask(r"\p{N}"), behavior="Isolated" if individual else "Contiguous",
+        return cls(_reference_classes("NUMERIC"), behavior="Isolated" if individual else "Contiguous",
                    spec={"type": cls.type, "individual_digits": individual})
 
 
-@functools.lru_cache(maxsize=8)
-def _regex_class_mask(pattern: str):
-    """uint8 numpy table over codepoints: 1 where ``pattern`` (a one-character class) matches the
-    character as the split rules read classes (huggingface's tables,
-    :func:`gputok.regex_split.compile_with_table_classes`). One scan of every codepoint, once."""
+@functools.lru_cache(maxsize=2)
+def _reference_classes(name: str):
+    """uint8 numpy table over codepoints: huggingface's ``WHITESPACE`` or ``NUMERIC`` classes
+    (:mod:`gputok._pre_tokenizer_classes`, asked of huggingface on every codepoint)."""
     import numpy as np
 
-    from . import regex_split
+    from . import _pre_tokenizer_classes
 
-    codes = np.arange(unicode.MAX_CODEPOINT, dtype=np.int64)
-    codes = codes[(codes < 0xD800) | (codes > 0xDFFF)]
-    everything = codes.astype(np.uint32).tobytes().decode("utf-32-le")
-    hits = [m.start() for m in regex_split.compile_with_table_classes(pattern).finditer(everything)]
-    mask = np.zeros(unicode.MAX_CODEPOINT, dtype=np.uint8)
-    mask[codes[np.array(hits, dtype=np.int64)]] = 1
-    return mask
+    runs = getattr(_pre_tokenizer_classes, f"{name}_RUNS")
+    runs = np.array([int(x, 16) for run in runs.split() for x in run.split(":")])
+    table = np.repeat(runs[1::2].astype(np.uint8), runs[::2])
+    assert len(table) == unicode.MAX_CODEPOINT
+    return table
 
 
 class Whitespace:
@@ -536,11 +533,10 @@ class Whitespace:
         return cls()
 
 
-@functools.lru_cache(maxsize=1)
 def _whitespace_runs():
-    """Whitespace's classes: 1 word character, 2 other non-space, 0 space (dropped)."""
-    word, space = _regex_class_mask(r"\w"), _regex_class_mask(r"\s")
-    return (word + 2 * (1 - word) * (1 - space)).astype("uint8")
+    """Whitespace's classes: 1 word character, 2 other non-space, 0 space (dropped); its regex
+    runs in Rust's ``regex`` crate, whose ``\\w`` is not Oniguruma's (U+200C is one, ``²`` not)."""
+    return _reference_classes("WHITESPACE")
 
 
 class FixedLength:
