@@ -233,7 +233,7 @@ def _lowercase_table() -> Ragged:
 
 class StripAccents(Normalizer):
     """huggingface's StripAccents: combining marks (categories Mn, Mc, Me of the reference's older
-    Unicode table, :mod:`gputok._reference_marks`) dropped. It only strips accents from decomposed
+    Unicode table, listed in :mod:`gputok._reference_marks`) dropped. It only strips accents from decomposed
     text: huggingface pairs it with NFD / NFKD before it."""
 
     type = "StripAccents"
@@ -251,11 +251,11 @@ class StripAccents(Normalizer):
 
 @functools.lru_cache(maxsize=1)
 def _strip_accents_table() -> Ragged:
-    from ._reference_marks import KEPT_MARKS
+    from ._reference_marks import DROPPED_MARKS
 
-    drop = unicode.category_mask("Mn Mc Me")
-    for first, last in KEPT_MARKS:
-        drop[first:last + 1] = False
+    drop = torch.zeros(unicode.MAX_CODEPOINT, dtype=torch.bool)
+    for first, last in DROPPED_MARKS:
+        drop[first:last + 1] = True
     return unicode.filter_map(drop)
 
 
