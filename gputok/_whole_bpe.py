@@ -85,11 +85,13 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     kinds, letters, code = (None, None, bpe_texts_numba.NO_SPLIT) if rule is None else _numba_tables(rule)
     classes = np.zeros(0, np.uint8) if rule is None else np.concatenate([kinds, letters])
     tables = model._numba_tables
-    options = (*table, classes, bpe_texts_numba.pack_pipeline(tables["symbols"], tables["merges"],
-                                                              prefix_space=prefix_space, rule=code))
+    packed = bpe_texts_numba.pack_pipeline(tables["symbols"], tables["merges"], prefix_space=prefix_space, rule=code,
+                                           table_values=table[0], table_offsets=table[1], classes=classes)
+    options = (*table, classes, packed)
     owner = weakref.ref(tokenizer)
     kernel, padded_kernel = bpe_texts_numba.encode_texts, bpe_texts_numba.encode_padded_cells
-    sampling_set = bpe_dropout._CHOSEN  # not empty while some model samples (BPE.sampling)
+    text_kernel = bpe_texts_numba.encode_text_cells
+    any_sampling = bpe_dropout.any_sampling
 
     def store() -> tuple:
         cache = owner().word_cache
@@ -120,7 +122,7 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     def padded_packed(units: np.ndarray, lengths: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, int]:
         # the store and settle steps written out, and the sampling check first as two plain reads
         # (the property costs ~0.4 us): a batch-1 call is ~12 us in all
-        if (model.dropout or sampling_set) and model.is_sampling:
+        if (model.dropout or any_sampling()) and model.is_sampling:
             return cells_numba.padded_cells_packed(*sampled(units, lengths), post)
         cache = owner().word_cache
         cells, misses, error = padded_kernel(units, lengths, *options,
@@ -128,6 +130,19 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         if misses.size == 0 or misses[0]:
             settle(cache, misses)
         return cells, error
+
+    def padded_text(post: np.ndarray) -> Callable[[np.ndarray], np.ndarray | None]:
+        """The padded cells of one text (its UTF-32 units) for the options ``post`` (packed), its
+        misses inserted by the kernel itself (``WordCache.encode_inserting``); None where that
+        path declines (no cache, the cache's lock busy, a new store to make, a model sampling):
+        the caller takes ``padded_packed``'s."""
+        def cells(units: np.ndarray) -> np.ndarray | None:
+            cache = owner().word_cache
+            if cache is None or (model.dropout or any_sampling()) and model.is_sampling:
+                return None
+            out = cache.encode_inserting(model, text_kernel, units, packed, post)
+            return None if out is None or len(out) == 0 else out
+        return cells
 
     def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
         return padded_packed(units, lengths, cells_numba.pack_padded(*post))
@@ -145,4 +160,6 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     # (kernel, packer): Tokenizer._padded_plan packs a plan's options once (cells_numba.pack_padded)
     encode.padded_packed = (padded_packed, cells_numba.pack_padded)
     encode.ragged_cells = (ragged_cells, ())
+    # packed options -> (one text's units -> its cells or None): made once per plan by Tokenizer._padded_plan
+    encode.padded_text = padded_text
     return encode

@@ -194,14 +194,15 @@ CELL_OPTIONS = ({}, {"padding": False}, {"add_special_tokens": False}, {"truncat
 @pytest.mark.parametrize("rule", ["cl100k", "o200k", "llama3", "qwen2", "gpt2"])
 def test_one_kernel_call_matches_the_stages(cl100k, batch, rule, monkeypatch):
     """A small batch of single texts without offsets is one kernel call from text to output
-    arrays (``encode_padded_cells`` / ``encode_ragged_cells``): the stage path's tensors, with a
+    arrays (``encode_padded_cells`` / ``encode_ragged_cells``; one text at the call's defaults:
+    ``encode_text_cells``, which inserts its misses itself): the stage path's tensors, with a
     template's special tokens (type ids too) or none, truncation and padding either side, on a
     cold, warm or no word cache; the truncation error as the stage path raises it."""
     saved = cl100k.pre_tokenizer, cl100k.post_processor
     cl100k.pre_tokenizer = pre_tokenizers.Split.tiktoken(rule)
     cl100k.post_processor = TemplateProcessing.bert(("<|endoftext|>", 100257), ("<|fim_prefix|>", 100258))
     calls = []
-    for name in ("encode_padded_cells", "encode_ragged_cells"):
+    for name in ("encode_padded_cells", "encode_ragged_cells", "encode_text_cells"):
         kernel = getattr(bpe_texts_numba, name)
         monkeypatch.setattr(bpe_texts_numba, name, lambda *args, kernel=kernel: calls.append(1) or kernel(*args))
     small = [t for t in batch if len(t) < 200]
