@@ -43,6 +43,7 @@ from .ragged import Ragged
 _NO_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
              np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
 _NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
+_BYTE = np.dtype(np.uint8)  # a dtype object: numpy parses np.uint8 at each call
 
 
 def _split_of(pre_tokenizer: Any) -> tuple[str | None, bool] | None:
@@ -131,16 +132,20 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
             settle(cache, misses)
         return cells, error
 
-    def padded_text(post: np.ndarray) -> Callable[[np.ndarray], np.ndarray | None]:
-        """The padded cells of one text (its UTF-32 units) for the options ``post`` (packed), its
-        misses inserted by the kernel itself (``WordCache.encode_inserting``); None where that
-        path declines (no cache, the cache's lock busy, a new store to make, a model sampling):
-        the caller takes ``padded_packed``'s."""
-        def cells(units: np.ndarray) -> np.ndarray | None:
+    def padded_text(post: np.ndarray) -> Callable[[str], np.ndarray | None]:
+        """The padded cells of one text for the options ``post`` (packed), its misses inserted
+        by the kernel itself (``WordCache.encode_inserting``); None where that path declines (no
+        cache, the cache's lock busy, a new store to make, a model sampling, a lone surrogate in
+        the text): the caller takes ``padded_packed``'s."""
+        def cells(text: str) -> np.ndarray | None:
             cache = owner().word_cache
             if cache is None or (model.dropout or any_sampling()) and model.is_sampling:
                 return None
-            out = cache.encode_inserting(model, text_kernel, units, packed, post)
+            try:
+                data = np.frombuffer(text.encode("utf-8"), _BYTE)
+            except UnicodeEncodeError:  # a lone surrogate (U+FFFD to the kernels): the UTF-32 path
+                return None
+            out = cache.encode_inserting(model, text_kernel, data, packed, post)
             return None if out is None or len(out) == 0 else out
         return cells
 

@@ -988,7 +988,7 @@ class Tokenizer(TransformersAPI):
         if one_text is not None and len(texts) == 1:
             text = texts[0]
             if len(text) < 2 * _cpu_threads.MIN_CHUNK_CHARS and (pattern is None or pattern.search(text) is None):
-                cells = one_text(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), _INT32))
+                cells = one_text(text)
                 if cells is not None:
                     return _padded_tensors(cells, with_types)
         if fused is None:
@@ -1023,11 +1023,10 @@ class Tokenizer(TransformersAPI):
             pad_id = self._pad_id  # evaluated (and cached) before the key that holds it is taken
             made = self._padded_plans = (self.normalizer, self.pre_tokenizer, self.model, post, self._extra, pad_id,
                                          self.join_surrogate_pairs, post and post.single, post and post.pair, {})
-        plans = made[9]
-        key = (add_special_tokens, with_types)
-        if key not in plans:
-            plans[key] = self._make_padded_plan(add_special_tokens, with_types)
-        return plans[key]
+        plan = made[9].get((add_special_tokens, with_types), made)  # (made: no plan yet; a plan may be None)
+        if plan is made:
+            plan = made[9][add_special_tokens, with_types] = self._make_padded_plan(add_special_tokens, with_types)
+        return plan
 
     def _make_padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
         """:meth:`_padded_plan`'s plan, made from the settings as they are."""
