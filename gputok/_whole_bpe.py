@@ -46,6 +46,18 @@ _NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
 _BYTE = np.dtype(np.uint8)  # a dtype object: numpy parses np.uint8 at each call
 
 
+def _compiled(kernel: Any) -> Callable:
+    """The one compiled version of a numba ``kernel`` (made or loaded by a first call through it),
+    to call without numba's type dispatch (~0.4 us of a ~9 us batch-1 call); the kernel itself
+    where it has none or several. Only for a caller whose argument types never change:
+    ``encode_text_cells``' are the bytes of a str (``np.frombuffer``, read-only uint8), int64
+    arrays made once and a word store's arrays, whose dtypes and layouts are fixed."""
+    overloads = getattr(kernel, "overloads", {})
+    if len(overloads) != 1:
+        return kernel
+    return next(iter(overloads.values())).entry_point
+
+
 def _split_of(pre_tokenizer: Any) -> tuple[str | None, bool] | None:
     """(the split rule's name, None for no split; whether a space goes before each text) of a
     pre-tokenizer the kernel runs, else None."""
@@ -92,7 +104,8 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     owner = weakref.ref(tokenizer)
     kernel, padded_kernel = bpe_texts_numba.encode_texts, bpe_texts_numba.encode_padded_cells
     text_kernel = bpe_texts_numba.encode_text_cells
-    any_sampling = bpe_dropout.any_sampling
+    direct = [text_kernel]  # the kernel, then its compiled version called without numba's dispatch
+    any_sampling, from_numpy = bpe_dropout.any_sampling, torch.from_numpy
 
     def store() -> tuple:
         cache = owner().word_cache
@@ -132,12 +145,12 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
             settle(cache, misses)
         return cells, error
 
-    def padded_text(post: np.ndarray) -> Callable[[str], np.ndarray | None]:
-        """The padded cells of one text for the options ``post`` (packed), its misses inserted
-        by the kernel itself (``WordCache.encode_inserting``); None where that path declines (no
-        cache, the cache's lock busy, a new store to make, a model sampling, a lone surrogate in
-        the text): the caller takes ``padded_packed``'s."""
-        def cells(text: str) -> np.ndarray | None:
+    def padded_text(post: np.ndarray, with_types: bool) -> Callable[[str], dict[str, torch.Tensor] | None]:
+        """``__call__``'s padded tensors of one text for the options ``post`` (packed), its misses
+        inserted by the kernel itself (``WordCache.encode_inserting``); None where that path
+        declines (no cache, the cache's lock busy, a new store to make, a model sampling, a lone
+        surrogate in the text): the caller takes ``padded_packed``'s."""
+        def tensors(text: str) -> dict[str, torch.Tensor] | None:
             cache = owner().word_cache
             if cache is None or (model.dropout or any_sampling()) and model.is_sampling:
                 return None
@@ -145,9 +158,16 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
                 data = np.frombuffer(text.encode("utf-8"), _BYTE)
             except UnicodeEncodeError:  # a lone surrogate (U+FFFD to the kernels): the UTF-32 path
                 return None
-            out = cache.encode_inserting(model, text_kernel, data, packed, post)
-            return None if out is None or len(out) == 0 else out
-        return cells
+            cells = cache.encode_inserting(model, direct[0], data, packed, post)
+            if cells is None or len(cells) == 0:
+                return None
+            if direct[0] is text_kernel:  # compiled (or loaded) by this first call: called directly from now on
+                direct[0] = _compiled(text_kernel)
+            out = {"input_ids": from_numpy(cells[0]), "attention_mask": from_numpy(cells[1])}
+            if with_types:
+                out["token_type_ids"] = from_numpy(cells[2])
+            return out
+        return tensors
 
     def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
         return padded_packed(units, lengths, cells_numba.pack_padded(*post))

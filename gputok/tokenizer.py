@@ -988,9 +988,9 @@ class Tokenizer(TransformersAPI):
         if one_text is not None and len(texts) == 1:
             text = texts[0]
             if len(text) < 2 * _cpu_threads.MIN_CHUNK_CHARS and (pattern is None or pattern.search(text) is None):
-                cells = one_text(text)
-                if cells is not None:
-                    return _padded_tensors(cells, with_types)
+                out = one_text(text)
+                if out is not None:
+                    return out
         if fused is None:
             # Read at each call, not planned: Unigram's and SP-BPE's tables hold the calling thread's
             # word store for the word cache of the moment, and are None while the model samples.
@@ -1046,7 +1046,7 @@ class Tokenizer(TransformersAPI):
             post = packed[1](*options)
             one_text = getattr(whole, "padded_text", None)
             return (whole, (post,), with_types, self._pattern(None), (packed[0], ()),
-                    None if one_text is None else one_text(post))
+                    None if one_text is None else one_text(post, with_types))
         return whole, options, with_types, self._pattern(None), None, None
 
     def _padded_in_chunks(self, parts: list[Sequence[str]], allowed: frozenset[str] | None, post: tuple,
@@ -1419,18 +1419,13 @@ def _cell_outputs(got: tuple, padded: bool, truncation: str | None, stride: int,
         raise_truncation_error(got[-1], truncation, stride)
     cells = got[0]
     if padded:
-        return _padded_tensors(cells, with_types)
+        out = {"input_ids": torch.from_numpy(cells[0]), "attention_mask": torch.from_numpy(cells[1])}
+        if with_types:
+            out["token_type_ids"] = torch.from_numpy(cells[2])
+        return out
     out = {"input_ids": torch.from_numpy(cells[0]), "row_offsets": torch.from_numpy(got[1])}
     if with_types:
         out["token_type_ids"] = torch.from_numpy(cells[1])
-    return out
-
-
-def _padded_tensors(cells: np.ndarray, with_types: bool) -> dict[str, torch.Tensor]:
-    """``__call__``'s padded tensors, views of padded ``cells`` [ids, mask, types]."""
-    out = {"input_ids": torch.from_numpy(cells[0]), "attention_mask": torch.from_numpy(cells[1])}
-    if with_types:
-        out["token_type_ids"] = torch.from_numpy(cells[2])
     return out
 
 
