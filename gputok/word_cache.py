@@ -372,22 +372,32 @@ class WordCache:
         self._cpu_arrays = (self._owner, store.arrays())
         return snapshot
 
-    def encode_inserting(self, owner: object, kernel: Callable[..., np.ndarray], units: np.ndarray,
-                         model: np.ndarray, options: np.ndarray) -> np.ndarray | None:
-        """``kernel(units, model, options, *the CPU store's arrays)``, a kernel that looks words up
-        in the store and inserts its misses itself (``bpe_texts_numba.encode_text_cells``), run
-        under the lock; None where the lock is busy (another thread inserts: the caller takes the
-        lock-free path, :meth:`cpu_snapshot` and :meth:`insert_misses`) or the CPU store is not
-        yet ``owner``'s. A batch-1 call: the lock for the length of the kernel (a few us), and
-        no insert afterwards (a separate insert was ~2.5 us of a ~15 us call with new words)."""
+    def encode_inserting(self, owner: object, kernel: Callable[..., np.ndarray], *args: np.ndarray) -> np.ndarray | None:
+        """``kernel(*args, *the CPU store's arrays)`` (``_Store.arrays``), a kernel that looks words
+        up in the store and inserts its misses itself (``bpe_texts_numba.encode_padded_cells``), run
+        under the lock: its answer, after a new store or larger buffers where it asked for them (it
+        changed nothing then) and a call again. None where the lock is busy (another thread
+        inserts: the caller takes the lock-free path, :meth:`cpu_snapshot` and
+        :meth:`insert_misses`). At batch 1: the lock for the length of a kernel call (a few us),
+        and no separate insert (that was ~2.5 us of a ~15 us call with new words)."""
         lock = self._lock
         if not lock.acquire(False):
             return None
         try:
             view = self._cpu_arrays
             if view is None or view[0]() is not owner:
-                return None
-            out = kernel(units, model, options, *view[1])
+                self._take(owner)
+                self._viewed(self._stores.get(_CPU) or self._stores.setdefault(_CPU, self._new_store(_CPU)))
+                view = self._cpu_arrays
+            out = kernel(*args, *view[1])
+            while len(out) == 0 and out.shape[1] in (word_cache_numba.DECLINED_FULL, word_cache_numba.DECLINED_GROW):
+                store = self._stores[_CPU]
+                if out.shape[1] == word_cache_numba.DECLINED_FULL:
+                    store = self._stores[_CPU] = self._new_store(_CPU)  # full: start anew (readers keep the old)
+                else:
+                    store.reserve(out.shape[2], out.shape[2])
+                self._viewed(store)
+                out = kernel(*args, *self._cpu_arrays[1])
             # the count changed under the snapshot tuple: made afresh under the lock when next asked
             self._cpu_view = None
         finally:

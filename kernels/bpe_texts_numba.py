@@ -24,10 +24,13 @@ huggingface.
 
 ``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then the post-processing
 (``cells_numba``) in the same call, so a small batch (one chunk) pays one kernel call from text
-to output arrays (``gputok._whole_bpe`` reads and fills the word cache around it).
+to output arrays. ``encode_ragged_cells`` reads the word cache through a snapshot and hands back
+its misses, as ``encode_texts``; ``encode_padded_cells`` (a batch-1 call of ~9 us in all, where a
+separate insert was ~2.5 us) inserts its misses itself, under the cache's lock the caller holds
+(``gputok.word_cache.WordCache.encode_inserting``).
 
-Re-entrant and ``nogil``: chunks of a batch run it on several Python threads at once; it only
-reads the cache (inserts happen under the cache's lock, after the call).
+Re-entrant and ``nogil``: chunks of a batch run ``encode_texts`` on several Python threads at once;
+it only reads the cache (inserts happen under the cache's lock, after the call).
 """
 
 import numpy as np
@@ -37,11 +40,12 @@ from .bpe_heap import _merge_rows
 from .bpe_heap import merge_scan as _merge_short
 from .bpe_symbols_numba import _symbols, symbol_buffers
 from .cells_numba import padded_cells_packed, ragged_cells
-from .ingest_numba import codepoints_numba, utf8_units_numba
+from .ingest_numba import codepoints_numba
 from .normalize_numba import rewrite_table_numba
 from .regex_split_numba import regex_split_numba
 from .scatter_numba import scatter_tokens
-from .word_cache_numba import STATE_COUNT, _bit_length, assemble, insert, lookup_dedup, pack_misses
+from .word_cache_numba import (DECLINED_FULL, DECLINED_GROW, STATE_CAPACITY, STATE_COUNT, _bit_length, assemble, insert,
+                               lookup_dedup, pack_misses)
 from .word_split_numba import prepend_unless_first, whole_texts
 
 NO_SPLIT = -1  # ``rule``: each non-empty text is one word
@@ -66,7 +70,7 @@ def pack_pipeline(symbols: dict, merges: dict, *, prefix_space: bool, rule: int,
     values, int64 offsets), the split rule's ``classes`` (uint8) and the pre-tokenizer's options as
     one int64 array: ``PARTS + 1`` bounds, then the parts back to back (the int32 and uint8 parts
     as their bytes, padded to 8; the scalars last). ``encode_texts`` takes the table and classes
-    as arguments of their own; ``encode_text_cells`` reads them from here (one argument less each)."""
+    as arguments of their own; ``encode_padded_cells`` reads them from here (one argument less each)."""
     scalars = [symbols["byte_level"], symbols["char_mask"], symbols["char_probes"], symbols["byte_fallback"],
                symbols["has_unk"], symbols["unk_id"], symbols["fuse_unk"], merges["hash_mask"], merges["max_probes"],
                merges["vocab_size"], prefix_space, rule, table_values.size, classes.size]
@@ -235,47 +239,47 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, model, sl
     return ids, offsets, spans, pack_misses(keys, char_offsets, miss_chars, new_offsets, new_ids, new_ends)
 
 
+# ``encode_padded_cells``' answers where it gives no cells, an array of shape (0, status, error), beside
+# ``word_cache_numba.DECLINED_FULL`` and ``DECLINED_GROW``.
+DECLINED_UNK, TRUNCATION_ERROR = 1, 4
+
+
 @kernel
-def encode_text_cells(data, model, options, slot_keys, slot_entry, entries, chars, stored_ids, stored_ends, state):
-    """One text (``data``: its UTF-8 ``bytes``, valid: a str's ``encode("utf-8")``, ~0.5 us quicker
-    than its UTF-32 as an array) to ``cells_numba.padded_cells``'
-    cells ([2 or 3, 1, width]; ``options``: ``cells_numba.pack_padded``) in one call, its misses
-    inserted into the word cache's store (``word_cache_numba.insert``: the caller holds the
-    cache's lock): the normalizer's table and the split's classes read from ``model``
-    (:func:`pack_pipeline`). Cells of no planes where it declines, having changed nothing: an
-    unknown character needs an unk token the vocabulary lacks, the store lacks room for the misses
-    (the caller's other path grows or renews it) or the options truncate (an error to raise)."""
+def encode_padded_cells(units, lengths, model, options, slot_keys, slot_entry, entries, chars, stored_ids, stored_ends,
+                        state):
+    """The texts (``units``, ``lengths`` as ``encode_texts``'; ``lengths`` [-1]: one text, all of
+    ``units``) to ``cells_numba.padded_cells``' cells ([2 or 3, rows, width]; ``options``:
+    ``cells_numba.pack_padded``) in one call, the normalizer's table and the split's classes read
+    from ``model`` (:func:`pack_pipeline`), the misses inserted into the word cache's store
+    (``word_cache_numba.insert`` on its arrays and ``state``: the caller holds the cache's lock;
+    a store of capacity 0 is no cache: nothing inserted). Instead of cells, an array of shape (0,
+    status, error): ``DECLINED_UNK`` (an unknown character needs an unk token the vocabulary
+    lacks), ``DECLINED_FULL`` (no room in the store: the caller starts a new one; an empty store
+    takes the first misses that fit), ``DECLINED_GROW`` (buffers too small: the caller grows them
+    by ``error`` codepoints and tokens), all three having changed nothing, to call again after; ``TRUNCATION_ERROR`` with ``error`` the
+    post-processing's error (the misses inserted)."""
     scalars = _part(model, SCALARS)
     table_values = _part(model, TABLE_VALUES).view(np.int32)[:scalars[TABLE_SIZE]]
     classes = _part(model, CLASSES).view(np.uint8)[:scalars[CLASSES_SIZE]]
-    ends = np.empty(1, np.int64)
-    ends[0] = len(data)
-    units, lengths, _ = utf8_units_numba(data, np.zeros(1, np.int64), ends)
+    if lengths.size == 1 and lengths[0] < 0:
+        lengths = np.empty(1, np.int64)
+        lengths[0] = units.size
     encoded, ids, offsets, _, keys, char_offsets, miss_chars, new_offsets, new_ids, new_ends = _encode(
         units, lengths, table_values, _part(model, TABLE_OFFSETS), classes, model, slot_keys, slot_entry,
         state[STATE_COUNT], entries, chars, stored_ids, stored_ends, False)
-    declined = np.empty((0, 0, 0), np.int64)  # (no output has 0 planes)
     if not encoded:
-        return declined
+        return np.empty((0, DECLINED_UNK, 0), np.int64)
     cells, error = padded_cells_packed(ids, offsets, options)
-    if error or keys.size and insert(keys, miss_chars, char_offsets, new_ids, new_ends, new_offsets, False,
-                                     slot_keys, slot_entry, entries, chars, stored_ids, stored_ends, state) < 0:
-        return declined
+    if keys.size and state[STATE_CAPACITY] > 0:
+        added = insert(keys, miss_chars, char_offsets, new_ids, new_ends, new_offsets, state[STATE_COUNT] == 0,
+                       slot_keys, slot_entry, entries, chars, stored_ids, stored_ends, state)
+        if added == -1:
+            return np.empty((0, DECLINED_FULL, 0), np.int64)
+        if added == -2:  # the room the buffers need
+            return np.empty((0, DECLINED_GROW, max(miss_chars.size, new_ids.size)), np.int64)
+    if error:
+        return np.empty((0, TRUNCATION_ERROR, error), np.int64)
     return cells
-
-
-@kernel
-def encode_padded_cells(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count,
-                        entries, chars, stored_ids, stored_ends, options):
-    """``encode_texts`` then ``cells_numba.padded_cells`` (its ``options`` packed by
-    ``cells_numba.pack_padded``): (cells, packed misses, error); empty misses (not even their three
-    counts) where an unknown character needs an unk token the vocabulary lacks."""
-    ids, offsets, spans, misses = encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys,
-                                               slot_entry, count, entries, chars, stored_ids, stored_ends, False)
-    if offsets.size == 0:
-        return np.empty((0, 0, 0), np.int64), misses, 0
-    cells, error = padded_cells_packed(ids, offsets, options)
-    return cells, misses, error
 
 
 @kernel

@@ -197,6 +197,11 @@ def assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends, n
 # The ``state`` array of a store (``gputok.word_cache._Store``): what ``insert`` reads and updates.
 (STATE_COUNT, STATE_CHARS, STATE_IDS, STATE_ENDS, STATE_PROBES, STATE_CAPACITY, STATE_MAX_LEN) = range(7)
 STATE_SIZE = 7
+# What a kernel that inserts its own misses (``bpe_texts_numba.encode_padded_cells``) answers instead
+# of its output where ``insert`` said -1 or -2: an array of shape (0, status, room the buffers need),
+# having changed nothing (``gputok.word_cache.WordCache.encode_inserting`` makes a new store or grows
+# the buffers, then calls it again).
+DECLINED_FULL, DECLINED_GROW = 2, 3
 
 
 @kernel
