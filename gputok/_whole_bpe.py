@@ -50,7 +50,7 @@ _NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
 # ``encode_padded_cells``' store without a word cache: the arrays of an empty store of capacity 0
 # (nothing inserted), of the types a cache's store has (``WordCache._Store.arrays``).
 _NO_STORE = (*_NO_CACHE[:2], *_NO_CACHE[3:], np.zeros(word_cache_numba.STATE_SIZE, np.int64))
-_ONE_TEXT = np.full(1, -1, np.int64)  # ``encode_padded_cells``' lengths for one text: all its units
+_ONE_TEXT = np.full(1, -1, np.int64)  # ``encode_padded_cells``' lengths for one text's UTF-8
 _UNITS = np.dtype(np.int32)  # a dtype object: numpy parses np.int32 at each call
 
 
@@ -58,7 +58,7 @@ def _compiled(kernel: Any) -> Callable:
     """The one compiled version of a numba ``kernel`` (made or loaded by a first call through it),
     to call without numba's type dispatch (~0.4 us of a ~9 us batch-1 call); the kernel itself
     where it has none or several. Only for a caller whose argument types never change:
-    ``encode_padded_cells``' are a str's UTF-32 (``np.frombuffer``: read-only int32), int64
+    ``encode_padded_cells``' are ``bytes``, int64
     arrays made once and a word store's arrays, whose dtypes and layouts are fixed."""
     overloads = getattr(kernel, "overloads", {})
     if len(overloads) != 1:
@@ -143,20 +143,22 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         encoded = owner()._encode_units(units, lengths, False)
         return encoded.ids.values.numpy(), encoded.ids.offsets.numpy()
 
-    def padded_answer(units: np.ndarray, lengths: np.ndarray, post: np.ndarray) -> np.ndarray:
+    def padded_answer(data: bytes, lengths: np.ndarray, post: np.ndarray) -> np.ndarray:
         """``encode_padded_cells``' answer (cells, or an array of shape (0, status, error)) on the
         word cache of the moment, its misses inserted by the kernel under the cache's lock
         (``WordCache.encode_inserting``); where the lock is busy (another thread inserts), the
         lock-free path: ``encode_texts`` on a snapshot, the misses inserted after, then the cells."""
         cache = owner().word_cache
         if cache is None:
-            got = direct[0](units, lengths, packed, post, *_NO_STORE)
+            got = direct[0](data, lengths, packed, post, *_NO_STORE)
         else:
-            got = cache.encode_inserting(model, direct[0], units, lengths, packed, post)
+            got = cache.encode_inserting(model, direct[0], data, lengths, packed, post)
             if got is None:
-                if lengths is _ONE_TEXT:
-                    lengths = np.array((units.size,), np.int64)
-                ids, offsets, _, misses = kernel(units, lengths, *options, *cache.cpu_snapshot(model), False)
+                if lengths is _ONE_TEXT:  # (UTF-8)
+                    text = data.decode("utf-8")
+                    data, lengths = text.encode("utf-32-le"), np.array((len(text),), np.int64)
+                ids, offsets, _, misses = kernel(np.frombuffer(data, _UNITS), lengths, *options,
+                                                 *cache.cpu_snapshot(model), False)
                 settle(cache, misses)
                 got, error = cells_numba.padded_cells_packed(ids, offsets, post)
                 return np.empty((0, bpe_texts_numba.TRUNCATION_ERROR, error), np.int64) if error else got
@@ -170,17 +172,21 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         # the sampling check first as two plain reads (the property costs ~0.4 us)
         if (model.dropout or any_sampling()) and model.is_sampling:
             return cells_numba.padded_cells_packed(*sampled(units, lengths), post)
-        got = padded_answer(units, lengths, post)
+        got = padded_answer(units.tobytes(), lengths, post)  # (a small batch: the copy is ~0.1 us)
         return got, (got.shape[2] if len(got) == 0 else 0)
 
     def padded_text(post: np.ndarray, with_types: bool) -> Callable[[str], dict[str, torch.Tensor] | None]:
         """``padded_packed`` of one text for the options ``post`` (packed), its tensors made here
-        (a batch-1 call: ~9 us in all); None where the model samples or the post-processing
-        raises (the caller's other path does it)."""
+        (a batch-1 call: ~9 us in all); None where the model samples, the post-processing raises or
+        the text holds a lone surrogate (the caller's other path does it)."""
         def tensors(text: str) -> dict[str, torch.Tensor] | None:
             if (model.dropout or any_sampling()) and model.is_sampling:
                 return None
-            cells = padded_answer(np.frombuffer(text.encode("utf-32-le", "surrogatepass"), _UNITS), _ONE_TEXT, post)
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (U+FFFD to the kernels): UTF-32 on the other path
+                return None
+            cells = padded_answer(data, _ONE_TEXT, post)
             if len(cells) == 0:
                 return None
             out = {"input_ids": from_numpy(cells[0]), "attention_mask": from_numpy(cells[1])}
