@@ -32,6 +32,10 @@ model runs outside it too, so threads look up and encode in parallel. An insert
 (under the lock) only fills empty slots and writes past ``count`` (a growing buffer moves to a
 new array; a full cache gets a new store), so nothing a snapshot trusts changes under it, and
 a slot being written reads as a miss (see the kernel file). Forked children get a fresh lock.
+A small padded call (:meth:`WordCache.encode_inserting`: BPE's batch-1 call) instead runs its
+whole kernel under the lock, when the lock is free, and the kernel inserts its own misses: the
+store's sizes live in one ``state`` array the insert kernels update, so no Python bookkeeping
+follows; a busy lock sends the call the lock-free way.
 
 Memory: 16 bytes per table slot (2 to 4 slots per word of capacity), 32 bytes per entry, 4 bytes
 per stored codepoint and 16 per stored token: about 30 MB when full at the default capacity
@@ -118,6 +122,18 @@ def _full(shape: tuple[int, ...], value: int | None, dtype: torch.dtype, device:
     return torch.from_numpy(array)
 
 
+def _state_field(index: int, doc: str) -> property:
+    """A :class:`_Store` attribute kept in its ``state`` array, at ``index``."""
+
+    def get(store: _Store) -> int:
+        return int(store.state[index])
+
+    def set(store: _Store, value: int) -> None:
+        store.state[index] = value
+
+    return property(get, set, doc=doc)
+
+
 class _Store:
     """The cache's tensors on one device, and its sizes in one int64 array (``state``, laid out
     as ``word_cache_numba.STATE_*``: the insert kernels read and update it in place)."""
@@ -141,23 +157,8 @@ class _Store:
             self.slot_keys_array, self.slot_entry_array = self.slot_keys.numpy(), self.slot_entry.numpy()
             self.entries_array = self.entries.numpy()
 
-    @property
-    def count(self) -> int:
-        """Entries held."""
-        return int(self.state[word_cache_numba.STATE_COUNT])
-
-    @count.setter
-    def count(self, value: int) -> None:
-        self.state[word_cache_numba.STATE_COUNT] = value
-
-    @property
-    def max_probes(self) -> int:
-        """The longest probe sequence of the table, + 1."""
-        return int(self.state[word_cache_numba.STATE_PROBES])
-
-    @max_probes.setter
-    def max_probes(self, value: int) -> None:
-        self.state[word_cache_numba.STATE_PROBES] = value
+    count = _state_field(word_cache_numba.STATE_COUNT, "Entries held.")
+    max_probes = _state_field(word_cache_numba.STATE_PROBES, "The longest probe sequence of the table, + 1.")
 
     def reserve(self, chars: int, tokens: int) -> None:
         """Room in the buffers for ``chars`` more codepoints and ``tokens`` more tokens."""
