@@ -31,7 +31,7 @@ import torch
 
 from . import _cpu_threads, _dispatch, file_defaults
 from .ragged import rows_as_lists
-from .ingest import TextInput
+from .ingest import TextInput, as_texts
 
 #: transformers' ``model_max_length`` of a tokenizer that does not know its model's limit.
 VERY_LARGE_INTEGER = int(1e30)
@@ -224,6 +224,7 @@ class TransformersAPI:
         not allowed) raise ValueError; any other is plain text. tiktoken's defaults are
         ``allowed_special=set(), disallowed_special="all"``.
         """
+        batch = None  # the texts as a list of str (ingest.as_texts), where already made
         if (padding is True and text_pair is None and truncation is None and max_length is None
                 and (device is None or device == "cpu") and padding_side is None and pad_to_multiple_of is None
                 and return_tensors == "pt" and return_attention_mask
@@ -232,9 +233,12 @@ class TransformersAPI:
                 and allowed_special == "all" and disallowed_special == ()):
             # the common call (a training loop's), which one kernel call may answer: its glue is
             # most of a batch-1 call, so the option handling below is skipped
-            out = self._padded_call(texts, add_special_tokens, return_token_type_ids)
+            checked = texts if type(texts) is list and len(texts) == 1 and type(texts[0]) is str else as_texts(texts)
+            out = self._padded_call(checked, add_special_tokens, return_token_type_ids)
             if out is not None:
                 return BatchEncoding(out)
+            if checked is not texts:  # the checked list goes on: as_texts of 65,536 lines is ~1 ms
+                batch = checked
         if return_tensors not in RETURN_TENSORS:
             raise ValueError(f"return_tensors={return_tensors!r}; choose one of {RETURN_TENSORS}")
         if truncation is None and max_length is not None:
@@ -255,12 +259,13 @@ class TransformersAPI:
                  and _dispatch.on_cpu_kernels(_dispatch.CPU))
         with _NO_THREAD_SETTING if plain else _cpu_threads.gputok_threads():
             out = self._encode_tensors(
-                texts, text_pair, add_special_tokens=add_special_tokens, padding=padding,
+                texts if batch is None else batch, text_pair, add_special_tokens=add_special_tokens, padding=padding,
                 truncation=truncation or False, max_length=max_length, stride=stride,
                 pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side or file_defaults.padding_side(self._extra),
                 truncation_side=file_defaults.truncation_side(self._extra), return_offsets=with_offsets,
                 return_overflowing_tokens=return_overflowing_tokens, return_token_type_ids=return_token_type_ids,
-                device=device, allowed_special=allowed_special, disallowed_special=disallowed_special)
+                device=device, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                texts_checked=batch is not None)
             if plain and return_attention_mask and not with_offsets:  # the tensors as they are
                 return BatchEncoding(out)
             return self._call_outputs(

@@ -18,10 +18,14 @@ empty and its lock is renewed in a forked child (its own module).
 
 A small batch (one chunk, single texts, no offsets) takes ``padded_cells`` / ``ragged_cells``
 (``Tokenizer._encode_rows_cpu``): the encode and the post-processing in one kernel call
-(``bpe_texts_numba.encode_padded_cells`` / ``encode_ragged_cells``), the cache read and filled
-around it as above; at batch 1 that call is most of gputok's own time. ``padded_packed`` is
-``padded_cells`` with the post-processing options packed in one array (``cells_numba.pack_padded``),
-which ``Tokenizer._padded_plan`` makes once per plan for the plain ``tok(texts)`` call.
+(``bpe_texts_numba.encode_padded_cells`` / ``encode_ragged_cells``). ``encode_ragged_cells`` reads
+the cache and has it filled around it as above; ``encode_padded_cells`` runs under the cache's lock
+and inserts its misses itself (``WordCache.encode_inserting``; where the lock is busy, the
+lock-free way above), so a batch-1 call (~9 us in all) pays no separate insert, and it is called
+through its one compiled version, without numba's type dispatch (:func:`_compiled`).
+``padded_packed`` is ``padded_cells`` with the post-processing options packed in one array
+(``cells_numba.pack_padded``), which ``Tokenizer._padded_plan`` makes once per plan for the plain
+``tok(texts)`` call, with ``padded_text``: ``__call__``'s tensors of one text.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import numpy as np
 import torch
 
 from . import bpe_dropout, normalizers, pre_tokenizers
-from .kernels import bpe_texts_numba, cells_numba
+from .kernels import bpe_texts_numba, cells_numba, word_cache_numba
 from .models.bpe import BPE
 from .ragged import Ragged
 
@@ -43,6 +47,23 @@ from .ragged import Ragged
 _NO_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
              np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
 _NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
+# ``encode_padded_cells``' store without a word cache: the arrays of an empty store of capacity 0
+# (nothing inserted), of the types a cache's store has (``WordCache._Store.arrays``).
+_NO_STORE = (*_NO_CACHE[:2], *_NO_CACHE[3:], np.zeros(word_cache_numba.STATE_SIZE, np.int64))
+_ONE_TEXT = np.full(1, -1, np.int64)  # ``encode_padded_cells``' lengths for one text's UTF-8
+_UNITS = np.dtype(np.int32)  # a dtype object: numpy parses np.int32 at each call
+
+
+def _compiled(kernel: Any) -> Callable:
+    """The one compiled version of a numba ``kernel`` (made or loaded by a first call through it),
+    to call without numba's type dispatch (~0.4 us of a ~9 us batch-1 call); the kernel itself
+    where it has none or several. Only for a caller whose argument types never change:
+    ``encode_padded_cells``' are ``bytes``, int64
+    arrays made once and a word store's arrays, whose dtypes and layouts are fixed."""
+    overloads = getattr(kernel, "overloads", {})
+    if len(overloads) != 1:
+        return kernel
+    return next(iter(overloads.values())).entry_point
 
 
 def _split_of(pre_tokenizer: Any) -> tuple[str | None, bool] | None:
@@ -85,20 +106,25 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     kinds, letters, code = (None, None, bpe_texts_numba.NO_SPLIT) if rule is None else _numba_tables(rule)
     classes = np.zeros(0, np.uint8) if rule is None else np.concatenate([kinds, letters])
     tables = model._numba_tables
-    options = (*table, classes, bpe_texts_numba.pack_pipeline(tables["symbols"], tables["merges"],
-                                                              prefix_space=prefix_space, rule=code))
+    packed = bpe_texts_numba.pack_pipeline(tables["symbols"], tables["merges"], prefix_space=prefix_space, rule=code,
+                                           table_values=table[0], table_offsets=table[1], classes=classes)
+    options = (*table, classes, packed)
     owner = weakref.ref(tokenizer)
     kernel, padded_kernel = bpe_texts_numba.encode_texts, bpe_texts_numba.encode_padded_cells
-    sampling_set = bpe_dropout._CHOSEN  # not empty while some model samples (BPE.sampling)
+    direct = [padded_kernel]  # the kernel, then its compiled version called without numba's dispatch
+    any_sampling, from_numpy = bpe_dropout.any_sampling, torch.from_numpy
 
     def store() -> tuple:
         cache = owner().word_cache
         return cache, (_NO_CACHE if cache is None else cache.cpu_snapshot(model))
 
+    def unk_error() -> ValueError:
+        return ValueError(f"unk_token {model.unk_token!r} is not in the vocabulary; add it or pass another")
+
     def settle(cache: Any, misses: np.ndarray) -> None:
         """The unk error where the kernel gave no misses at all, else the misses into the cache."""
         if misses.size == 0:
-            raise ValueError(f"unk_token {model.unk_token!r} is not in the vocabulary; add it or pass another")
+            raise unk_error()
         if cache is not None and misses[0]:
             cache.insert_misses(model, misses)
 
@@ -117,17 +143,63 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         encoded = owner()._encode_units(units, lengths, False)
         return encoded.ids.values.numpy(), encoded.ids.offsets.numpy()
 
-    def padded_packed(units: np.ndarray, lengths: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, int]:
-        # the store and settle steps written out, and the sampling check first as two plain reads
-        # (the property costs ~0.4 us): a batch-1 call is ~12 us in all
-        if (model.dropout or sampling_set) and model.is_sampling:
-            return cells_numba.padded_cells_packed(*sampled(units, lengths), post)
+    def padded_answer(data: bytes, lengths: np.ndarray, post: np.ndarray) -> np.ndarray:
+        """``encode_padded_cells``' answer (cells, or an array of shape (0, status, error)) on the
+        word cache of the moment, its misses inserted by the kernel under the cache's lock
+        (``WordCache.encode_inserting``); where the lock is busy (another thread inserts), the
+        lock-free path: ``encode_texts`` on a snapshot, the misses inserted after, then the cells."""
         cache = owner().word_cache
-        cells, misses, error = padded_kernel(units, lengths, *options,
-                                             *(_NO_CACHE if cache is None else cache.cpu_snapshot(model)), post)
-        if misses.size == 0 or misses[0]:
-            settle(cache, misses)
-        return cells, error
+        if cache is None:
+            got = direct[0](data, lengths, packed, post, *_NO_STORE)
+        else:
+            got = cache.encode_inserting(model, direct[0], data, lengths, packed, post)
+            if got is None:
+                if lengths is _ONE_TEXT:  # (UTF-8)
+                    text = data.decode("utf-8")
+                    data, lengths = text.encode("utf-32-le"), np.array((len(text),), np.int64)
+                ids, offsets, _, misses = kernel(np.frombuffer(data, _UNITS), lengths, *options,
+                                                 *cache.cpu_snapshot(model), False)
+                settle(cache, misses)
+                got, error = cells_numba.padded_cells_packed(ids, offsets, post)
+                return np.empty((0, bpe_texts_numba.TRUNCATION_ERROR, error), np.int64) if error else got
+        if direct[0] is padded_kernel:  # compiled (or loaded) by this first call: called directly from now on
+            direct[0] = _compiled(padded_kernel)
+        if len(got) == 0 and got.shape[1] == bpe_texts_numba.DECLINED_UNK:
+            raise unk_error()
+        return got
+
+    def padded_packed(units: np.ndarray, lengths: np.ndarray, post: np.ndarray) -> tuple[np.ndarray, int]:
+        # the sampling check first as two plain reads (the property costs ~0.4 us)
+        if (model.dropout or any_sampling()) and model.is_sampling:
+            return cells_numba.padded_cells_packed(*sampled(units, lengths), post)
+        got = padded_answer(units.tobytes(), lengths, post)  # (a small batch: the copy is ~0.1 us)
+        return got, (got.shape[2] if len(got) == 0 else 0)
+
+    def padded_text(post: np.ndarray, with_types: bool) -> Callable[[str], dict[str, torch.Tensor] | None]:
+        """``padded_packed`` of one text for the options ``post`` (packed), its tensors made here
+        (a batch-1 call: ~9 us in all); None where the model samples, the post-processing raises or
+        the text holds a lone surrogate (the caller's other path does it)."""
+        def tensors(text: str) -> dict[str, torch.Tensor] | None:
+            if (model.dropout or any_sampling()) and model.is_sampling:
+                return None
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate (U+FFFD to the kernels): UTF-32 on the other path
+                return None
+            # padded_answer's common case written out (~0.2 us): a cache, its lock free, the kernel compiled
+            cache = owner().word_cache
+            kernel_now = direct[0]
+            cells = (None if cache is None or kernel_now is padded_kernel
+                     else cache.encode_inserting(model, kernel_now, data, _ONE_TEXT, packed, post))
+            if cells is None:
+                cells = padded_answer(data, _ONE_TEXT, post)
+            if len(cells) == 0:  # (the unk error, raised on the other path)
+                return None
+            out = {"input_ids": from_numpy(cells[0]), "attention_mask": from_numpy(cells[1])}
+            if with_types:
+                out["token_type_ids"] = from_numpy(cells[2])
+            return out
+        return tensors
 
     def padded_cells(units: np.ndarray, lengths: np.ndarray, *post: Any) -> tuple[np.ndarray, int]:
         return padded_packed(units, lengths, cells_numba.pack_padded(*post))
@@ -145,4 +217,6 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     # (kernel, packer): Tokenizer._padded_plan packs a plan's options once (cells_numba.pack_padded)
     encode.padded_packed = (padded_packed, cells_numba.pack_padded)
     encode.ragged_cells = (ragged_cells, ())
+    # packed options -> (one text's units -> its cells or None): made once per plan by Tokenizer._padded_plan
+    encode.padded_text = padded_text
     return encode

@@ -40,6 +40,13 @@ def checked_dropout(dropout: object) -> float | None:
     return float(dropout)
 
 
+def any_sampling() -> bool:
+    """Whether some model samples now (inside a :func:`sampling` block): while none does, a model
+    samples only by its own ``dropout`` (read by the caller; the one-call paths check this first,
+    two plain reads instead of ``BPE.is_sampling``)."""
+    return bool(_CHOSEN)
+
+
 def settings(model: BPE) -> tuple[float, torch.Generator | None] | None:
     """``(p, generator)`` when ``model`` samples, else None (p = 0 does not)."""
     chosen = _CHOSEN.get(id(model))

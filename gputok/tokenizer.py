@@ -744,10 +744,11 @@ class Tokenizer(TransformersAPI):
                  return_overflowing_tokens: bool = False, return_token_type_ids: bool | None = None,
                  device: torch.device | str | None = None,
                  allowed_special: str | Set[str] = "all", disallowed_special: str | Set[str] = (),
-                 truncation_side: str = "right") -> dict[str, torch.Tensor]:
+                 truncation_side: str = "right", texts_checked: bool = False) -> dict[str, torch.Tensor]:
         """:meth:`__call__` (in :class:`gputok._transformers_api.TransformersAPI`, which documents
-        the options) after transformers' defaults are resolved: a dict of tensors."""
-        texts = as_texts(texts)
+        the options) after transformers' defaults are resolved: a dict of tensors.
+        ``texts_checked``: ``texts`` is already ``as_texts``' list (the caller's own)."""
+        texts = texts if texts_checked else as_texts(texts)
         pairs = None if text_pair is None else as_texts(text_pair)
         if pairs is not None and len(pairs) != len(texts):
             raise ValueError(f"got {len(texts)} texts but {len(pairs)} text_pair entries; they pair up one to one")
@@ -968,36 +969,43 @@ class Tokenizer(TransformersAPI):
         kernel, tables = fused
         return _cell_outputs(kernel(units, lengths, *tables, *options), padded, truncation, stride, with_types)
 
-    def _padded_call(self, texts: TextInput | Sequence[TextInput], add_special_tokens: bool,
+    def _padded_call(self, texts: list[str], add_special_tokens: bool,
                      with_types: bool | None) -> dict[str, torch.Tensor] | None:
         """:meth:`__call__` with every option at its default but ``add_special_tokens`` and
-        ``return_token_type_ids`` (rows padded to the longest, tensors on the CPU): a training
-        loop's call, and at batch 1 mostly glue, so it skips :meth:`_encode_tensors`' checks and
-        option plumbing on the way to :meth:`_cells_in_one_call`, with what it passes there made
-        once (:meth:`_padded_plan`). None where that does not cover the call (no one-call kernel
+        ``return_token_type_ids`` (rows padded to the longest, tensors on the CPU), ``texts``
+        already ``as_texts``' list: a training loop's call, and at batch 1 mostly glue, so it skips
+        :meth:`_encode_tensors`' checks and option plumbing, with what it needs made once
+        (:meth:`_padded_plan`). One text goes to the plan's one-text kernel where the pipeline has
+        one (BPE's: its misses inserted by the kernel), a small batch to
+        :meth:`_cells_in_one_call`. None where that does not cover the call (no one-call kernel
         for this pipeline, or a batch it does not take)."""
         if not _dispatch.on_cpu_kernels(_dispatch.CPU):  # GPUTOK_BACKEND is read at each call, as on every path
             return None
         plan = self._padded_plan(add_special_tokens, with_types)
         if plan is None:
             return None
-        whole, options, with_types, pattern, fused = plan
+        whole, options, with_types, pattern, fused, one_text = plan
+        if one_text is not None and len(texts) == 1:
+            text = texts[0]
+            if len(text) < 2 * _cpu_threads.MIN_CHUNK_CHARS and (pattern is None or pattern.search(text) is None):
+                out = one_text(text)
+                if out is not None:
+                    return out
         if fused is None:
             # Read at each call, not planned: Unigram's and SP-BPE's tables hold the calling thread's
             # word store for the word cache of the moment, and are None while the model samples.
             fused = whole.padded_cells
             if fused is None:
                 return None
-        if not (type(texts) is list and len(texts) == 1 and type(texts[0]) is str):  # (as_texts: ~0.3 us)
-            texts = as_texts(texts)
         return self._cells_in_one_call(texts, pattern, fused, options, True, None, 0, with_types)
 
     def _padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
         """What :meth:`_padded_call` passes to :meth:`_cells_in_one_call` for these two options:
         (the whole-pipeline kernel, whose ``padded_cells`` the call reads, the post-processing
-        options, whether token types come out, the added-token pattern to look for, and the
+        options, whether token types come out, the added-token pattern to look for, the
         ``(kernel, tables)`` to call where it is fixed: a kernel taking the options packed, else
-        None), or None where no one-call kernel covers the pipeline.
+        None, and the one-text kernel with these options, or None), or None where no one-call
+        kernel covers the pipeline.
 
         Made once and kept until a setting it reads changes, which the check below sees: a stage
         (the whole-pipeline kernel), the post-processor or its templates (replaced, never edited),
@@ -1015,11 +1023,10 @@ class Tokenizer(TransformersAPI):
             pad_id = self._pad_id  # evaluated (and cached) before the key that holds it is taken
             made = self._padded_plans = (self.normalizer, self.pre_tokenizer, self.model, post, self._extra, pad_id,
                                          self.join_surrogate_pairs, post and post.single, post and post.pair, {})
-        plans = made[9]
-        key = (add_special_tokens, with_types)
-        if key not in plans:
-            plans[key] = self._make_padded_plan(add_special_tokens, with_types)
-        return plans[key]
+        plan = made[9].get((add_special_tokens, with_types), made)  # (made: no plan yet; a plan may be None)
+        if plan is made:
+            plan = made[9][add_special_tokens, with_types] = self._make_padded_plan(add_special_tokens, with_types)
+        return plan
 
     def _make_padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
         """:meth:`_padded_plan`'s plan, made from the settings as they are."""
@@ -1036,8 +1043,11 @@ class Tokenizer(TransformersAPI):
         # is called with them packed here, once.
         packed = getattr(whole, "padded_packed", None)
         if packed is not None:
-            return whole, (packed[1](*options),), with_types, self._pattern(None), (packed[0], ())
-        return whole, options, with_types, self._pattern(None), None
+            post = packed[1](*options)
+            one_text = getattr(whole, "padded_text", None)
+            return (whole, (post,), with_types, self._pattern(None), (packed[0], ()),
+                    None if one_text is None else one_text(post, with_types))
+        return whole, options, with_types, self._pattern(None), None, None
 
     def _padded_in_chunks(self, parts: list[Sequence[str]], allowed: frozenset[str] | None, post: tuple,
                           post_padded: tuple, *, truncation: str | None, stride: int, with_types: bool,

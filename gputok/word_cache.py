@@ -32,6 +32,10 @@ model runs outside it too, so threads look up and encode in parallel. An insert
 (under the lock) only fills empty slots and writes past ``count`` (a growing buffer moves to a
 new array; a full cache gets a new store), so nothing a snapshot trusts changes under it, and
 a slot being written reads as a miss (see the kernel file). Forked children get a fresh lock.
+A small padded call (:meth:`WordCache.encode_inserting`: BPE's batch-1 call) instead runs its
+whole kernel under the lock, when the lock is free, and the kernel inserts its own misses: the
+store's sizes live in one ``state`` array the insert kernels update, so no Python bookkeeping
+follows; a busy lock sends the call the lock-free way.
 
 Memory: 16 bytes per table slot (2 to 4 slots per word of capacity), 32 bytes per entry, 4 bytes
 per stored codepoint and 16 per stored token: about 30 MB when full at the default capacity
@@ -62,11 +66,20 @@ Encoder = Callable[[torch.Tensor, torch.Tensor], tuple[Ragged, Ragged]]
 
 
 class _Buffer:
-    """A growable 1-D tensor (capacity doubles): append in amortized O(length)."""
+    """A growable 1-D tensor (capacity doubles): append in amortized O(length). Its size is
+    ``state[index]`` (its store's ``state``, which the insert kernels update)."""
 
-    def __init__(self, dtype: torch.dtype, device: torch.device) -> None:
-        self.size = 0
+    def __init__(self, dtype: torch.dtype, device: torch.device, state: np.ndarray, index: int) -> None:
+        self._state, self._index = state, index
         self._use(_full((1024,), None, dtype, device))
+
+    @property
+    def size(self) -> int:
+        return int(self._state[self._index])
+
+    @size.setter
+    def size(self, value: int) -> None:
+        self._state[self._index] = value
 
     def _use(self, data: torch.Tensor) -> None:
         self.data = data
@@ -109,25 +122,54 @@ def _full(shape: tuple[int, ...], value: int | None, dtype: torch.dtype, device:
     return torch.from_numpy(array)
 
 
-class _Store:
-    """The cache's tensors on one device."""
+def _state_field(index: int, doc: str) -> property:
+    """A :class:`_Store` attribute kept in its ``state`` array, at ``index``."""
 
-    def __init__(self, capacity: int, device: torch.device) -> None:
+    def get(store: _Store) -> int:
+        return int(store.state[index])
+
+    def set(store: _Store, value: int) -> None:
+        store.state[index] = value
+
+    return property(get, set, doc=doc)
+
+
+class _Store:
+    """The cache's tensors on one device, and its sizes in one int64 array (``state``, laid out
+    as ``word_cache_numba.STATE_*``: the insert kernels read and update it in place)."""
+
+    def __init__(self, capacity: int, device: torch.device, max_word_length: int) -> None:
         slots = 1 << (2 * capacity - 1).bit_length()
         self.mask = slots - 1
         self.slot_keys = _full((slots,), HashMap.EMPTY, torch.int64, device)
         self.slot_entry = _full((slots,), HashMap.EMPTY, torch.int64, device)
-        self.max_probes = 1
-        self.count = 0
+        self.state = np.zeros(word_cache_numba.STATE_SIZE, np.int64)
+        self.state[word_cache_numba.STATE_PROBES] = 1
+        self.state[word_cache_numba.STATE_CAPACITY] = capacity
+        self.state[word_cache_numba.STATE_MAX_LEN] = max_word_length
         # per entry: start and length of its codepoints and of its tokens
         self.entries = _full((capacity, 4), 0, torch.int64, device)
-        self.chars = _Buffer(torch.int32, device)
-        self.ids = _Buffer(torch.int64, device)
-        self.ends = _Buffer(torch.int64, device)
+        self.chars = _Buffer(torch.int32, device, self.state, word_cache_numba.STATE_CHARS)
+        self.ids = _Buffer(torch.int64, device, self.state, word_cache_numba.STATE_IDS)
+        self.ends = _Buffer(torch.int64, device, self.state, word_cache_numba.STATE_ENDS)
         self.shift = 64 - self.mask.bit_length()
         if device.type == "cpu":  # the kernels' views of the same memory
             self.slot_keys_array, self.slot_entry_array = self.slot_keys.numpy(), self.slot_entry.numpy()
             self.entries_array = self.entries.numpy()
+
+    count = _state_field(word_cache_numba.STATE_COUNT, "Entries held.")
+    max_probes = _state_field(word_cache_numba.STATE_PROBES, "The longest probe sequence of the table, + 1.")
+
+    def reserve(self, chars: int, tokens: int) -> None:
+        """Room in the buffers for ``chars`` more codepoints and ``tokens`` more tokens."""
+        self.chars.reserve(chars)
+        self.ids.reserve(tokens)
+        self.ends.reserve(tokens)
+
+    def arrays(self) -> tuple:
+        """The CPU store as the insert kernels take it: table, entries, buffers, ``state``."""
+        return (self.slot_keys_array, self.slot_entry_array, self.entries_array, self.chars.array, self.ids.array,
+                self.ends.array, self.state)
 
     def snapshot(self) -> _Snapshot:
         return _Snapshot(self.slot_keys, self.slot_entry, self.mask, self.max_probes, self.count, self.entries,
@@ -186,6 +228,9 @@ class WordCache:
         # change under the lock left it, or None: read in one step without the lock (a tuple is
         # replaced whole, never edited), the lock cost ~0.3 us of every batch-1 call
         self._cpu_view: tuple[Callable[[], object], tuple] | None = None
+        # (the owner's weak reference, the CPU store's ``_Store.arrays``) as the last change under
+        # the lock left them, or None: what :meth:`encode_inserting` hands its kernel
+        self._cpu_arrays: tuple[Callable[[], object], tuple] | None = None
         _caches.add(self)
 
     def __len__(self) -> int:
@@ -196,8 +241,11 @@ class WordCache:
         """Hold ``owner``'s words only (under the lock): another model empties the cache."""
         if self._owner is None or self._owner() is not owner:
             self._stores.clear()
-            self._cpu_view = None
+            self._cpu_view = self._cpu_arrays = None
             self._owner = weakref.ref(owner)
+
+    def _new_store(self, device: torch.device) -> _Store:
+        return _Store(self.capacity, device, self.max_word_length)
 
     def __getstate__(self) -> dict:
         # A pickled tokenizer (DataLoader workers under spawn) starts with an empty cache.
@@ -230,7 +278,7 @@ class WordCache:
             self._take(owner)
             store = self._stores.get(device)
             if store is None:
-                store = self._stores[device] = _Store(self.capacity, device)
+                store = self._stores[device] = self._new_store(device)
             stored = store.snapshot()
         # Read outside the lock, so that threads encoding chunks of one batch look up together.
         entry = stored.find(keys)
@@ -274,7 +322,7 @@ class WordCache:
             self._take(owner)
             store = self._stores.get(device)
             if store is None:
-                store = self._stores[device] = _Store(self.capacity, device)
+                store = self._stores[device] = self._new_store(device)
             count, chars, ids, ends = store.count, store.chars.array, store.ids.array, store.ends.array
         v = values.numpy()
         out_chars = np.empty(v.size, v.dtype)
@@ -313,67 +361,76 @@ class WordCache:
             self._take(owner)
             store = self._stores.get(_CPU)
             if store is None:
-                store = self._stores[_CPU] = _Store(self.capacity, _CPU)
+                store = self._stores[_CPU] = self._new_store(_CPU)
             return self._viewed(store)
 
     def _viewed(self, store: _Store) -> tuple:
-        """:meth:`cpu_snapshot`'s tuple of the CPU ``store``, kept as ``_cpu_view`` (under the lock)."""
+        """:meth:`cpu_snapshot`'s tuple of the CPU ``store``, kept as ``_cpu_view``, and its
+        arrays as ``_cpu_arrays`` (under the lock)."""
         snapshot = (store.slot_keys_array, store.slot_entry_array, store.count, store.entries_array,
                     store.chars.array, store.ids.array, store.ends.array)
         self._cpu_view = (self._owner, snapshot)
+        self._cpu_arrays = (self._owner, store.arrays())
         return snapshot
+
+    def encode_inserting(self, owner: object, kernel: Callable[..., np.ndarray], data: bytes, lengths: np.ndarray,
+                         model: np.ndarray, options: np.ndarray) -> np.ndarray | None:
+        """``kernel(data, lengths, model, options, *the CPU store's arrays)`` (``_Store.arrays``;
+        arguments by name, not ``*args``: ~0.1 us of a batch-1 call), a kernel that looks words
+        up in the store and inserts its misses itself (``bpe_texts_numba.encode_padded_cells``), run
+        under the lock: its answer, after a new store or larger buffers where it asked for them (it
+        changed nothing then) and a call again. None where the lock is busy (another thread
+        inserts: the caller takes the lock-free path, :meth:`cpu_snapshot` and
+        :meth:`insert_misses`). At batch 1: the lock for the length of a kernel call (a few us),
+        and no separate insert (that was ~2.5 us of a ~15 us call with new words)."""
+        lock = self._lock
+        if not lock.acquire(False):
+            return None
+        try:
+            view = self._cpu_arrays
+            if view is None or view[0]() is not owner:
+                self._take(owner)
+                self._viewed(self._stores.get(_CPU) or self._stores.setdefault(_CPU, self._new_store(_CPU)))
+                view = self._cpu_arrays
+            out = kernel(data, lengths, model, options, *view[1])
+            while len(out) == 0 and out.shape[1] in (word_cache_numba.DECLINED_FULL, word_cache_numba.DECLINED_GROW):
+                store = self._stores[_CPU]
+                if out.shape[1] == word_cache_numba.DECLINED_FULL:
+                    store = self._stores[_CPU] = self._new_store(_CPU)  # full: start anew (readers keep the old)
+                else:
+                    store.reserve(out.shape[2], out.shape[2])
+                self._viewed(store)
+                out = kernel(data, lengths, model, options, *self._cpu_arrays[1])
+            # the count changed under the snapshot tuple: made afresh under the lock when next asked
+            self._cpu_view = None
+        finally:
+            lock.release()
+        return out
 
     def insert_misses(self, owner: object, misses: np.ndarray) -> None:
         """Store the distinct words a :meth:`cpu_snapshot` reader missed, packed in one array
         (``word_cache_numba.pack_misses``: keys, codepoints, tokens), under the lock: those that
         fit and are still absent."""
-        chars_size, ids_size = int(misses[1]), int(misses[2])
-        # The common case written out (room in the buffers and in the store): ~1 us less than the
-        # general steps below, at a batch-1 call's every first sight of a word
-        with self._lock:
-            store = self._stores.get(_CPU)
-            if store is None or self._owner() is not owner:  # another model took the cache meanwhile
-                return
-            chars, ids, ends = store.chars, store.ids, store.ends
-            if (chars.size + chars_size <= chars.capacity and ids.size + ids_size <= ids.capacity
-                    and ends.size + ids_size <= ends.capacity):
-                added, chars_end, ids_end, probes = word_cache_numba.insert_packed(
-                    misses, self.max_word_length, self.capacity - store.count, False, store.slot_keys_array,
-                    store.slot_entry_array, store.shift, store.mask, store.count, store.entries_array, chars.array,
-                    chars.size, ids.array, ends.array, ids.size)
-                if added >= 0:
-                    chars.size, ids.size, ends.size = chars_end, ids_end, ids_end
-                    if probes > store.max_probes:
-                        store.max_probes = probes
-                    store.count += added
-                    self._viewed(store)
-                    return
-        self._insert_kernels(owner, _CPU, chars_size, ids_size,
+        self._insert_kernels(owner, _CPU, int(misses[1]), int(misses[2]),
                              functools.partial(word_cache_numba.insert_packed, misses))
 
     def _insert_kernels(self, owner: object, device: torch.device, chars_size: int, ids_size: int,
-                        insert: Callable[..., tuple[int, int, int, int]]) -> None:
-        """``insert(max_word_length, room, truncate, *the store's arrays and sizes)``: a call of
-        ``word_cache_numba.insert`` (or ``insert_packed``) on words of ``chars_size`` codepoints
-        and ``ids_size`` tokens in all, under the lock; a full store is replaced by a new one."""
+                        insert: Callable[..., int]) -> None:
+        """``insert(truncate, *the store's arrays)``: a call of ``word_cache_numba.insert`` (or
+        ``insert_packed``) on words of ``chars_size`` codepoints and ``ids_size`` tokens in all,
+        under the lock; the buffers grown where they lack room, a full store replaced by a new one."""
         with self._lock:
             store = self._stores.get(device)
             if store is None or self._owner() is not owner:  # another model took the cache meanwhile
                 return
             for truncate in (False, True):
-                store.chars.reserve(chars_size)
-                store.ids.reserve(ids_size)
-                store.ends.reserve(ids_size)
-                added, chars_end, ids_end, probes = insert(
-                    self.max_word_length, self.capacity - store.count, truncate, store.slot_keys_array,
-                    store.slot_entry_array, store.shift, store.mask, store.count, store.entries_array,
-                    store.chars.array, store.chars.size, store.ids.array, store.ends.array, store.ids.size)
+                added = insert(truncate, *store.arrays())
+                if added == -2:  # the buffers first
+                    store.reserve(chars_size, ids_size)
+                    added = insert(truncate, *store.arrays())
                 if added >= 0:
                     break
-                store = self._stores[device] = _Store(self.capacity, device)  # full: start anew
-            store.chars.size, store.ids.size, store.ends.size = chars_end, ids_end, ids_end
-            store.max_probes = max(store.max_probes, probes)
-            store.count += added
+                store = self._stores[device] = self._new_store(device)  # full: start anew
             if device == _CPU:
                 self._viewed(store)
 
@@ -403,7 +460,7 @@ class WordCache:
             if not fits.numel():
                 return
             if store.count + fits.numel() > self.capacity:  # full: start anew (readers may hold the old store)
-                store = self._stores[device] = _Store(self.capacity, device)
+                store = self._stores[device] = self._new_store(device)
             n = fits.numel()
             word_lengths, token_lengths = lengths.index_select(0, fits), ids.lengths().index_select(0, fits)
             char_index = span_indices(starts.index_select(0, fits), word_lengths)[0]

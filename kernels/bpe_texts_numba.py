@@ -24,10 +24,13 @@ huggingface.
 
 ``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then the post-processing
 (``cells_numba``) in the same call, so a small batch (one chunk) pays one kernel call from text
-to output arrays (``gputok._whole_bpe`` reads and fills the word cache around it).
+to output arrays. ``encode_ragged_cells`` reads the word cache through a snapshot and hands back
+its misses, as ``encode_texts``; ``encode_padded_cells`` (a batch-1 call of ~9 us in all, where a
+separate insert was ~2.5 us) inserts its misses itself, under the cache's lock the caller holds
+(``gputok.word_cache.WordCache.encode_inserting``).
 
-Re-entrant and ``nogil``: chunks of a batch run it on several Python threads at once; it only
-reads the cache (inserts happen under the cache's lock, after the call).
+Re-entrant and ``nogil``: chunks of a batch run ``encode_texts`` on several Python threads at once;
+it only reads the cache (inserts happen under the cache's lock, after the call).
 """
 
 import numpy as np
@@ -37,11 +40,12 @@ from .bpe_heap import _merge_rows
 from .bpe_heap import merge_scan as _merge_short
 from .bpe_symbols_numba import _symbols, symbol_buffers
 from .cells_numba import padded_cells_packed, ragged_cells
-from .ingest_numba import codepoints_numba
+from .ingest_numba import codepoints_numba, utf8_units_numba
 from .normalize_numba import rewrite_table_numba
 from .regex_split_numba import regex_split_numba
 from .scatter_numba import scatter_tokens
-from .word_cache_numba import assemble, lookup_dedup, pack_misses
+from .word_cache_numba import (DECLINED_FULL, DECLINED_GROW, STATE_CAPACITY, STATE_COUNT, _bit_length, assemble, insert,
+                               lookup_dedup, pack_misses)
 from .word_split_numba import prepend_unless_first, whole_texts
 
 NO_SPLIT = -1  # ``rule``: each non-empty text is one word
@@ -53,25 +57,38 @@ _NO_INVERSE = np.zeros(0, np.int64)
 SHORT = 32
 # The parts of the packed pipeline, in order (``pack_pipeline``).
 (BYTE_TO_ID, CHAR_KEYS, CHAR_VALUES, FALLBACK_IDS, PREFIX, SUFFIX, WHOLE_SLOTS, TOKEN_KEYS, TOKEN_OFFSETS, PAIR_KEYS,
- PAIR_VALUES, LEVEL_START, SCALARS) = range(13)
-PARTS = 13
+ PAIR_VALUES, LEVEL_START, TABLE_VALUES, TABLE_OFFSETS, CLASSES, SCALARS) = range(16)
+PARTS = 16
 # The scalars, in order, in the last part.
 (BYTE_LEVEL, CHAR_MASK, CHAR_PROBES, BYTE_FALLBACK, HAS_UNK, UNK_ID, FUSE_UNK, PAIR_MASK, PAIR_PROBES, VOCAB_SIZE,
- PREFIX_SPACE, RULE) = range(12)
+ PREFIX_SPACE, RULE, TABLE_SIZE, CLASSES_SIZE) = range(14)
 
 
-def pack_pipeline(symbols: dict, merges: dict, *, prefix_space: bool, rule: int) -> np.ndarray:
-    """``BPE._numba_tables`` (its ``symbols`` and ``merges``) and the pre-tokenizer's options as one
-    int64 array: ``PARTS + 1`` bounds, then the parts back to back (the scalars last)."""
+def pack_pipeline(symbols: dict, merges: dict, *, prefix_space: bool, rule: int, table_values: np.ndarray,
+                  table_offsets: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """``BPE._numba_tables`` (its ``symbols`` and ``merges``), the normalizer's table (int32
+    values, int64 offsets), the split rule's ``classes`` (uint8) and the pre-tokenizer's options as
+    one int64 array: ``PARTS + 1`` bounds, then the parts back to back (the int32 and uint8 parts
+    as their bytes, padded to 8; the scalars last). ``encode_texts`` takes the table and classes
+    as arguments of their own; ``encode_padded_cells`` reads them from here (one argument less each)."""
     scalars = [symbols["byte_level"], symbols["char_mask"], symbols["char_probes"], symbols["byte_fallback"],
                symbols["has_unk"], symbols["unk_id"], symbols["fuse_unk"], merges["hash_mask"], merges["max_probes"],
-               merges["vocab_size"], prefix_space, rule]
-    parts = [symbols[name] for name in ("byte_to_id", "char_keys", "char_values", "fallback_ids", "prefix", "suffix",
-                                        "whole_slots", "token_keys", "token_offsets")]
-    parts += [merges["slot_keys"], merges["slot_values"], merges["level_start"], np.array(scalars, np.int64)]
+               merges["vocab_size"], prefix_space, rule, table_values.size, classes.size]
+    parts = [np.asarray(symbols[name], np.int64) for name in ("byte_to_id", "char_keys", "char_values",
+                                                               "fallback_ids", "prefix", "suffix", "whole_slots",
+                                                               "token_keys", "token_offsets")]
+    parts += [np.asarray(merges[name], np.int64) for name in ("slot_keys", "slot_values", "level_start")]
+    parts += [_as_words(np.ascontiguousarray(table_values, np.int32)), np.asarray(table_offsets, np.int64),
+              _as_words(np.ascontiguousarray(classes, np.uint8)), np.array(scalars, np.int64)]
     sizes = np.array([0] + [p.size for p in parts], np.int64)
     bounds = np.cumsum(sizes) + PARTS + 1
-    return np.concatenate([bounds] + [np.asarray(p, np.int64) for p in parts])
+    return np.concatenate([bounds] + parts)
+
+
+def _as_words(array: np.ndarray) -> np.ndarray:
+    """The bytes of ``array`` as int64 words (zero-padded to a multiple of 8 bytes)."""
+    data = array.tobytes()
+    return np.frombuffer(data + bytes(-len(data) % 8), np.int64)
 
 
 @kernel
@@ -165,23 +182,11 @@ def _encode_misses(chars, char_offsets, model):
 
 
 @kernel
-def _bit_length(x):
-    n = 0
-    while x > 0:
-        x >>= 1
-        n += 1
-    return n
-
-
-@kernel
-def encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count, entries,
-                 chars, stored_ids, stored_ends, with_spans):
-    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; an empty
-    ``table_offsets``: no normalizer; ``classes``: the split rule's kind table, then its
-    contraction-letter table (``regex_split_numba``); ``model``: :func:`pack_pipeline`; the
-    cache's table (a power-of-2 size), ``count`` and arrays (``word_cache_numba.lookup_dedup``).
-    Returns ids, offsets, spans and the packed misses (``word_cache_numba.pack_misses``); no ids
-    and empty offsets where an unknown character needs an unk token the vocabulary lacks."""
+def _encode(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count, entries, chars,
+            stored_ids, stored_ends, with_spans):
+    """``encode_texts`` up to its misses, which come back as their parts: (whether it encoded
+    (False: an unknown character needs an unk token the vocabulary lacks), ids, offsets, spans,
+    the misses' keys, char offsets, codepoints, and their tokens' offsets, ids and ends)."""
     scalars = _part(model, SCALARS)
     values, offsets = codepoints_numba(units, lengths)
     none = np.empty(0, np.int64)
@@ -208,26 +213,78 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, model, sl
     miss_chars = out_chars[:miss_offsets[-1]]
     new_ids, new_ends, new_offsets = _encode_misses(miss_chars, miss_offsets, model)
     if new_offsets.size == 0:  # the unk error: nothing encoded
-        return none, none, np.zeros((0, 2), np.int64), none
+        return (False, none, none, np.zeros((0, 2), np.int64), miss_keys, miss_offsets, miss_chars, new_offsets,
+                new_ids, new_ends)
     piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
                                                     new_offsets, with_spans)
     ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INVERSE, starts,
                                                word_offsets, source, offsets, with_spans)
-    return ids, token_offsets, spans, pack_misses(miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends)
+    return True, ids, token_offsets, spans, miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends
 
 
 @kernel
-def encode_padded_cells(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count,
-                        entries, chars, stored_ids, stored_ends, options):
-    """``encode_texts`` then ``cells_numba.padded_cells`` (its ``options`` packed by
-    ``cells_numba.pack_padded``): (cells, packed misses, error); empty misses (not even their three
-    counts) where an unknown character needs an unk token the vocabulary lacks."""
-    ids, offsets, spans, misses = encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys,
-                                               slot_entry, count, entries, chars, stored_ids, stored_ends, False)
-    if offsets.size == 0:
-        return np.empty((0, 0, 0), np.int64), misses, 0
+def encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count, entries,
+                 chars, stored_ids, stored_ends, with_spans):
+    """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths; an empty
+    ``table_offsets``: no normalizer; ``classes``: the split rule's kind table, then its
+    contraction-letter table (``regex_split_numba``); ``model``: :func:`pack_pipeline`; the
+    cache's table (a power-of-2 size), ``count`` and arrays (``word_cache_numba.lookup_dedup``).
+    Returns ids, offsets, spans and the packed misses (``word_cache_numba.pack_misses``); no ids
+    and empty offsets where an unknown character needs an unk token the vocabulary lacks."""
+    encoded, ids, offsets, spans, keys, char_offsets, miss_chars, new_offsets, new_ids, new_ends = _encode(
+        units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count, entries, chars,
+        stored_ids, stored_ends, with_spans)
+    if not encoded:
+        return ids, offsets, spans, np.empty(0, np.int64)
+    return ids, offsets, spans, pack_misses(keys, char_offsets, miss_chars, new_offsets, new_ids, new_ends)
+
+
+# ``encode_padded_cells``' answers where it gives no cells, an array of shape (0, status, error), beside
+# ``word_cache_numba.DECLINED_FULL`` and ``DECLINED_GROW``.
+DECLINED_UNK, TRUNCATION_ERROR = 1, 4
+
+
+@kernel
+def encode_padded_cells(data, lengths, model, options, slot_keys, slot_entry, entries, chars, stored_ids, stored_ends,
+                        state):
+    """The texts (``data``, a ``bytes``: their UTF-32-LE code units back to back, ``lengths`` as
+    ``encode_texts``'; or, with ``lengths`` [-1], one text's UTF-8, valid: a str's
+    ``encode("utf-8")``, ~0.5 us quicker at batch 1 than its UTF-32 as an array) to
+    ``cells_numba.padded_cells``' cells ([2 or 3, rows, width]; ``options``:
+    ``cells_numba.pack_padded``) in one call, the normalizer's table and the split's classes read
+    from ``model`` (:func:`pack_pipeline`), the misses inserted into the word cache's store
+    (``word_cache_numba.insert`` on its arrays and ``state``: the caller holds the cache's lock;
+    a store of capacity 0 is no cache: nothing inserted). Instead of cells, an array of shape (0,
+    status, error): ``DECLINED_UNK`` (an unknown character needs an unk token the vocabulary
+    lacks), ``DECLINED_FULL`` (no room in the store: the caller starts a new one; an empty store
+    takes the first misses that fit), ``DECLINED_GROW`` (buffers too small: the caller grows them
+    by ``error`` codepoints and tokens), all three having changed nothing, to call again after; ``TRUNCATION_ERROR`` with ``error`` the
+    post-processing's error (the misses inserted)."""
+    scalars = _part(model, SCALARS)
+    table_values = _part(model, TABLE_VALUES).view(np.int32)[:scalars[TABLE_SIZE]]
+    classes = _part(model, CLASSES).view(np.uint8)[:scalars[CLASSES_SIZE]]
+    if lengths.size == 1 and lengths[0] < 0:
+        ends = np.empty(1, np.int64)
+        ends[0] = len(data)
+        units, lengths, _ = utf8_units_numba(data, np.zeros(1, np.int64), ends)
+    else:
+        units = np.frombuffer(data, np.int32).copy()
+    encoded, ids, offsets, _, keys, char_offsets, miss_chars, new_offsets, new_ids, new_ends = _encode(
+        units, lengths, table_values, _part(model, TABLE_OFFSETS), classes, model, slot_keys, slot_entry,
+        state[STATE_COUNT], entries, chars, stored_ids, stored_ends, False)
+    if not encoded:
+        return np.empty((0, DECLINED_UNK, 0), np.int64)
     cells, error = padded_cells_packed(ids, offsets, options)
-    return cells, misses, error
+    if keys.size and state[STATE_CAPACITY] > 0:
+        added = insert(keys, miss_chars, char_offsets, new_ids, new_ends, new_offsets, state[STATE_COUNT] == 0,
+                       slot_keys, slot_entry, entries, chars, stored_ids, stored_ends, state)
+        if added == -1:
+            return np.empty((0, DECLINED_FULL, 0), np.int64)
+        if added == -2:  # the room the buffers need
+            return np.empty((0, DECLINED_GROW, max(miss_chars.size, new_ids.size)), np.int64)
+    if error:
+        return np.empty((0, TRUNCATION_ERROR, error), np.int64)
+    return cells
 
 
 @kernel

@@ -17,8 +17,12 @@ Contract (the reference is the torch path of :meth:`gputok.word_cache.WordCache.
   per word: ids, ends and the word offsets.
 - ``insert``: the unique misses that fit (``length <= max_len``) and whose key is absent are
   appended to the store (entries, codepoints, ids, ends; then the slot's entry, then its key),
-  in order. A batch that brings more of them than ``room`` inserts nothing and says so (-1):
-  the caller starts a new store and inserts again with ``truncate`` (the first ``room``).
+  in order. The store's sizes live in its ``state`` array (``STATE_*`` below: entries held,
+  buffer sizes, the longest probe sequence, the capacity and ``max_len``), which the kernel
+  updates, so a whole-pipeline kernel can insert its own misses (``bpe_texts_numba``). A batch
+  that brings more of them than the room left inserts nothing and says so (-1): the caller
+  starts a new store and inserts again with ``truncate`` (the first ones that fit); buffers
+  too small for them (-2): the caller grows them and inserts again.
 - ``pack_misses`` / ``insert_packed``: a whole-pipeline kernel's unique misses travel to the
   insert as one int64 array (``misses_layout`` names its parts): a numba call pays ~0.5 us per
   array it returns and takes, and a batch of one text has ~12 us in all.
@@ -190,14 +194,32 @@ def assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends, n
     return ids, ends, offsets
 
 
+# The ``state`` array of a store (``gputok.word_cache._Store``): what ``insert`` reads and updates.
+(STATE_COUNT, STATE_CHARS, STATE_IDS, STATE_ENDS, STATE_PROBES, STATE_CAPACITY, STATE_MAX_LEN) = range(7)
+STATE_SIZE = 7
+# What a kernel that inserts its own misses (``bpe_texts_numba.encode_padded_cells``) answers instead
+# of its output where ``insert`` said -1 or -2: an array of shape (0, status, room the buffers need),
+# having changed nothing (``gputok.word_cache.WordCache.encode_inserting`` makes a new store or grows
+# the buffers, then calls it again).
+DECLINED_FULL, DECLINED_GROW = 2, 3
+
+
 @kernel
-def insert(keys, chars, char_offsets, new_ids, new_ends, new_offsets, max_len, room, truncate,
-           slot_keys, slot_entry, shift, mask, count, entries, store_chars, chars_size, store_ids, store_ends,
-           ids_size):
+def insert(keys, chars, char_offsets, new_ids, new_ends, new_offsets, truncate, slot_keys, slot_entry, entries,
+           store_chars, store_ids, store_ends, state):
     """Append the unique misses (``keys``, their codepoints ``chars`` by ``char_offsets``, their
-    tokens) that fit and are absent. Returns (entries added or -1 for no room, chars size, ids
-    size, longest probe sequence + 1); the buffers have room for all of them."""
+    tokens) that fit and are absent, at the store's sizes in ``state``, and update it. Returns the
+    entries added, -1 for no room in the store (nothing added unless ``truncate``), -2 for
+    buffers too small to hold them all (nothing added)."""
     n = keys.size
+    count, chars_size, ids_size = state[STATE_COUNT], state[STATE_CHARS], state[STATE_IDS]
+    if (chars_size + char_offsets[n] - char_offsets[0] > store_chars.size
+            or ids_size + new_offsets[n] - new_offsets[0] > min(store_ids.size, store_ends.size)):
+        return -2
+    room = state[STATE_CAPACITY] - count
+    max_len = state[STATE_MAX_LEN]
+    mask = slot_keys.size - 1
+    shift = 64 - _bit_length(mask)
     wanted = 0
     for u in range(n):
         if char_offsets[u + 1] - char_offsets[u] > max_len:
@@ -208,7 +230,7 @@ def insert(keys, chars, char_offsets, new_ids, new_ends, new_offsets, max_len, r
         if slot_keys[slot] == _EMPTY:
             wanted += 1
     if wanted > room and not truncate:
-        return -1, chars_size, ids_size, 0
+        return -1
     added = 0
     longest = 0
     for u in range(n):
@@ -244,7 +266,22 @@ def insert(keys, chars, char_offsets, new_ids, new_ends, new_offsets, max_len, r
         slot_keys[slot] = k
         longest = max(longest, probe)
         added += 1
-    return added, chars_size, ids_size, longest + 1
+    # the sizes first, the count last: a reader that sees the new count sees its entries' data
+    state[STATE_CHARS] = chars_size
+    state[STATE_IDS] = ids_size
+    state[STATE_ENDS] = ids_size
+    state[STATE_PROBES] = max(state[STATE_PROBES], longest + 1)
+    state[STATE_COUNT] = count + added
+    return added
+
+
+@kernel
+def _bit_length(x):
+    n = 0
+    while x > 0:
+        x >>= 1
+        n += 1
+    return n
 
 
 @kernel
@@ -287,9 +324,8 @@ def misses_layout(misses):
 
 
 @kernel
-def insert_packed(misses, max_len, room, truncate, slot_keys, slot_entry, shift, mask, count, entries, store_chars,
-                  chars_size, store_ids, store_ends, ids_size):
+def insert_packed(misses, truncate, slot_keys, slot_entry, entries, store_chars, store_ids, store_ends, state):
     """``insert`` of ``pack_misses``' array."""
     keys, char_offsets, chars, offsets, ids, ends = misses_layout(misses)
-    return insert(keys, chars, char_offsets, ids, ends, offsets, max_len, room, truncate, slot_keys, slot_entry,
-                  shift, mask, count, entries, store_chars, chars_size, store_ids, store_ends, ids_size)
+    return insert(keys, chars, char_offsets, ids, ends, offsets, truncate, slot_keys, slot_entry, entries,
+                  store_chars, store_ids, store_ends, state)
