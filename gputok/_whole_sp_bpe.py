@@ -30,6 +30,7 @@ import torch
 
 from ._whole_cells import NO_CHARSMAP, WholeKernel
 from .kernels import sp_bpe_texts_numba
+from .kernels.bpe_heap import packed_pairs
 from .models.bpe import BPE
 from .models.bpe_sentencepiece import MergeSafeSplit
 from .normalizers import SentencePieceNormalizer
@@ -64,6 +65,8 @@ class WordStore:
 # No cache: no word is long enough to be looked up or added (``cache_longest`` -1).
 _NO_STORE = (np.full((16, 4), -1, np.int64), 60, np.zeros(0, np.int32), np.zeros((0, 2), np.int64), np.zeros(5, np.int64),
              -1, 1)
+# A vocabulary too large for the packed pair map: every row merges over the map's slot arrays.
+_NOT_PACKED = (np.zeros(0, np.int64), 0, 0)
 STORE_WORDS = 1 << 17  # at most, per thread
 # A full store empties after at least this many misses since it filled, if they outnumber its hits.
 FULL_MISSES = 1 << 14
@@ -90,7 +93,7 @@ def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: A
                     symbols["unk_id"], symbols["fuse_unk"], symbols["whole_slots"], symbols["token_keys"],
                     symbols["token_offsets"], slot_keys, slot_values, merges["hash_mask"],
                     64 - merges["hash_mask"].bit_length(), merges["max_probes"], merges["vocab_size"],
-                    merges["level_start"])
+                    merges["level_start"], *(packed_pairs(slot_keys, slot_values, merges["vocab_size"]) or _NOT_PACKED))
     rules = (normalizer.add_dummy_prefix, normalizer.remove_extra_whitespaces, normalizer.escape_whitespaces,
              -1 if pre_tokenizer.char is None else ord(pre_tokenizer.char))
     precompiled = normalizer.precompiled
