@@ -72,6 +72,27 @@ STORE_WORDS = 1 << 17  # at most, per thread
 FULL_MISSES = 1 << 14
 
 
+# Codepoints below this take their first symbol from one array read (``direct_chars``): Latin,
+# Greek, Cyrillic, the punctuation and SentencePiece's "▁" (U+2581); 48 kB.
+DIRECT_CHARS = 0x3000
+
+
+def direct_chars(symbols: dict) -> np.ndarray:
+    """The kernel's ``char_direct``: for each codepoint below ``DIRECT_CHARS``, the token the char
+    map gives it wherever it stands in a word (all four of its keys, ``variant << 21 |
+    codepoint``, hold that token), else -1 (looked up as before: byte fallback, unk, a token per
+    place). Empty where a whole word may be one token first (``whole_slots``): every word goes
+    through ``_symbols`` then. A miss's characters took ~12 ns each through the char map."""
+    if symbols["whole_slots"].size:
+        return np.zeros(0, np.int32)
+    keys, values = symbols["char_keys"], symbols["char_values"]
+    live = (keys != -1) & ((keys & 0x1FFFFF) < DIRECT_CHARS)
+    by_variant = np.full((4, DIRECT_CHARS), -1, np.int64)
+    by_variant[keys[live] >> 21, keys[live] & 0x1FFFFF] = values[live]
+    same = (by_variant == by_variant[0]).all(axis=0)
+    return np.where(same, by_variant[0], -1).astype(np.int32)
+
+
 def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: Any,
                                    model: Any) -> Callable[[np.ndarray, np.ndarray, bool], Any] | None:
     """``Tokenizer._whole_pipeline_kernel`` for these stages, or None; ``owner``: the
@@ -93,7 +114,8 @@ def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: A
                     symbols["unk_id"], symbols["fuse_unk"], symbols["whole_slots"], symbols["token_keys"],
                     symbols["token_offsets"], slot_keys, slot_values, merges["hash_mask"],
                     64 - merges["hash_mask"].bit_length(), merges["max_probes"], merges["vocab_size"],
-                    merges["level_start"], *(packed_pairs(slot_keys, slot_values, merges["vocab_size"]) or _NOT_PACKED))
+                    merges["level_start"], *(packed_pairs(slot_keys, slot_values, merges["vocab_size"]) or _NOT_PACKED),
+                    direct_chars(symbols))
     rules = (normalizer.add_dummy_prefix, normalizer.remove_extra_whitespaces, normalizer.escape_whitespaces,
              -1 if pre_tokenizer.char is None else ord(pre_tokenizer.char))
     precompiled = normalizer.precompiled

@@ -122,12 +122,29 @@ def _store(values, start, length, key, ids, ends, first, count, slots, shift, ch
     slots[slot, 0] = key
 
 
+@inlined
+def _direct_symbols(values, start, length, char_direct, tok, source):
+    """The word's symbols from ``char_direct`` (a codepoint below its size -> its token, the same
+    whichever its place in the word; -1: look it up), as ``_symbols`` gives them; -1 if a
+    character is not there (``_symbols`` then)."""
+    for i in range(length):
+        c = values[start + i]
+        if c >= char_direct.size:
+            return -1
+        token = char_direct[c]
+        if token < 0:
+            return -1
+        tok[i] = token
+        source[i] = i
+    return length
+
+
 @kernel
 def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_offsets, byte_to_id, char_keys,
                        char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix, suffix,
                        has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys, slot_values,
                        hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift,
-                       cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
+                       char_direct, cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
                        cache_full_misses, with_spans):
     """The stages after the normalizer and the word split (``sp_normalize_numba.normalize_split``'s
     outputs; ``offsets``: the texts' codepoint offsets). Returns ``(ids, offsets, spans)``;
@@ -184,11 +201,13 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
             piece_offsets[w + 1] = at
             cache_used[HITS] += cache_used[MISSES] > 0  # a hit since the store filled
             continue
-        bounds[0] = start
-        bounds[1] = start + length
-        n = _symbols(norm, bounds, False, byte_to_id, char_keys, char_values, char_mask, char_shift, char_probes,
-                     byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
-                     token_offsets, tok, tok_source, count)
+        n = _direct_symbols(norm, start, length, char_direct, tok, tok_source)
+        if n < 0:
+            bounds[0] = start
+            bounds[1] = start + length
+            n = _symbols(norm, bounds, False, byte_to_id, char_keys, char_values, char_mask, char_shift,
+                         char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
+                         whole_slots, token_keys, token_offsets, tok, tok_source, count)
         if n < 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
         if n <= TINY_ROW and pair_table.size:
@@ -217,8 +236,8 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
                  mark, byte_to_id, char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback,
                  fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets,
                  slot_keys, slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
-                 pair_mask, pair_shift, cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
-                 cache_full_misses, with_spans):
+                 pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars, cache_tokens, cache_used,
+                 cache_longest, cache_full_misses, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths;
     ``charsmap``: whether the precompiled charsmap's arrays (``direct`` .. ``max_long``,
     ``gputok.charsmap.Charsmap.numpy_rules``) are real, else the identity rule;
@@ -233,8 +252,8 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
                               char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
                               suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
                               slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
-                              pair_mask, pair_shift, cache_slots, cache_shift, cache_chars, cache_tokens, cache_used,
-                              cache_longest, cache_full_misses, with_spans)
+                              pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars, cache_tokens,
+                              cache_used, cache_longest, cache_full_misses, with_spans)
 
 
 @kernel
@@ -243,10 +262,10 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
                         escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
                         char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
                         whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
-                        max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift, cache_slots,
-                        cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses,
-                        max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple, left, pad_id,
-                        with_types):
+                        max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift, char_direct,
+                        cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
+                        cache_full_misses, max_length, strategy, stride, item_seq, item_id, item_type, min_width,
+                        multiple, left, pad_id, with_types):
     """The encode then ``cells_numba.padded_cells``: (cells, error)."""
     ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
                                    key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
@@ -254,8 +273,8 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
                                    char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
                                    suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
                                    slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
-                                   pair_mask, pair_shift, cache_slots, cache_shift, cache_chars, cache_tokens,
-                                   cache_used, cache_longest, cache_full_misses, False)
+                                   pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars,
+                                   cache_tokens, cache_used, cache_longest, cache_full_misses, False)
     return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple,
                         left, pad_id, with_types)
 
@@ -266,9 +285,9 @@ def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_of
                         escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
                         char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
                         whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
-                        max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift, cache_slots,
-                        cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses,
-                        max_length, strategy, stride, item_seq, item_id, item_type, with_types):
+                        max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift, char_direct,
+                        cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
+                        cache_full_misses, max_length, strategy, stride, item_seq, item_id, item_type, with_types):
     """The encode then ``cells_numba.ragged_cells``: (cells, row_offsets, error)."""
     ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
                                    key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
@@ -276,6 +295,6 @@ def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_of
                                    char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
                                    suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
                                    slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
-                                   pair_mask, pair_shift, cache_slots, cache_shift, cache_chars, cache_tokens,
-                                   cache_used, cache_longest, cache_full_misses, False)
+                                   pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars,
+                                   cache_tokens, cache_used, cache_longest, cache_full_misses, False)
     return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)
