@@ -269,6 +269,19 @@ def _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, m
     return before
 
 
+@inlined
+def _close_gap(tok, end, value, at, m, merged):
+    """A scan's merge of the pair at ``at`` of its ``m`` packed tokens into ``merged``: the gap its
+    right part leaves closed, ``value[at]`` unranked (the caller ranks the pairs beside it)."""
+    tok[at] = merged
+    end[at] = end[at + 1]
+    for i in range(at + 1, m - 1):
+        tok[i] = tok[i + 1]
+        end[i] = end[i + 1]
+        value[i] = value[i + 1]
+    value[at] = NO_RANK
+
+
 @kernel
 def merge_scan(symbols, a, n, tok, end, value, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
     """BPE of the row ``symbols[a:a + n]`` into ``tok`` (and each token's ``end``: 1 + the index in
@@ -293,14 +306,8 @@ def merge_scan(symbols, a, n, tok, end, value, slot_keys, slot_values, mask, shi
                 at = i
         if at < 0:
             break
-        tok[at] = value[at] & LOW32
-        end[at] = end[at + 1]
-        for i in range(at + 1, m - 1):
-            tok[i] = tok[i + 1]
-            end[i] = end[i + 1]
-            value[i] = value[i + 1]
+        _close_gap(tok, end, value, at, m, value[at] & LOW32)
         m -= 1
-        value[at] = NO_RANK
         if at + 1 < m:
             value[at] = _pair_value(tok[at], tok[at + 1], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
         if at > 0:
@@ -394,14 +401,8 @@ def merge_tiny_packed(tok, nxt, packed, end, value, n, table, mask, shift, vocab
                 at = i
         if at < 0:
             break
-        packed[at] = value[at] & 0xFFFF
-        end[at] = end[at + 1]
-        for i in range(at + 1, m - 1):
-            packed[i] = packed[i + 1]
-            end[i] = end[i + 1]
-            value[i] = value[i + 1]
+        _close_gap(packed, end, value, at, m, value[at] & 0xFFFF)
         m -= 1
-        value[at] = NO_RANK
         if at + 1 < m:
             value[at] = _packed_value(packed[at], packed[at + 1], vocab_size, table, mask, shift)
         if at > 0:
