@@ -350,7 +350,7 @@ def packed_pairs(slot_keys: np.ndarray, slot_values: np.ndarray, vocab_size: int
     if vocab_size >= 1 << PACKED_RANK_SHIFT or (ranks.size and (ranks.max() >= 1 << PACKED_RANK_SHIFT
                                                                  or ids.max() >= 1 << PACKED_RANK_SHIFT)):
         return None
-    size = 1 << max(4, (2 * int(live.sum()) - 1).bit_length() + 1)  # at most half full
+    size = 1 << max(4, (2 * int(live.sum()) - 1).bit_length())  # at most half full
     table = np.full(size, PACKED_EMPTY, np.int64)
     shift = 64 - (size - 1).bit_length()
     _fill_packed(slot_keys[live], (ranks << PACKED_RANK_SHIFT) | ids, table, size - 1, shift)
