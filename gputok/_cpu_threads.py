@@ -135,19 +135,38 @@ def chunks(texts: Sequence[str]) -> list[Sequence[str]] | None:
     step = max(1, len(texts) // SAMPLED_TEXTS)
     sample = texts[::step] if step > 1 else texts
     ends = np.cumsum(np.fromiter(map(len, sample), dtype=np.int64, count=len(sample)))
+    bounds = _bounds(ends, step, len(texts), threads, CALLER_CHARS)
+    return None if bounds is None else [texts[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+def part_bounds(ends: np.ndarray) -> list[int] | None:
+    """:func:`chunks`' cuts of texts whose running lengths are ``ends`` (every text's) as text
+    indices, the first 0 and the last ``ends.size``, where the caller runs no glue besides its
+    part (the texts were joined before, the outputs are made after: ``Tokenizer._cells_in_parts``);
+    None when one part is best."""
+    threads = num_threads()
+    if threads < 2 or getattr(_local, "worker", False) or ends.size < 2:
+        return None
+    return _bounds(ends, 1, ends.size, threads, 0)
+
+
+def _bounds(ends: np.ndarray, step: int, count: int, threads: int, caller_chars: int) -> list[int] | None:
+    """Cuts of ``count`` texts into one part per thread of about equal characters, the first
+    (the caller's) ``caller_chars`` shorter; ``ends``: the running characters of every
+    ``step``-th text. None when one part is best."""
     total = int(ends[-1])
-    parts = min(threads, len(texts), total * step // MIN_CHUNK_CHARS)
+    parts = min(threads, count, total * step // MIN_CHUNK_CHARS)
     if parts < 2:
         return None
     # The caller's part (the first, see map_chunks) is cut shorter by what the caller also runs
-    # alone: the call's Python glue, as CALLER_CHARS characters of encoding.
-    caller = min(CALLER_CHARS / step, total / (2 * parts))  # in the sample's units, at most half a share
+    # alone: the call's Python glue, as caller_chars characters of encoding.
+    caller = min(caller_chars / step, total / (2 * parts))  # in the sample's units, at most half a share
     targets = np.maximum((total + caller) * np.arange(1, parts) / parts - caller, 0)
     cuts = (np.searchsorted(ends, targets, side="left") + 1) * step
-    bounds = [0, *sorted(set(int(c) for c in cuts if 0 < c < len(texts))), len(texts)]
+    bounds = [0, *sorted(set(int(c) for c in cuts if 0 < c < count)), count]
     if len(bounds) < 3:  # one text holds nearly all the characters
         return None
-    return [texts[a:b] for a, b in zip(bounds, bounds[1:])]
+    return bounds
 
 
 def _as_worker(fn: Callable[[Sequence[str]], T], part: Sequence[str]) -> T:
