@@ -54,6 +54,10 @@ MIN_CHUNK_CHARS = 1 << 13
 # 0.07-0.09), and the worker waited for it at every call; at 4096, Mistral's 0.22-0.26 against
 # 0.22. (Wall times on the shared machine moved more between runs than between settings.)
 CALLER_CHARS = 4096
+# The same for a batch encoded in parts (part_bounds), whose caller runs no glue while the parts
+# run: negative, a longer part, by the time a worker takes to start (~60 us at 1,024 English lines
+# on 2 threads, against ~400 us for each part: measured, the machine shared).
+PART_CALLER_CHARS = -1024
 # Texts whose lengths place the cuts between chunks: all of a batch up to twice this, else every
 # (batch // SAMPLED_TEXTS)-th (chunks balanced to within a few texts' characters on real lines).
 SAMPLED_TEXTS = 4096
@@ -141,13 +145,13 @@ def chunks(texts: Sequence[str]) -> list[Sequence[str]] | None:
 
 def part_bounds(ends: np.ndarray) -> list[int] | None:
     """:func:`chunks`' cuts of texts whose running lengths are ``ends`` (every text's) as text
-    indices, the first 0 and the last ``ends.size``, where the caller runs no glue besides its
-    part (the texts were joined before, the outputs are made after: ``Tokenizer._cells_in_parts``);
-    None when one part is best."""
+    indices, the first 0 and the last ``ends.size``, where the caller runs no glue while the parts
+    run (the texts were encoded before, the outputs are made after: ``Tokenizer._cells_in_parts``;
+    see ``PART_CALLER_CHARS``); None when one part is best."""
     threads = num_threads()
     if threads < 2 or getattr(_local, "worker", False) or ends.size < 2:
         return None
-    return _bounds(ends, 1, ends.size, threads, 0)
+    return _bounds(ends, 1, ends.size, threads, PART_CALLER_CHARS)
 
 
 def _bounds(ends: np.ndarray, step: int, count: int, threads: int, caller_chars: int) -> list[int] | None:

@@ -981,12 +981,12 @@ class Tokenizer(TransformersAPI):
         encode_part = getattr(self._whole_pipeline_kernel, "encode_part", None)
         if encode_part is None or len(joined) > PARTS_MAX_CHARS:
             return None
-        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        ends = np.cumsum(lengths)
         bounds = _cpu_threads.part_bounds(ends)
         if bounds is None:
             return None
         units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
-        lengths = np.diff(ends, prepend=0)
         starts = [0, *(int(ends[b - 1]) for b in bounds[1:])]
 
         def encode(part: int) -> tuple[np.ndarray, np.ndarray]:
