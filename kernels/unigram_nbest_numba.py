@@ -16,7 +16,7 @@ paths of the row's end node are then read back. Memory: 32 bytes per node and pa
 import numpy as np
 
 from ._numba import kernel
-from .unigram_trie_numba import trie_child
+from .unigram_trie_numba import pieces_from
 
 
 @kernel
@@ -42,32 +42,6 @@ def _offer(best, back_start, back_piece, back_rank, s, t, piece, score, k, merge
     back_start[t, :] = m_start
     back_piece[t, :] = m_piece
     back_rank[t, :] = m_rank
-
-
-@kernel
-def _pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                 child_nodes, token_of_node, piece_ends, piece_tokens):
-    """The pieces that start at ``s`` in the row ``values[lo:lo + n]`` (the trie walk; the narrow
-    table for common codes), shortest first: their ends into ``piece_ends`` and their ids into
-    ``piece_tokens`` (scratch of ``n - s`` items or more). Returns how many."""
-    found = 0
-    node = root_child[code_of[values[lo + s]]]
-    end = s
-    while node >= 0:
-        end += 1  # the piece of ``node`` covers s .. end
-        token = token_of_node[node]
-        if token >= 0:
-            piece_ends[found] = end
-            piece_tokens[found] = token
-            found += 1
-        if end >= n:
-            break
-        code = code_of[values[lo + end]]
-        if code < narrow:
-            node = narrow_table[narrow_row[node] * narrow + code]
-        else:
-            node = trie_child(node, code, child_offsets, child_codes, child_nodes)
-    return found
 
 
 @kernel
@@ -116,7 +90,7 @@ def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow
             back_rank[:n + 1, :] = -1
             best[0, 0] = 0.0
             for s in range(n):
-                found = _pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow,
+                found = pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow,
                                      child_offsets, child_codes, child_nodes, token_of_node, piece_ends, piece_tokens)
                 for i in range(found):
                     token = piece_tokens[i]
@@ -231,7 +205,7 @@ def unigram_nbest_astar(values, offsets, code_of, root_child, narrow_row, narrow
     h_g = np.empty(64, np.float32)
     heap = np.empty(64, np.int64)
     kept = np.empty(AGENDA_KEPT, np.int64)
-    piece_ends = np.empty(16, np.int64)  # the pieces from one start (_pieces_from)
+    piece_ends = np.empty(16, np.int64)  # the pieces from one start (pieces_from)
     piece_tokens = np.empty(16, np.int64)
     paths = 0
     written = 0
@@ -247,7 +221,7 @@ def unigram_nbest_astar(values, offsets, code_of, root_child, narrow_row, narrow
             room = nodes + n - s + 1  # (at most a piece per end, and the unk candidate)
             start, end, token, score, h = _grow(start, room), _grow(end, room), _grow(token, room), \
                 _grow(score, room), _grow(h, room)
-            found = _pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
+            found = pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
                                  child_codes, child_nodes, token_of_node, piece_ends, piece_tokens)
             for i in range(found):
                 t = piece_tokens[i]

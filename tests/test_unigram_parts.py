@@ -9,7 +9,7 @@ import random
 import threading
 
 import pytest
-import torch
+from test_cpu_threads import _assert_same
 from test_sp_cells import OPTIONS
 from test_unigram import trained_model
 
@@ -41,21 +41,18 @@ def _spy_parts(tok, monkeypatch) -> list:
 def test_parts_give_the_chunked_paths_tensors(tok, lines, split_small, monkeypatch):
     calls = _spy_parts(tok, monkeypatch)
     batches = [lines, lines[:150], lines[200:]]
-    for cache, (batch, kwargs) in itertools.product((False, True), itertools.product(batches, OPTIONS)):
-        if not cache:
-            tok.word_cache = None
-        elif batch is batches[0]:
-            tok.word_cache = WordCache()  # cold, then warm from the batches before
-        calls.clear()
-        got = tok(batch, **kwargs)
-        assert len(calls) == 2, (len(batch), kwargs)  # two parts, one per thread
-        with monkeypatch.context() as patch:
-            patch.setattr(tokenizer_module, "PARTS_MAX_CHARS", 0)
-            want = tok(batch, **kwargs)
-        assert len(calls) == 2, (len(batch), kwargs)  # that path encodes no part
-        assert got.keys() == want.keys(), kwargs
-        for key in want:
-            assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), (key, kwargs)
+    for word_cache in (None, WordCache()):  # none, then one cold at first and warm from the batches before
+        tok.word_cache = word_cache
+        for batch, kwargs in itertools.product(batches, OPTIONS):
+            calls.clear()
+            got = tok(batch, **kwargs)
+            assert len(calls) == 2, (len(batch), kwargs)  # two parts, one per thread
+            with monkeypatch.context() as patch:
+                patch.setattr(tokenizer_module, "PARTS_MAX_CHARS", 0)
+                want = tok(batch, **kwargs)
+            assert len(calls) == 2, (len(batch), kwargs)  # that path encodes no part
+            assert [got[key].dtype for key in got] == [want[key].dtype for key in want], kwargs
+            _assert_same(got, want)
 
 
 def test_eight_threads_get_one_calls_tensors(tok, lines, split_small, monkeypatch):
@@ -83,4 +80,4 @@ def test_eight_threads_get_one_calls_tensors(tok, lines, split_small, monkeypatc
     assert len(calls) == 8 * 3 * 2
     for got, expected in zip(results, want):
         for one in got:
-            assert all(torch.equal(one[key], expected[key]) for key in expected)
+            _assert_same(one, expected)
