@@ -2,18 +2,20 @@
 CPU thread (``Tokenizer._cells_in_parts``: ``encode_part`` on each thread, then ``cells_numba``
 on the caller), against the same tokenizer with that path off (the chunked encode, then the
 post-processing kernels): the same tensors for every post-processing option, cold and warm word
-caches, with and without byte fallback; and 8 Python threads calling at once get what one call gets."""
+caches, with and without byte fallback; 8 Python threads calling at once get what one call gets;
+the caller's part is the longer by what a worker waits to start."""
 
 import itertools
 import random
 import threading
 
+import numpy as np
 import pytest
 from test_cpu_threads import _assert_same
 from test_sp_cells import OPTIONS
 from test_unigram import trained_model
 
-from gputok import Tokenizer, assets, set_num_threads
+from gputok import Tokenizer, _cpu_threads, assets, set_num_threads
 from gputok import tokenizer as tokenizer_module
 from gputok.word_cache import WordCache
 
@@ -81,3 +83,15 @@ def test_eight_threads_get_one_calls_tensors(tok, lines, split_small, monkeypatc
     for got, expected in zip(results, want):
         for one in got:
             _assert_same(one, expected)
+
+
+def test_the_callers_part_is_longer_by_a_workers_start():
+    ends = np.cumsum(np.full(4000, 10, np.int64))
+    set_num_threads(2)
+    try:
+        first, cut, last = _cpu_threads.part_bounds(ends)
+    finally:
+        set_num_threads(None)
+    assert (first, last) == (0, 4000)
+    caller, worker = int(ends[cut - 1]), int(ends[-1] - ends[cut - 1])
+    assert abs(caller - worker + _cpu_threads.PART_CALLER_CHARS) <= 20  # within a text or two
