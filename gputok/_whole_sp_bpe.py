@@ -19,7 +19,8 @@ one store would (450,847 distinct words per half against 385,277 for the whole),
 words merged over the packed pair map a cold pass gains only ~7% from any store (one thread's half
 of each batch: no store 0.509 s, 2**14 words 0.507, 2**16 0.471, 2**17 0.479), so a shared
 store's barrier or serialized inserts would cost about what it saves. A small batch is one kernel call from text to
-output arrays (``WholeKernel``'s ``padded_cells``).
+output arrays (``WholeKernel``'s ``padded_cells``), a batch of a few thousand lines one call per CPU
+thread, each on its thread's store, and one to post-process (``encode_part``).
 Memory: ~160 bytes per kept word and thread, at most ``min(capacity, 2**17)`` words (~27 MB).
 """
 
@@ -159,7 +160,14 @@ def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: A
         return encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
 
+    def encode_part(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A part of a batch the one-call path takes (its caller checked ``tables``): ids and token
+        offsets, with the calling thread's store (each part runs on its own thread)."""
+        ids, offsets, _ = sp_bpe_texts_numba.encode_texts(units, lengths, *charsmap, *rules, *model_arrays, *store(),
+                                                          False)
+        return ids, offsets
+
     # The one-call path: where every character has tokens (the encode cannot fail).
     encodes_all = not (symbols["has_unk"] and symbols["unk_id"] < 0)
     return WholeKernel(encode, lambda: (*charsmap, *rules, *model_arrays, *store()) if encodes_all else None,
-                       sp_bpe_texts_numba.encode_padded_cells, sp_bpe_texts_numba.encode_ragged_cells)
+                       sp_bpe_texts_numba.encode_padded_cells, sp_bpe_texts_numba.encode_ragged_cells, encode_part)
