@@ -195,7 +195,9 @@ def _in_caller(fn: Callable[[Sequence[str]], T], part: Sequence[str]) -> T:
 def map_chunks(fn: Callable[[Sequence[str]], T], parts: list[Sequence[str]]) -> list[T]:
     """``[fn(part) for part in parts]``, run in parallel: the first part in the calling thread,
     the others on a shared pool of worker threads (the caller would only wait for them: a hand-off
-    saved, ~25 us of a call's CPU on the 2-core machine)."""
+    saved, ~25 us of a call's CPU on the 2-core machine); a part no worker has started by the time
+    the caller is done runs in the caller next (Mistral at batch 1,024 on the shared 2-core
+    machine: the same CPU, best wall 0.35-0.47 s against 0.41-0.56 s, interleaved)."""
     global _pool, _pool_size
     threads = torch.get_num_threads()  # the caller's, restored below
     others = len(parts) - 1
@@ -209,7 +211,10 @@ def map_chunks(fn: Callable[[Sequence[str]], T], parts: list[Sequence[str]]) -> 
     try:
         pending = [pool.submit(_as_worker, fn, part) for part in parts[1:]]
         first = _in_caller(fn, parts[0])
-        return [first, *(future.result() for future in pending)]
+        # A worker still asleep (the cores busy with other processes, or the pool's workers
+        # with other callers' parts) would only start its part later than the caller can.
+        return [first, *(_in_caller(fn, part) if future.cancel() else future.result()
+                         for future, part in zip(pending, parts[1:]))]
     finally:
         torch.set_num_threads(threads)
 
