@@ -2,16 +2,16 @@
 a part per CPU thread (``Tokenizer._cells_in_parts``: ``encode_part`` on each thread with that
 thread's word store, then ``cells_numba`` on the caller), against the same batch on one thread:
 the same tensors for every post-processing option, cold and warm word stores, and sentencepiece's
-ids; 8 Python threads calling at once get what one call gets."""
+ids; 8 Python threads calling at once get what one call gets (``test_unigram_parts``' test)."""
 
 import itertools
-import threading
 
 import pytest
 import sentencepiece
 from test_cpu_threads import _assert_same
 from test_sp_cells import OPTIONS
-from test_unigram_parts import _spy_parts, lines  # noqa: F401 (lines: a fixture used here)
+# lines: a fixture used here; the eight-threads test runs again with this module's ``tok``
+from test_unigram_parts import _spy_parts, lines, test_eight_threads_get_one_calls_tensors  # noqa: F401
 
 from gputok import Tokenizer, assets, set_num_threads
 from gputok.word_cache import WordCache
@@ -54,29 +54,3 @@ def test_parts_give_sentencepieces_ids(tok, lines, split_small, monkeypatch):
         ids, ends = got["input_ids"].tolist(), got["row_offsets"].tolist()
         assert [ids[a:b] for a, b in zip(ends, ends[1:])] == sp.encode(lines)
     assert len(calls) == 4
-
-
-def test_eight_threads_get_one_calls_tensors(tok, lines, split_small, monkeypatch):
-    calls = _spy_parts(tok, monkeypatch)
-    tok.word_cache = WordCache()
-    batches = [lines[k * 30:] + lines[:k * 30] for k in range(8)]
-    want = [_one_thread(tok, batch, padding=True) for batch in batches]
-    tok.word_cache = WordCache()
-    results = [None] * 8
-
-    def run(k):
-        results[k] = [tok(batches[k], padding=True) for _ in range(3)]
-
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(8)]
-    set_num_threads(2)  # in every thread, not only this one's torch count
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    finally:
-        set_num_threads(None)
-    assert len(calls) == 8 * 3 * 2
-    for got, expected in zip(results, want):
-        for one in got:
-            _assert_same(one, expected)
