@@ -19,13 +19,16 @@ NO_CHARSMAP = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(1, np.int6
 
 class WholeKernel:
     """``encode(units, lengths, with_spans)`` called as the kernel; ``tables()``: the cells
-    kernels' tables for the calling thread now, or None where the one-call path does not apply."""
+    kernels' tables for the calling thread now, or None where the one-call path does not apply.
+    ``encode_part(units, lengths)``, where given: the ids and token offsets of a part of a batch
+    the one-call path would take were it not too large for one thread, on the calling thread's
+    tables (``Tokenizer._cells_in_parts`` runs a part per CPU thread)."""
 
-    __slots__ = ("encode", "padded_kernel", "ragged_kernel", "tables")
+    __slots__ = ("encode", "encode_part", "padded_kernel", "ragged_kernel", "tables")
 
     def __init__(self, encode: Callable, tables: Callable[[], tuple | None], padded_kernel: Callable,
-                 ragged_kernel: Callable) -> None:
-        self.encode, self.tables = encode, tables
+                 ragged_kernel: Callable, encode_part: Callable | None = None) -> None:
+        self.encode, self.tables, self.encode_part = encode, tables, encode_part
         self.padded_kernel, self.ragged_kernel = padded_kernel, ragged_kernel
 
     def __call__(self, units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Any:

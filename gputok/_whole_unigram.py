@@ -12,7 +12,8 @@ batch run on several threads at once; a table per thread needs no lock), while t
 ``word_cache`` is the same object: setting it to None turns the cache off, a new ``WordCache``
 starts an empty one (as ``gputok bench`` does for each pass). The caches are not pickled (the
 kernel is rebuilt on use) and a forked child starts with empty ones. Memory: 16 MB per thread.
-A small batch is one kernel call from text to output arrays (``WholeKernel``'s ``padded_cells``).
+A small batch is one kernel call from text to output arrays (``WholeKernel``'s ``padded_cells``), a
+batch of a few thousand lines one call per CPU thread and one to post-process (``encode_part``).
 """
 
 from __future__ import annotations
@@ -101,6 +102,14 @@ def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, mo
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
 
+    def encode_part(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A part of a batch the one-call path takes (its caller checked ``cells_tables``): ids and
+        token offsets, with the calling thread's cache."""
+        whole_chars, cache = cache_arrays()
+        ids, offsets, _, _ = unigram_texts_numba.encode_texts(
+            units, lengths, *tables, score64, max_abs, whole_chars, MAX_CACHED_CHARS, CACHE_FULL_MISSES, *cache, False)
+        return ids, offsets
+
     def cells_tables() -> tuple | None:
         """The one-call path's tables for this thread: none while sampling, or where a missing
         character would have to raise (no unk piece)."""
@@ -109,4 +118,4 @@ def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, mo
         whole_chars, cache = cache_arrays()
         return (*tables, score64, max_abs, whole_chars, MAX_CACHED_CHARS, CACHE_FULL_MISSES, *cache)
     return WholeKernel(encode, cells_tables, unigram_texts_numba.encode_padded_cells,
-                       unigram_texts_numba.encode_ragged_cells)
+                       unigram_texts_numba.encode_ragged_cells, encode_part)

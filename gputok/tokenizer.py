@@ -55,7 +55,7 @@ from .kernels import postprocess_numba
 from .kernels.decode_numba import decode_rows
 from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba, splice_rows, utf8_units_numba
 from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
-from .kernels import wordpiece_texts_numba
+from .kernels import cells_numba, wordpiece_texts_numba
 
 MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram, WordLevel)}
 # (tokenizer, normalizer, pre_tokenizer, model) -> a whole-pipeline CPU kernel, or None
@@ -950,24 +950,56 @@ class Tokenizer(TransformersAPI):
                            with_types: bool) -> dict[str, torch.Tensor] | None:
         """:meth:`__call__`'s tensors from one call of a whole-pipeline kernel's ``padded_cells`` or
         ``ragged_cells`` (``fused``: (kernel, tables)) with the post-processing ``options`` after
-        the tables; None where the batch is more than one chunk's worth (see
-        ``gputok._cpu_threads.chunks``) or holds a match of ``pattern`` (the added tokens to find:
-        those texts take the other path)."""
+        the tables, or for a batch more than one chunk's worth (see ``gputok._cpu_threads.chunks``)
+        from :meth:`_cells_in_parts`; None where neither takes the batch or it holds a match of
+        ``pattern`` (the added tokens to find: those texts take the other path)."""
         # A batch of that many texts is as many characters unless texts are empty, and either path
         # gives the same outputs: decided without joining them (~0.4 ms at 65,536 lines, twice a call).
         if len(texts) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
             return None
         joined = "".join(texts)
-        if len(joined) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
-            return None
         if pattern is not None and pattern.search(joined):
             return None
+        if len(joined) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
+            return self._cells_in_parts(texts, joined, options, padded, truncation, stride, with_types)
         # dtype objects passed by position: numpy parses dtype=np.int32 at each call (~0.2 us)
         units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
         lengths = (np.array((len(joined),), _INT64) if len(texts) == 1  # 0.3 us less than fromiter
                    else np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
         kernel, tables = fused
         return _cell_outputs(kernel(units, lengths, *tables, *options), padded, truncation, stride, with_types)
+
+    def _cells_in_parts(self, texts: list[str], joined: str, options: tuple, padded: bool, truncation: str | None,
+                        stride: int, with_types: bool) -> dict[str, torch.Tensor] | None:
+        """:meth:`_cells_in_one_call` of a batch of up to ``PARTS_MAX_CHARS`` characters (``joined``)
+        where the whole-pipeline kernel encodes parts of one (``encode_part``): the texts UTF-32
+        encoded once, cut into a part per CPU thread (``_cpu_threads.part_bounds``), each part's
+        ids made on its thread in one kernel call, then every row post-processed in one more
+        (``cells_numba``) on the calling thread; None where that does not apply. Against
+        :meth:`_padded_in_chunks` it saves each chunk's Python glue (a third of the CPU time of a
+        2-thread call of 1,024 lines) and the second hand-off: at that size, filling every row on
+        one thread takes less time than waking the others for it."""
+        encode_part = getattr(self._whole_pipeline_kernel, "encode_part", None)
+        if encode_part is None or len(joined) > PARTS_MAX_CHARS:
+            return None
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        ends = np.cumsum(lengths)
+        bounds = _cpu_threads.part_bounds(ends)
+        if bounds is None:
+            return None
+        units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
+        starts = [0, *(int(ends[b - 1]) for b in bounds[1:])]
+
+        def encode(part: int) -> tuple[np.ndarray, np.ndarray]:
+            return encode_part(units[starts[part]:starts[part + 1]], lengths[bounds[part]:bounds[part + 1]])
+
+        done = _cpu_threads.map_chunks(encode, list(range(len(bounds) - 1)))
+        ids, offsets = np.concatenate([d[0] for d in done]), _joined_offsets([d[1] for d in done])
+        if not padded:
+            return _cell_outputs(cells_numba.ragged_cells(ids, offsets, *options), False, truncation, stride,
+                                 with_types)
+        kernel = cells_numba.padded_cells_packed if len(options) == 1 else cells_numba.padded_cells
+        return _cell_outputs(kernel(ids, offsets, *options), True, truncation, stride, with_types)
 
     def _padded_call(self, texts: list[str], add_special_tokens: bool,
                      with_types: bool | None) -> dict[str, torch.Tensor] | None:
@@ -1517,6 +1549,9 @@ FRESH_PAGES_BYTES = 32 << 20
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)
 _CPU = torch.device("cpu")
 _INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)
+# The most characters a batch encoded in parts (Tokenizer._cells_in_parts) holds: its rows are
+# post-processed on one thread, which a larger batch does in row ranges on every thread instead.
+PARTS_MAX_CHARS = 1 << 18
 
 
 @functools.lru_cache(maxsize=64)

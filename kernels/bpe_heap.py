@@ -269,6 +269,19 @@ def _merge_at(i, tok, nxt, prv, value, n, slot_keys, slot_values, mask, shift, m
     return before
 
 
+@inlined
+def _close_gap(tok, end, value, at, m, merged):
+    """A scan's merge of the pair at ``at`` of its ``m`` packed tokens into ``merged``: the gap its
+    right part leaves closed, ``value[at]`` unranked (the caller ranks the pairs beside it)."""
+    tok[at] = merged
+    end[at] = end[at + 1]
+    for i in range(at + 1, m - 1):
+        tok[i] = tok[i + 1]
+        end[i] = end[i + 1]
+        value[i] = value[i + 1]
+    value[at] = NO_RANK
+
+
 @kernel
 def merge_scan(symbols, a, n, tok, end, value, slot_keys, slot_values, mask, shift, max_probes, vocab_size):
     """BPE of the row ``symbols[a:a + n]`` into ``tok`` (and each token's ``end``: 1 + the index in
@@ -293,14 +306,8 @@ def merge_scan(symbols, a, n, tok, end, value, slot_keys, slot_values, mask, shi
                 at = i
         if at < 0:
             break
-        tok[at] = value[at] & LOW32
-        end[at] = end[at + 1]
-        for i in range(at + 1, m - 1):
-            tok[i] = tok[i + 1]
-            end[i] = end[i + 1]
-            value[i] = value[i + 1]
+        _close_gap(tok, end, value, at, m, value[at] & LOW32)
         m -= 1
-        value[at] = NO_RANK
         if at + 1 < m:
             value[at] = _pair_value(tok[at], tok[at + 1], vocab_size, slot_keys, slot_values, mask, shift, max_probes)
         if at > 0:
@@ -316,6 +323,90 @@ def _merge_tiny(tok, nxt, packed, end, value, n, slot_keys, slot_values, mask, s
     packed tokens took ~28% less time than the same scan over a linked list (Mistral's merges of
     English words)."""
     m = merge_scan(tok, 0, n, packed, end, value, slot_keys, slot_values, mask, shift, max_probes, vocab_size)
+    start = 0
+    for k in range(m):
+        tok[start] = packed[k]
+        nxt[start] = end[k]
+        start = end[k]
+
+
+# The packed pair map of a vocabulary of fewer than 2**16 tokens (SentencePiece BPE: Mistral's and
+# Llama's 32,000): one int64 per slot, the pair's key (``left * vocab_size + right``) in the high 32
+# bits and ``rank << 16 | merged id`` in the low 32, -1 for empty, at most half full. Mistral's 58,980
+# pairs take 1 MB (2**17 slots) where the map's two slot arrays take 4 MB: the probe reads one cache
+# line, not two, and the table stays in the core's L2. The tiny rows' scan of the distinct words of
+# 20 MB of English over it (``merge_tiny_packed``): 0.19-0.20 s against 0.32 s for ``_merge_tiny``,
+# symbols included (385k words, one thread, the machine shared).
+PACKED_EMPTY = np.int64(-1)
+PACKED_RANK_SHIFT = 16
+
+
+def packed_pairs(slot_keys: np.ndarray, slot_values: np.ndarray, vocab_size: int) -> tuple | None:
+    """The packed pair map (see ``PACKED_EMPTY``) of a ``gputok.hashing.HashMap``'s slot arrays
+    (values ``rank << 32 | merged id``) as ``(table, mask, shift)``, or None if its ranks, ids or
+    keys do not fit (a vocabulary of 2**16 tokens or more)."""
+    live = slot_keys != -1
+    ranks, ids = slot_values[live] >> 32, slot_values[live] & LOW32
+    if vocab_size >= 1 << PACKED_RANK_SHIFT or (ranks.size and (ranks.max() >= 1 << PACKED_RANK_SHIFT
+                                                                 or ids.max() >= 1 << PACKED_RANK_SHIFT)):
+        return None
+    size = 1 << max(4, (2 * int(live.sum()) - 1).bit_length())  # at most half full
+    table = np.full(size, PACKED_EMPTY, np.int64)
+    shift = 64 - (size - 1).bit_length()
+    _fill_packed(slot_keys[live], (ranks << PACKED_RANK_SHIFT) | ids, table, size - 1, shift)
+    return table, size - 1, shift
+
+
+@kernel
+def _fill_packed(keys, values, table, mask, shift):
+    for k in range(keys.size):
+        slot = ((keys[k] * FIBONACCI) >> shift) & mask
+        while table[slot] != PACKED_EMPTY:
+            slot = (slot + 1) & mask
+        table[slot] = (keys[k] << 32) | values[k]
+
+
+@inlined
+def _packed_value(left, right, vocab_size, table, mask, shift):
+    """The packed map's ``rank << 16 | merged id`` of the pair, NO_RANK if absent (an empty slot's
+    high half, 2**32 - 1, is no key: keys are below vocab_size**2)."""
+    key = left * vocab_size + right
+    slot = ((key * FIBONACCI) >> shift) & mask
+    while True:
+        found = table[slot]
+        if (found >> 32) & LOW32 == key:
+            return found & LOW32
+        if found == PACKED_EMPTY:
+            return NO_RANK
+        slot = (slot + 1) & mask
+
+
+@inlined
+def merge_tiny_packed(tok, nxt, packed, end, value, n, table, mask, shift, vocab_size):
+    """:func:`_merge_tiny` over the packed pair map (``packed_pairs``): the row ``tok[:n]`` merged
+    in place, ``tok`` and ``nxt`` from 0 as ``merge_row`` gives them; the scan of
+    :func:`merge_scan`, ranks compared as ``value >> 16`` (NO_RANK's is above every rank)."""
+    for i in range(n):
+        packed[i] = tok[i]
+        end[i] = i + 1
+    for i in range(n - 1):
+        value[i] = _packed_value(packed[i], packed[i + 1], vocab_size, table, mask, shift)
+    m = n
+    while m > 1:
+        best = NO_RANK >> PACKED_RANK_SHIFT
+        at = -1
+        for i in range(m - 1):
+            if (value[i] >> PACKED_RANK_SHIFT) < best:
+                best = value[i] >> PACKED_RANK_SHIFT
+                at = i
+        if at < 0:
+            break
+        _close_gap(packed, end, value, at, m, value[at] & 0xFFFF)
+        m -= 1
+        if at + 1 < m:
+            value[at] = _packed_value(packed[at], packed[at + 1], vocab_size, table, mask, shift)
+        if at > 0:
+            value[at - 1] = _packed_value(packed[at - 1], packed[at], vocab_size, table, mask, shift)
     start = 0
     for k in range(m):
         tok[start] = packed[k]

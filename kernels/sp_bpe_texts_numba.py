@@ -12,9 +12,11 @@ call instead of a call and its Python glue per stage:
 ``ingest_numba.codepoints_numba`` -> ``sp_normalize_numba.normalize_split`` (the charsmap if any,
 the whitespace rules: dummy prefix, spaces as ``▁``; the split before each run of ``▁``, or each
 text one word; one pass per text for most text) -> per word: the word store, else
-``bpe_symbols_numba._symbols`` (characters to ids, byte fallback, unk) and ``bpe_heap.merge_row``
+``bpe_symbols_numba._symbols`` (characters to ids, byte fallback, unk) and ``bpe_heap``'s merges
 (sentencepiece's BPE: one merge at a time, the pair of the best score, the leftmost among equal
-scores; a scan for words of a few symbols, a heap of adjacent pairs beyond) -> the word's tokens
+scores; a word of up to ``TINY_ROW`` symbols by a scan over the packed pair map,
+``merge_tiny_packed``, where the vocabulary has one; else ``merge_row``: the same scan over the
+map's slot arrays, a heap of adjacent pairs beyond) -> the word's tokens
 and their ends -> ``scatter_numba.scatter_tokens``.
 
 The word store (``_cached`` / ``_store``): an open-addressing table of the words merged before,
@@ -38,7 +40,7 @@ caller checks, the encode cannot fail then).
 import numpy as np
 
 from ._numba import kernel
-from .bpe_heap import inlined, merge_row
+from .bpe_heap import TINY_ROW, inlined, merge_row, merge_tiny_packed
 from .bpe_symbols_numba import _symbols
 from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
@@ -120,12 +122,30 @@ def _store(values, start, length, key, ids, ends, first, count, slots, shift, ch
     slots[slot, 0] = key
 
 
+@inlined
+def _direct_symbols(values, start, length, char_direct, tok, source):
+    """The word's symbols from ``char_direct`` (a codepoint below its size -> its token, the same
+    whichever its place in the word; -1: look it up), as ``_symbols`` gives them; -1 if a
+    character is not there (``_symbols`` then)."""
+    for i in range(length):
+        c = values[start + i]
+        if c >= char_direct.size:
+            return -1
+        token = char_direct[c]
+        if token < 0:
+            return -1
+        tok[i] = token
+        source[i] = i
+    return length
+
+
 @kernel
 def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_offsets, byte_to_id, char_keys,
                        char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix, suffix,
                        has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys, slot_values,
-                       hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots, cache_shift,
-                       cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses, with_spans):
+                       hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift,
+                       char_direct, cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
+                       cache_full_misses, with_spans):
     """The stages after the normalizer and the word split (``sp_normalize_numba.normalize_split``'s
     outputs; ``offsets``: the texts' codepoint offsets). Returns ``(ids, offsets, spans)``;
     ``offsets`` is empty when an unknown character needs an unk token the vocabulary lacks.
@@ -181,15 +201,20 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
             piece_offsets[w + 1] = at
             cache_used[HITS] += cache_used[MISSES] > 0  # a hit since the store filled
             continue
-        bounds[0] = start
-        bounds[1] = start + length
-        n = _symbols(norm, bounds, False, byte_to_id, char_keys, char_values, char_mask, char_shift, char_probes,
-                     byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
-                     token_offsets, tok, tok_source, count)
+        n = _direct_symbols(norm, start, length, char_direct, tok, tok_source)
+        if n < 0:
+            bounds[0] = start
+            bounds[1] = start + length
+            n = _symbols(norm, bounds, False, byte_to_id, char_keys, char_values, char_mask, char_shift,
+                         char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
+                         whole_slots, token_keys, token_offsets, tok, tok_source, count)
         if n < 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
-        merge_row(tok, n, nxt, prv, value, heap, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
-                  vocab_size, level_start)
+        if n <= TINY_ROW and pair_table.size:
+            merge_tiny_packed(tok, nxt, heap, prv, value, n, pair_table, pair_mask, pair_shift, vocab_size)
+        else:
+            merge_row(tok, n, nxt, prv, value, heap, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
+                      vocab_size, level_start)
         first = at
         i = 0
         while i < n:
@@ -210,8 +235,9 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
                  rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
                  mark, byte_to_id, char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback,
                  fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets,
-                 slot_keys, slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots,
-                 cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses, with_spans):
+                 slot_keys, slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
+                 pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars, cache_tokens, cache_used,
+                 cache_longest, cache_full_misses, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths;
     ``charsmap``: whether the precompiled charsmap's arrays (``direct`` .. ``max_long``,
     ``gputok.charsmap.Charsmap.numpy_rules``) are real, else the identity rule;
@@ -225,9 +251,9 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     return _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_offsets, byte_to_id, char_keys,
                               char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
                               suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
-                              slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, cache_slots,
-                              cache_shift, cache_chars, cache_tokens, cache_used, cache_longest, cache_full_misses,
-                              with_spans)
+                              slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
+                              pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars, cache_tokens,
+                              cache_used, cache_longest, cache_full_misses, with_spans)
 
 
 @kernel
@@ -236,18 +262,19 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
                         escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
                         char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
                         whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
-                        max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                        cache_used, cache_longest, cache_full_misses, max_length, strategy, stride, item_seq,
-                        item_id, item_type, min_width, multiple, left, pad_id, with_types):
+                        max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift, char_direct,
+                        cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
+                        cache_full_misses, max_length, strategy, stride, item_seq, item_id, item_type, min_width,
+                        multiple, left, pad_id, with_types):
     """The encode then ``cells_numba.padded_cells``: (cells, error)."""
-    ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets,
-                                    hashes, order, key_values, key_offsets, rule_values, rule_offsets, max_long,
-                                    add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id,
-                                    char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback,
-                                    fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
-                                    token_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
-                                    vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                                    cache_used, cache_longest, cache_full_misses, False)
+    ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
+                                   key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
+                                   remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id, char_keys,
+                                   char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
+                                   suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
+                                   slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
+                                   pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars,
+                                   cache_tokens, cache_used, cache_longest, cache_full_misses, False)
     return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple,
                         left, pad_id, with_types)
 
@@ -258,16 +285,16 @@ def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_of
                         escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
                         char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
                         whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
-                        max_probes, vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                        cache_used, cache_longest, cache_full_misses, max_length, strategy, stride, item_seq,
-                        item_id, item_type, with_types):
+                        max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift, char_direct,
+                        cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
+                        cache_full_misses, max_length, strategy, stride, item_seq, item_id, item_type, with_types):
     """The encode then ``cells_numba.ragged_cells``: (cells, row_offsets, error)."""
-    ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets,
-                                    hashes, order, key_values, key_offsets, rule_values, rule_offsets, max_long,
-                                    add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id,
-                                    char_keys, char_values, char_mask, char_shift, char_probes, byte_fallback,
-                                    fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys,
-                                    token_offsets, slot_keys, slot_values, hash_mask, hash_shift, max_probes,
-                                    vocab_size, level_start, cache_slots, cache_shift, cache_chars, cache_tokens,
-                                    cache_used, cache_longest, cache_full_misses, False)
+    ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
+                                   key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
+                                   remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id, char_keys,
+                                   char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
+                                   suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
+                                   slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
+                                   pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars,
+                                   cache_tokens, cache_used, cache_longest, cache_full_misses, False)
     return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)

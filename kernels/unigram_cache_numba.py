@@ -126,6 +126,21 @@ def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root
     unk32 = np.float32(unk_score)
     threshold = np.float32(reset_threshold)
     slot_floats = slot_ints.view(np.float64)
+    # The words' hashes first, each one's home slot and record read as it comes: these reads do not
+    # wait for each other (the lookups below would wait for each one in turn, a miss to memory for
+    # most words), and bring the slots and records into cache for them.
+    hashes = np.empty(num_words, np.int64)
+    mask = slot_ints.shape[0] - 1
+    seen = np.int32(0)
+    if whole_chars >= 0:
+        for w in range(num_words):
+            at = word_starts[w]
+            h = _word_hash(values, at, word_ends[w] - at)
+            hashes[w] = h
+            if slot_ints[h & mask, 0] == h:
+                seen ^= store[slot_ints[h & mask, 1] >> 16]
+    if seen == -1 and whole_chars == -2:  # never (whole_chars >= -1): the test only keeps the reads
+        used[2] += 1
     written = 0
     for k in range(sentences):
         first = sentence_words[k]
@@ -140,7 +155,7 @@ def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root
             for w in range(first, last):
                 at = word_starts[w]
                 size = word_ends[w] - at
-                h = _word_hash(values, at, size)
+                h = hashes[w]
                 slot = _lookup(values, at, size, h, slot_ints, store)
                 if slot >= 0:
                     used[2] += used[3] > 0  # a hit since the cache filled

@@ -16,7 +16,7 @@ paths of the row's end node are then read back. Memory: 32 bytes per node and pa
 import numpy as np
 
 from ._numba import kernel
-from .unigram_trie_numba import trie_child
+from .unigram_trie_numba import pieces_from
 
 
 @kernel
@@ -45,14 +45,6 @@ def _offer(best, back_start, back_piece, back_rank, s, t, piece, score, k, merge
 
 
 @kernel
-def _step(node, code, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes):
-    """The trie node after ``node`` on ``code`` (-1: none): the narrow table for common codes."""
-    if code < narrow:
-        return narrow_table[narrow_row[node] * narrow + code]
-    return trie_child(node, code, child_offsets, child_codes, child_nodes)
-
-
-@kernel
 def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
                         child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, k):
     """The ``k`` best segmentations of every row ``values[offsets[r]:offsets[r + 1]]``.
@@ -75,6 +67,8 @@ def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow
     m_start = np.empty(k, np.int64)
     m_piece = np.empty(k, np.int64)
     m_rank = np.empty(k, np.int64)
+    piece_ends = np.empty(longest + 1, np.int64)
+    piece_tokens = np.empty(longest + 1, np.int64)
     row_paths = np.zeros(rows + 1, np.int64)
     path_length = np.empty(rows * k, np.int64)
     scores = np.empty(rows * k, np.float64)
@@ -96,22 +90,13 @@ def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow
             back_rank[:n + 1, :] = -1
             best[0, 0] = 0.0
             for s in range(n):
-                single = False
-                node = root_child[code_of[values[lo + s]]]
-                end = s
-                while node >= 0:
-                    end += 1
-                    token = token_of_node[node]
-                    if token >= 0:
-                        _offer(best, back_start, back_piece, back_rank, s, end, token, piece_score[token], k, merged,
-                               m_start, m_piece, m_rank)
-                        if end == s + 1:
-                            single = True
-                    if end >= n:
-                        break
-                    node = _step(node, code_of[values[lo + end]], narrow_row, narrow_table, narrow, child_offsets,
-                                 child_codes, child_nodes)
-                if not single:
+                found = pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow,
+                                     child_offsets, child_codes, child_nodes, token_of_node, piece_ends, piece_tokens)
+                for i in range(found):
+                    token = piece_tokens[i]
+                    _offer(best, back_start, back_piece, back_rank, s, piece_ends[i], token, piece_score[token], k,
+                           merged, m_start, m_piece, m_rank)
+                if found == 0 or piece_ends[0] != s + 1:  # no single-character piece starts at s
                     missing |= unk_id < 0
                     _offer(best, back_start, back_piece, back_rank, s, s + 1, unk_id, unk_score, k, merged,
                            m_start, m_piece, m_rank)
@@ -220,6 +205,8 @@ def unigram_nbest_astar(values, offsets, code_of, root_child, narrow_row, narrow
     h_g = np.empty(64, np.float32)
     heap = np.empty(64, np.int64)
     kept = np.empty(AGENDA_KEPT, np.int64)
+    piece_ends = np.empty(16, np.int64)  # the pieces from one start (pieces_from)
+    piece_tokens = np.empty(16, np.int64)
     paths = 0
     written = 0
     missing = False
@@ -229,25 +216,18 @@ def unigram_nbest_astar(values, offsets, code_of, root_child, narrow_row, narrow
         start[0], end[0], token[0], score[0] = 0, 0, -1, 0.0
         start[1], end[1], token[1], score[1] = n, n, -1, 0.0
         nodes = 2
+        piece_ends, piece_tokens = _grow(piece_ends, n + 1), _grow(piece_tokens, n + 1)
         for s in range(n):  # PopulateNodes: a start's pieces shortest first, then its unk candidate
             room = nodes + n - s + 1  # (at most a piece per end, and the unk candidate)
             start, end, token, score, h = _grow(start, room), _grow(end, room), _grow(token, room), \
                 _grow(score, room), _grow(h, room)
-            single = False
-            node = root_child[code_of[values[lo + s]]]
-            e = s
-            while node >= 0:
-                e += 1
-                t = token_of_node[node]
-                if t >= 0:
-                    start[nodes], end[nodes], token[nodes], score[nodes] = s, e, t, np.float32(piece_score[t])
-                    nodes += 1
-                    single |= e == s + 1
-                if e >= n:
-                    break
-                node = _step(node, code_of[values[lo + e]], narrow_row, narrow_table, narrow, child_offsets,
-                             child_codes, child_nodes)
-            if not single:
+            found = pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
+                                 child_codes, child_nodes, token_of_node, piece_ends, piece_tokens)
+            for i in range(found):
+                t = piece_tokens[i]
+                start[nodes], end[nodes], token[nodes], score[nodes] = s, piece_ends[i], t, np.float32(piece_score[t])
+                nodes += 1
+            if found == 0 or piece_ends[0] != s + 1:  # no single-character piece starts at s
                 missing |= unk_id < 0
                 start[nodes], end[nodes], token[nodes], score[nodes] = s, s + 1, unk_id, np.float32(unk_score)
                 nodes += 1

@@ -7,8 +7,8 @@ the same draws. The torch path draws Gumbel noise per edge and step; here the ca
 generator draws one uniform per character up front (``torch.rand``), and each occurrence samples
 backwards by inverse CDF with the uniforms of its own characters (``uniforms[k]`` for its k-th
 character from the batch start), so one generator state gives one result, and occurrences are
-independent. Per word: the trie walk of ``unigram_words_numba`` lists every candidate (piece or
-unk) by start; forward filtering sums ``alpha * score`` paths into each node in log space
+independent. Per word: the trie walk (``unigram_trie_numba.pieces_from``) lists every candidate
+(piece or unk) by start; forward filtering sums ``alpha * score`` paths into each node in log space
 (start positions in order); the backward pass, from the word's end, picks an edge into the
 current node with probability ``exp(logz[start] + alpha * score - logz[node])``.
 Memory: the candidates of the longest word (24 bytes each, ~2 per character) and 8 bytes per
@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ._numba import kernel
-from .unigram_trie_numba import trie_child
+from .unigram_trie_numba import pieces_from
 
 
 @kernel
@@ -58,6 +58,8 @@ def unigram_sample_numba(values, starts, lengths, code_of, root_child, narrow_ro
     in_offsets = np.empty(longest + 2, np.int64)
     in_edges = np.empty(room, np.int64)
     path = np.empty(longest + 1, np.int64)
+    piece_ends = np.empty(longest + 1, np.int64)  # the pieces from one start (pieces_from)
+    piece_tokens = np.empty(longest + 1, np.int64)
     ids = np.empty(total, np.int64)
     ends = np.empty(total, np.int64)
     offsets = np.zeros(words + 1, np.int64)
@@ -72,52 +74,29 @@ def unigram_sample_numba(values, starts, lengths, code_of, root_child, narrow_ro
         logz[0] = 0.0
         for s in range(n):
             base = logz[s]
-            single = False
-            node = root_child[code_of[values[lo + s]]]
-            end = s
-            while True:
-                found = False
-                if node >= 0:
-                    end += 1
-                    piece = token_of_node[node]
-                    if piece >= 0:
-                        found = True
-                        score = piece_score[piece]
-                        if end == s + 1:
-                            single = True
-                elif not single:  # the walk is over: the unk candidate where no single piece starts
-                    single = True
-                    found = True
-                    end = s + 1
-                    piece = unk_id
-                    score = unk_score
-                    missing |= unk_id < 0
+            found = pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
+                                child_codes, child_nodes, token_of_node, piece_ends, piece_tokens)
+            unk = found == 0 or piece_ends[0] != s + 1  # the unk candidate where no single piece starts
+            missing |= unk and unk_id < 0
+            for i in range(found + unk):
+                if i < found:
+                    end, piece = piece_ends[i], piece_tokens[i]
+                    score = piece_score[piece]
                 else:
-                    break
-                if found:
-                    if count == room:  # grow the candidate lists
-                        room *= 2
-                        edge_start = np.concatenate((edge_start, np.empty(room - count, np.int64)))
-                        edge_end = np.concatenate((edge_end, np.empty(room - count, np.int64)))
-                        edge_piece = np.concatenate((edge_piece, np.empty(room - count, np.int64)))
-                        edge_weight = np.concatenate((edge_weight, np.empty(room - count, np.float64)))
-                        in_edges = np.empty(room, np.int64)
-                    edge_start[count] = s
-                    edge_end[count] = end
-                    edge_piece[count] = piece
-                    edge_weight[count] = alpha * score
-                    count += 1
-                    logz[end] = _logaddexp(logz[end], base + alpha * score)
-                if node < 0:
-                    break
-                if end >= n:
-                    node = -1
-                    continue
-                code = code_of[values[lo + end]]
-                if code < narrow:
-                    node = narrow_table[narrow_row[node] * narrow + code]
-                else:
-                    node = trie_child(node, code, child_offsets, child_codes, child_nodes)
+                    end, piece, score = s + 1, unk_id, unk_score
+                if count == room:  # grow the candidate lists
+                    room *= 2
+                    edge_start = np.concatenate((edge_start, np.empty(room - count, np.int64)))
+                    edge_end = np.concatenate((edge_end, np.empty(room - count, np.int64)))
+                    edge_piece = np.concatenate((edge_piece, np.empty(room - count, np.int64)))
+                    edge_weight = np.concatenate((edge_weight, np.empty(room - count, np.float64)))
+                    in_edges = np.empty(room, np.int64)
+                edge_start[count] = s
+                edge_end[count] = end
+                edge_piece[count] = piece
+                edge_weight[count] = alpha * score
+                count += 1
+                logz[end] = _logaddexp(logz[end], base + alpha * score)
         # The candidates into each node, by a counting sort of their ends.
         in_offsets[:n + 2] = 0
         for k in range(count):

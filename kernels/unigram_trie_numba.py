@@ -1,6 +1,7 @@
 """What the Unigram kernels share (``unigram_sentence``, ``unigram_words_numba``,
 ``unigram_nbest_numba``, ``unigram_sample_numba``): the piece trie walk's child lookup by binary
 search (the search itself, :func:`first_at_least`, serves ``charsmap_numba``'s rule lookup too),
+the pieces that start at a position (:func:`pieces_from`: the n-best and sampling kernels' walk),
 and the read-back of a Viterbi's best path.
 
 The trie is :class:`gputok.models.unigram.PieceTrie`'s (see
@@ -15,7 +16,7 @@ cache folder by a hash of every kernel file, so editing this one recompiles its 
 
 from ._numba import kernel
 
-# The walk's common step (the narrow table) is written out in each kernel: as a call it cost the
+# The walk's common step (the narrow table) is written out in each Viterbi kernel: as a call it cost the
 # sentence kernel +70% (measured on 1,024 English lines before kernels were linked into their
 # callers' one module, _numba._LinkOnlyLibrary); the binary search, the rare step, is a plain call.
 # Forcing numba to inline the path read-back and the word cache's steps (inline="always") gained
@@ -62,3 +63,29 @@ def write_best_path(start, piece, n, ids, ends, written):
         ends[t] = at
         at = start[at]
     return count
+
+
+@kernel
+def pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
+                child_nodes, token_of_node, piece_ends, piece_tokens):
+    """The pieces that start at ``s`` in the row ``values[lo:lo + n]`` (the trie walk; the narrow
+    table for common codes), shortest first: their ends into ``piece_ends`` and their ids into
+    ``piece_tokens`` (scratch of ``n - s`` items or more). Returns how many."""
+    found = 0
+    node = root_child[code_of[values[lo + s]]]
+    end = s
+    while node >= 0:
+        end += 1  # the piece of ``node`` covers s .. end
+        token = token_of_node[node]
+        if token >= 0:
+            piece_ends[found] = end
+            piece_tokens[found] = token
+            found += 1
+        if end >= n:
+            break
+        code = code_of[values[lo + end]]
+        if code < narrow:
+            node = narrow_table[narrow_row[node] * narrow + code]
+        else:
+            node = trie_child(node, code, child_offsets, child_codes, child_nodes)
+    return found

@@ -177,3 +177,24 @@ def test_full_word_store_keeps_its_words_until_misses_outnumber_hits(mistral, pa
     before = used.copy()
     encode(common)  # no longer all held: a miss counted, or a word added
     assert used[4] > before[4] or used[0] > before[0]
+
+
+def test_rows_merge_alike_without_the_packed_pair_map_and_direct_chars(mistral, texts):
+    """A vocabulary of 2**16 tokens or more has no packed pair map (``bpe_heap.packed_pairs``):
+    its rows all merge over the map's slot arrays (``merge_row``); a model without the
+    ``char_direct`` array (``_whole_sp_bpe.direct_chars``) looks every character up in the char
+    map. Both give the same ids and spans as Mistral's tables with them."""
+    from gputok._whole_sp_bpe import _NO_STORE, _NOT_PACKED
+    from gputok.kernels import sp_bpe_texts_numba
+    from gputok.kernels.bpe_heap import packed_pairs
+
+    model = mistral._whole_pipeline_kernel.tables()[:-len(_NO_STORE)]
+    assert model[-4].size and model[-1].size  # Mistral's 32,000 tokens fit the packed map
+    merges = mistral.model._numba_tables["merges"]
+    assert packed_pairs(merges["slot_keys"], merges["slot_values"], 1 << 16) is None
+    units, lengths = utf32_units(texts)
+    fast = sp_bpe_texts_numba.encode_texts(units, lengths, *model, *_NO_STORE, True)
+    plain = sp_bpe_texts_numba.encode_texts(units, lengths, *model[:-4], *_NOT_PACKED, np.zeros(0, np.int32),
+                                            *_NO_STORE, True)
+    for a, b in zip(fast, plain):
+        assert np.array_equal(a, b)
