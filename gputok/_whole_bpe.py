@@ -54,16 +54,18 @@ _ONE_TEXT = np.full(1, -1, np.int64)  # ``encode_padded_cells``' lengths for one
 _UNITS = np.dtype(np.int32)  # a dtype object: numpy parses np.int32 at each call
 
 
-def _compiled(kernel: Any) -> Callable:
-    """The one compiled version of a numba ``kernel`` (made or loaded by a first call through it),
-    to call without numba's type dispatch (~0.4 us of a ~9 us batch-1 call); the kernel itself
-    where it has none or several. Only for a caller whose argument types never change:
-    ``encode_padded_cells``' are ``bytes``, int64
-    arrays made once and a word store's arrays, whose dtypes and layouts are fixed."""
-    overloads = getattr(kernel, "overloads", {})
-    if len(overloads) != 1:
+def _compiled(kernel: Any, options_ndim: int) -> Callable:
+    """The one compiled version of a numba ``kernel`` (made or loaded by a first call through it)
+    for post-processing options (its fourth argument, ``cells_numba.pack_padded``'s) of
+    ``options_ndim`` dimensions, to call without numba's type dispatch (~0.4 us of a ~9 us batch-1
+    call); the kernel itself where it has none or several. Only for a caller whose other argument
+    types never change: ``encode_padded_cells``' are ``bytes``, int64 arrays made once and a word
+    store's arrays, whose dtypes and layouts are fixed."""
+    compiled = [overload for types, overload in getattr(kernel, "overloads", {}).items()
+                if types[3].ndim == options_ndim]
+    if len(compiled) != 1:
         return kernel
-    return next(iter(overloads.values())).entry_point
+    return compiled[0].entry_point
 
 
 def _split_of(pre_tokenizer: Any) -> tuple[str | None, bool] | None:
@@ -111,7 +113,9 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     options = (*table, classes, packed)
     owner = weakref.ref(tokenizer)
     kernel, padded_kernel = bpe_texts_numba.encode_texts, bpe_texts_numba.encode_padded_cells
-    direct = [padded_kernel]  # the kernel, then its compiled version called without numba's dispatch
+    # per options' ndim - 1 (untruncated, truncating: two compiles, see cells_numba.pack_padded): the
+    # kernel, then its compiled version called without numba's dispatch
+    direct = [padded_kernel, padded_kernel]
     any_sampling, from_numpy = bpe_dropout.any_sampling, torch.from_numpy
 
     def store() -> tuple:
@@ -149,10 +153,11 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         (``WordCache.encode_inserting``); where the lock is busy (another thread inserts), the
         lock-free path: ``encode_texts`` on a snapshot, the misses inserted after, then the cells."""
         cache = owner().word_cache
+        slot = post.ndim - 1
         if cache is None:
-            got = direct[0](data, lengths, packed, post, *_NO_STORE)
+            got = direct[slot](data, lengths, packed, post, *_NO_STORE)
         else:
-            got = cache.encode_inserting(model, direct[0], data, lengths, packed, post)
+            got = cache.encode_inserting(model, direct[slot], data, lengths, packed, post)
             if got is None:
                 if lengths is _ONE_TEXT:  # (UTF-8)
                     text = data.decode("utf-8")
@@ -162,8 +167,8 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
                 settle(cache, misses)
                 got, error = cells_numba.padded_cells_packed(ids, offsets, post)
                 return np.empty((0, bpe_texts_numba.TRUNCATION_ERROR, error), np.int64) if error else got
-        if direct[0] is padded_kernel:  # compiled (or loaded) by this first call: called directly from now on
-            direct[0] = _compiled(padded_kernel)
+        if direct[slot] is padded_kernel:  # compiled (or loaded) by this first call: called directly from now on
+            direct[slot] = _compiled(padded_kernel, post.ndim)
         if len(got) == 0 and got.shape[1] == bpe_texts_numba.DECLINED_UNK:
             raise unk_error()
         return got
@@ -179,6 +184,8 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         """``padded_packed`` of one text for the options ``post`` (packed), its tensors made here
         (a batch-1 call: ~9 us in all); None where the model samples, the post-processing raises or
         the text holds a lone surrogate (the caller's other path does it)."""
+        slot = post.ndim - 1  # (direct's)
+
         def tensors(text: str) -> dict[str, torch.Tensor] | None:
             if (model.dropout or any_sampling()) and model.is_sampling:
                 return None
@@ -188,7 +195,7 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
                 return None
             # padded_answer's common case written out (~0.2 us): a cache, its lock free, the kernel compiled
             cache = owner().word_cache
-            kernel_now = direct[0]
+            kernel_now = direct[slot]
             cells = (None if cache is None or kernel_now is padded_kernel
                      else cache.encode_inserting(model, kernel_now, data, _ONE_TEXT, packed, post))
             if cells is None:

@@ -920,7 +920,9 @@ class Tokenizer(TransformersAPI):
                  else self._whole_pipeline_kernel)
         fused = getattr(whole, "padded_cells" if padded else "ragged_cells", None)
         if fused is not None:
-            options = ((budget, strategy, stride, item_seq, item_id, item_type, *post_padded, with_types) if padded
+            # padded: strategy None where untruncated, a kernel of its own (see kernels/cells_numba.py)
+            options = ((budget, None if truncation is None else strategy, stride, item_seq, item_id, item_type,
+                        *post_padded, with_types) if padded
                        else (budget, strategy, stride, item_seq, item_id, item_type, with_types))
             out = (None if allowed != frozenset() and self._normalized_added_tokens
                    else self._cells_in_one_call(texts, self._pattern(allowed) if allowed != frozenset() else None,
@@ -1069,7 +1071,7 @@ class Tokenizer(TransformersAPI):
         item_seq, item_id, item_type, _ = (single if add_special_tokens and self.post_processor is not None
                                            else _NO_TEMPLATE[False])
         with_types = uses_types if with_types is None else with_types
-        options = (0, -1, 0, item_seq, item_id, item_type, 0, 0, file_defaults.padding_side(self._extra) == "left",
+        options = (0, None, 0, item_seq, item_id, item_type, 0, 0, file_defaults.padding_side(self._extra) == "left",
                    self._pad_id, with_types)
         # A kernel that takes the options packed in one array (BPE's: a numba call pays per argument)
         # is called with them packed here, once.
