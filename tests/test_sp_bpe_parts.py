@@ -9,12 +9,15 @@ import itertools
 import pytest
 import sentencepiece
 from test_cpu_threads import _assert_same
+import test_unigram_parts
 from test_sp_cells import OPTIONS
-# lines: a fixture used here; the eight-threads test runs again with this module's ``tok``
-from test_unigram_parts import _spy_parts, lines, test_eight_threads_get_one_calls_tensors  # noqa: F401
+# The eight-threads test runs again with this module's ``tok``.
+from test_unigram_parts import _spy_parts, test_eight_threads_get_one_calls_tensors  # noqa: F401
 
 from gputok import Tokenizer, assets, set_num_threads
 from gputok.word_cache import WordCache
+
+lines = test_unigram_parts.lines  # the fixture, under its own name
 
 
 @pytest.fixture(scope="module")
