@@ -501,15 +501,9 @@ class Digits(CharSplit):
 def _reference_classes(name: str):
     """uint8 numpy table over codepoints: huggingface's ``WHITESPACE`` or ``NUMERIC`` classes
     (:mod:`gputok._pre_tokenizer_classes`, asked of huggingface on every codepoint)."""
-    import numpy as np
-
     from . import _pre_tokenizer_classes
 
-    runs = getattr(_pre_tokenizer_classes, f"{name}_RUNS")
-    runs = np.array([int(x, 16) for run in runs.split() for x in run.split(":")])
-    table = np.repeat(runs[1::2].astype(np.uint8), runs[::2])
-    assert len(table) == unicode.MAX_CODEPOINT
-    return table
+    return unicode.from_runs(getattr(_pre_tokenizer_classes, f"{name}_RUNS"))
 
 
 class Whitespace:
@@ -700,14 +694,9 @@ def script_table():
     """The script class (uint8) of every codepoint as huggingface reads it: 0 for the space
     ("Any"), one number per script otherwise (decoded from :mod:`gputok._script_table`, which
     ``tools/make_script_table.py`` derives from huggingface itself)."""
-    import numpy as np
-
     from . import _script_table
 
-    runs = np.array([int(x, 16) for run in _script_table.SCRIPT_RUNS.split() for x in run.split(":")])
-    table = np.repeat(runs[1::2].astype(np.uint8), runs[::2])
-    assert len(table) == unicode.MAX_CODEPOINT
-    return table
+    return unicode.from_runs(_script_table.SCRIPT_RUNS)
 
 
 PRE_TOKENIZERS = {cls.type: cls for cls in (BertPreTokenizer, Split, ByteLevel, Sequence, WhitespaceSplit, Metaspace,

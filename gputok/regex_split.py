@@ -229,9 +229,7 @@ def class_tables() -> tuple[torch.Tensor, torch.Tensor]:
     and huggingface read them (:mod:`gputok._split_classes`)."""
     from . import _split_classes
 
-    runs = np.array([int(x, 16) for run in _split_classes.CLASS_RUNS.split() for x in run.split(":")])
-    classes = np.repeat(runs[1::2].astype(np.uint8), runs[::2])
-    assert len(classes) == unicode.MAX_CODEPOINT
+    classes = unicode.from_runs(_split_classes.CLASS_RUNS)
     letters = np.zeros(unicode.MAX_CODEPOINT, dtype=np.uint8)
     for code, ch in enumerate(_LETTERS, 1):
         letters[_split_classes.CASE_INSENSITIVE[ch]] = code
@@ -256,10 +254,7 @@ def reference_unassigned() -> np.ndarray:
     :mod:`gputok._split_classes`)."""
     from . import _split_classes
 
-    runs = np.array([int(x, 16) for run in _split_classes.UNASSIGNED_RUNS.split() for x in run.split(":")])
-    unassigned = np.repeat(runs[1::2].astype(bool), runs[::2])
-    assert len(unassigned) == unicode.MAX_CODEPOINT
-    return unassigned
+    return unicode.from_runs(_split_classes.UNASSIGNED_RUNS).astype(bool)
 
 
 def regex_module_agrees(text: str | np.ndarray) -> bool:

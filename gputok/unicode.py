@@ -85,6 +85,15 @@ def _build() -> dict[str, np.ndarray]:
                 lower_lengths=lower_lengths, lower_values=lower_values)
 
 
+def from_runs(runs: str) -> np.ndarray:
+    """One uint8 value per codepoint from a generated module's run-length code ('length:value' in
+    hex, space-separated, in codepoint order: ``tools/make_split_classes.run_length_body``)."""
+    pairs = np.array([int(x, 16) for run in runs.split() for x in run.split(":")])
+    table = np.repeat(pairs[1::2].astype(np.uint8), pairs[::2])
+    assert len(table) == MAX_CODEPOINT
+    return table
+
+
 def disk_cached(name: str, build: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """Arrays saved under the cache dir as ``name`` (keyed by this Python's Unicode version); built
     each time where the cache dir cannot be written."""

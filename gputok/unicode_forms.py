@@ -92,10 +92,7 @@ def _unknown_pattern() -> re.Pattern:
 def _known() -> np.ndarray:
     """Bits per codepoint: 1 the reference knows its canonical decomposition, 2 its compatibility
     one, 4 its non-zero combining class (:mod:`gputok._reference_forms`)."""
-    runs = np.array([int(x, 16) for run in _reference_forms.KNOWN_RUNS.split() for x in run.split(":")])
-    known = np.repeat(runs[1::2].astype(np.uint8), runs[::2])
-    assert len(known) == _CODEPOINTS
-    return known
+    return unicode.from_runs(_reference_forms.KNOWN_RUNS)
 
 
 def _build() -> dict[str, np.ndarray]:
