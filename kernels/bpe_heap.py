@@ -39,11 +39,10 @@ call: ``lists`` (3 int64 per rank, only in a call with a long row) unfilled, eac
 bitmap says the list is non-empty, so a call touches only the ranks its rows reach.
 """
 
-import numba
 import numpy as np
 import torch
 
-from ._numba import kernel
+from ._numba import inlined, kernel
 
 # The pair map's probe and the merge loop's steps (and sp_bpe_texts_numba's word store), inlined
 # into their callers by numba at typing: a word's merges in ~35% less time, the probe alone another
@@ -51,7 +50,6 @@ from ._numba import kernel
 # linked into their caller's one module (_numba._LinkOnlyLibrary), where LLVM may inline them too:
 # as plain kernels Mistral's 65,536-line batches took 0.346 s against 0.298 s
 # (benchmarks/sp_bpe_interleaved.py), for ~1-2 s more of cold compile.
-inlined = numba.njit(nogil=True, cache=True, inline="always")
 
 NO_RANK = np.int64((1 << 63) - 1)
 FIBONACCI = np.int64(0x9E3779B97F4A7C15 - (1 << 64))  # gputok.hashing.FIBONACCI

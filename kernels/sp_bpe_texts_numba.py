@@ -39,8 +39,8 @@ caller checks, the encode cannot fail then).
 
 import numpy as np
 
-from ._numba import kernel
-from .bpe_heap import TINY_ROW, inlined, merge_row, merge_tiny_packed
+from ._numba import inlined, kernel, prefetch
+from .bpe_heap import TINY_ROW, merge_row, merge_tiny_packed
 from .bpe_symbols_numba import _symbols
 from .cells_numba import padded_cells, ragged_cells
 from .ingest_numba import codepoints_numba
@@ -171,20 +171,25 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
     piece_offsets = np.empty(words + 1, np.int64)
     piece_offsets[0] = 0
     at = 0
-    # The words' keys first, each one's home slot read as it comes: these reads do not wait for
-    # each other (the lookups below would wait for each one in turn, a miss to memory for nearly
-    # every word seen once), and bring the slots into cache for them.
+    # The words' keys and home slots first, then the records of the words found there: each pass's
+    # reads are prefetches that do not wait for each other (the lookups below would wait for each
+    # word's slot, then its characters and tokens, in turn: a miss to memory for most words).
     keys = np.empty(words, np.int64)
     mask = cache_slots.shape[0] - 1
-    seen = np.int64(0)
+    slot_flat = cache_slots.reshape(-1)
+    token_flat = cache_tokens.reshape(-1)
     for w in range(words):
         length = ends[w] - starts[w]
         if length <= cache_longest:
             key = _word_hash(norm, starts[w], length)
             keys[w] = key
-            seen ^= cache_slots[((key * _FIBONACCI) >> cache_shift) & mask, 0]
-    if seen == -2:  # never (keys are -1 or non-negative): the test only keeps the reads
-        cache_used[HITS] += 1
+            prefetch(slot_flat, (((key * _FIBONACCI) >> cache_shift) & mask) * 4)
+    for w in range(words):
+        if ends[w] - starts[w] <= cache_longest:
+            home = ((keys[w] * _FIBONACCI) >> cache_shift) & mask
+            if cache_slots[home, 0] == keys[w]:
+                prefetch(cache_chars, cache_slots[home, 1])
+                prefetch(token_flat, 2 * cache_slots[home, 2])
     for w in range(words):
         start = starts[w]
         length = ends[w] - start

@@ -15,11 +15,11 @@ token, 8 per word).
 
 import numpy as np
 
-from ._numba import kernel
+from ._numba import inlined, kernel
 from .unigram_trie_numba import trie_child, write_best_path
 
 
-@kernel
+@inlined
 def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
                  child_nodes, token_of_node, piece_score, unk_score, unk_id, best, second, start, piece, codes):
     """The float64 Viterbi of the word ``values[lo:lo + n]`` into the scratch arrays (``start[e]``,
@@ -27,8 +27,9 @@ def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, n
     margin and whether it needed an unk candidate while ``unk_id`` is -1."""
     for i in range(n):
         codes[i] = code_of[values[lo + i]]
-    start[:n + 1] = -1
-    second[:n + 1] = -np.inf
+    for i in range(n + 1):
+        start[i] = -1
+        second[i] = -np.inf
     best[0] = 0.0
     missing = False
     for s in range(n):

@@ -34,7 +34,7 @@ key without entry, or as an entry past that count: a miss in every case, never a
 
 import numpy as np
 
-from ._numba import kernel
+from ._numba import kernel, prefetch
 
 _EMPTY = -1
 _FIB = np.uint64(0x9E3779B97F4A7C15)
@@ -79,6 +79,39 @@ def word_keys(values, starts, lengths):
     return keys
 
 
+# Words looked up at a time after their prefetch (_prefetch_entries): their slots, entries and
+# codepoints (~4 cache lines a word) stay in the core's L2 cache until the lookups read them.
+PREFETCH_WORDS = 512
+
+
+@kernel
+def _prefetch_entries(values, starts, lengths, make_keys, word_key, first, last, slot_keys, slot_entry, shift, mask,
+                      count, entries, chars):
+    """Before :func:`lookup_dedup` looks words ``first .. last`` up: their keys (into ``word_key``
+    if ``make_keys``), then prefetches of their home slots, of the entries found there and of
+    those entries' codepoints, a pass each. A prefetch does not wait for its read, so a pass's
+    reads overlap, where the lookup would wait for each word's slot, entry and codepoints in turn
+    (a miss to memory each, for most words)."""
+    for w in range(first, last):
+        if make_keys:
+            word_key[w] = _key(values, starts[w], lengths[w])
+        home = _home(word_key[w], shift, mask)
+        prefetch(slot_keys, home)
+        prefetch(slot_entry, home)
+    # Each value read once into a local: an inserter may be writing these arrays (see the notes).
+    entry_flat = entries.reshape(-1)
+    for w in range(first, last):
+        home = _home(word_key[w], shift, mask)
+        e = slot_entry[home]
+        if slot_keys[home] == word_key[w] and 0 <= e < count:
+            prefetch(entry_flat, e * entries.shape[1])
+    for w in range(first, last):
+        home = _home(word_key[w], shift, mask)
+        e = slot_entry[home]
+        if slot_keys[home] == word_key[w] and 0 <= e < count:
+            prefetch(chars, entries[e, 0])
+
+
 @kernel
 def lookup_dedup(values, starts, lengths, keys, slot_keys, slot_entry, shift, mask, count, entries, chars,
                  out_chars):
@@ -98,47 +131,52 @@ def lookup_dedup(values, starts, lengths, keys, slot_keys, slot_entry, shift, ma
     local_keys = np.empty(1 << bits, np.int64)
     local_uniq = np.full(1 << bits, -1, np.int64)
     nu = 0
-    for w in range(n):
-        s = starts[w]
-        length = lengths[w]
-        k = keys[w] if keys.size else _key(values, s, length)
-        slot = _home(k, shift, mask)
-        while True:
-            stored = slot_keys[slot]
-            if stored == _EMPTY:
-                break
-            if stored == k:  # keys in the table are distinct: this is the only candidate
-                e = slot_entry[slot]
-                if 0 <= e < count and entries[e, 1] == length and _same(values, s, chars, entries[e, 0], length):
-                    entry[w] = e
-                break
-            slot = (slot + 1) & mask
-        if entry[w] >= 0:
-            continue
-        if 2 * (nu + 1) > local_uniq.size:
-            bits += 1
-            local_keys, local_uniq = _grown(local_keys, local_uniq, rep_keys, nu, bits)
-        local_mask = (1 << bits) - 1
-        slot = _home(k, 64 - bits, local_mask)
-        while True:
-            u = local_uniq[slot]
-            if u < 0:
-                local_keys[slot] = k
-                local_uniq[slot] = nu
-                reps[nu] = w
-                rep_keys[nu] = k
-                at = rep_offsets[nu]
-                for i in range(length):
-                    out_chars[at + i] = values[s + i]
-                rep_offsets[nu + 1] = at + length
-                uniq[w] = nu
-                nu += 1
-                break
-            r = reps[u]
-            if local_keys[slot] == k and lengths[r] == length and _same(values, s, values, starts[r], length):
-                uniq[w] = u
-                break
-            slot = (slot + 1) & local_mask
+    word_key = keys if keys.size else np.empty(n, np.int64)
+    for block in range(0, n, PREFETCH_WORDS):
+        block_end = min(n, block + PREFETCH_WORDS)
+        _prefetch_entries(values, starts, lengths, keys.size == 0, word_key, block, block_end, slot_keys,
+                          slot_entry, shift, mask, count, entries, chars)
+        for w in range(block, block_end):
+            s = starts[w]
+            length = lengths[w]
+            k = word_key[w]
+            slot = _home(k, shift, mask)
+            while True:
+                stored = slot_keys[slot]
+                if stored == _EMPTY:
+                    break
+                if stored == k:  # keys in the table are distinct: this is the only candidate
+                    e = slot_entry[slot]
+                    if 0 <= e < count and entries[e, 1] == length and _same(values, s, chars, entries[e, 0], length):
+                        entry[w] = e
+                    break
+                slot = (slot + 1) & mask
+            if entry[w] >= 0:
+                continue
+            if 2 * (nu + 1) > local_uniq.size:
+                bits += 1
+                local_keys, local_uniq = _grown(local_keys, local_uniq, rep_keys, nu, bits)
+            local_mask = (1 << bits) - 1
+            slot = _home(k, 64 - bits, local_mask)
+            while True:
+                u = local_uniq[slot]
+                if u < 0:
+                    local_keys[slot] = k
+                    local_uniq[slot] = nu
+                    reps[nu] = w
+                    rep_keys[nu] = k
+                    at = rep_offsets[nu]
+                    for i in range(length):
+                        out_chars[at + i] = values[s + i]
+                    rep_offsets[nu + 1] = at + length
+                    uniq[w] = nu
+                    nu += 1
+                    break
+                r = reps[u]
+                if local_keys[slot] == k and lengths[r] == length and _same(values, s, values, starts[r], length):
+                    uniq[w] = u
+                    break
+                slot = (slot + 1) & local_mask
     return entry, uniq, reps[:nu], rep_keys[:nu], rep_offsets[:nu + 1]
 
 
