@@ -64,7 +64,7 @@ def main() -> None:
             t2 = clock()
             text, text_offsets, source, starts, ends, word_offsets = normalize_split(
                 values, offsets, True, *rules, norm.add_dummy_prefix, norm.remove_extra_whitespaces,
-                norm.escape_whitespaces, -1, ord(pre.replacement), pre.split, False)
+                norm.escape_whitespaces, -1, ord(pre.replacement), pre.split, False, False)
             t3 = clock()
             ids, piece_ends, token_offsets = segment_cached(
                 text, starts, ends, word_offsets, *trie, model.score32, score64, model.unk_score, model.unk_id,

@@ -252,7 +252,7 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     norm, norm_offsets, source, starts, ends, word_offsets = normalize_split(
         values, offsets, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
         rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces, -1, mark,
-        mark >= 0, True)
+        mark >= 0, True, with_spans)
     return _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_offsets, byte_to_id, char_keys,
                               char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
                               suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,

@@ -54,7 +54,7 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     text, text_offsets, source, starts, ends, word_offsets = normalize_split(
         values, offsets, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
         rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
-        suffix_code, mark, split, False)
+        suffix_code, mark, split, False, with_spans)
     sentences = word_offsets if sentences_are_texts else np.arange(starts.size + 1)
     ids, piece_ends, token_offsets = segment_cached(
         text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,

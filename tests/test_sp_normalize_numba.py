@@ -60,10 +60,16 @@ def test_normalize_split_equals_the_kernels_in_turn(rules, batches, charsmap):
     for batch, (prefix, remove, escape, suffix, split, runs) in itertools.product(batches, itertools.product(
             (True, False), (True, False), (True, False), (-1, MARK), (True, False), (False, True))):
         values, offsets = codepoints_numba(*utf32_units(batch))
-        got = normalize_split(values, offsets, charsmap, *arrays, prefix, remove, escape, suffix, MARK, split, runs)
+        got = normalize_split(values, offsets, charsmap, *arrays, prefix, remove, escape, suffix, MARK, split, runs,
+                              True)
         want = _reference(values, offsets, charsmap, rules, prefix, remove, escape, suffix, split, runs)
         for name, g, w in zip(("text", "text_offsets", "source", "starts", "ends", "word_offsets"), got, want):
             assert np.array_equal(g, w) and g.dtype == w.dtype, (name, batch, prefix, remove, escape, suffix, split)
+        # Without sources (no spans asked for) the fast pass writes none; everything else is the same.
+        bare = normalize_split(values, offsets, charsmap, *arrays, prefix, remove, escape, suffix, MARK, split, runs,
+                               False)
+        for name, g, w in zip(("text", "text_offsets", "source", "starts", "ends", "word_offsets"), bare, got):
+            assert (name == "source" and g.size == 0) or np.array_equal(g, w), (name, batch)
 
 
 def test_fast_pass_covers_english_only(rules, parity_lines):
@@ -71,7 +77,7 @@ def test_fast_pass_covers_english_only(rules, parity_lines):
 
     def fast(texts):
         return _fast_pass(*codepoints_numba(*utf32_units(texts)), True, rules[0], True, True, True, -1, MARK, True,
-                          False)[0]
+                          False, False)[0]
 
     assert fast([line for line in parity_lines[:300] if line.isascii()])
     assert not fast(["x", "e\u0301"])  # a longer rule
