@@ -205,6 +205,7 @@ def assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends, n
         e = entry[w]
         if e >= 0:
             size = entries[e, 3]
+            prefetch(stored_ids, entries[e, 2])  # read by the copy below, not waited for here
         else:
             size = new_offsets[uniq[w] + 1] - new_offsets[uniq[w]]
         offsets[w + 1] = offsets[w] + size
