@@ -55,7 +55,7 @@ from .kernels import postprocess_numba
 from .kernels.decode_numba import decode_rows
 from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba, splice_rows, utf8_units_numba
 from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
-from .kernels import cells_numba, wordpiece_texts_numba
+from .kernels import cells_numba, joined_texts_numba, wordpiece_texts_numba
 
 MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram, WordLevel)}
 # (tokenizer, normalizer, pre_tokenizer, model) -> a whole-pipeline CPU kernel, or None
@@ -948,49 +948,72 @@ class Tokenizer(TransformersAPI):
                                               with_types=with_types, with_offsets=with_offsets)
 
     def _cells_in_one_call(self, texts: list[str], pattern: re.Pattern | None, fused: tuple, options: tuple,
-                           padded: bool, truncation: str | None, stride: int,
-                           with_types: bool) -> dict[str, torch.Tensor] | None:
+                           padded: bool, truncation: str | None, stride: int, with_types: bool,
+                           joined: str | None = None) -> dict[str, torch.Tensor] | None:
         """:meth:`__call__`'s tensors from one call of a whole-pipeline kernel's ``padded_cells`` or
         ``ragged_cells`` (``fused``: (kernel, tables)) with the post-processing ``options`` after
         the tables, or for a batch more than one chunk's worth (see ``gputok._cpu_threads.chunks``)
         from :meth:`_cells_in_parts`; None where neither takes the batch or it holds a match of
-        ``pattern`` (the added tokens to find: those texts take the other path)."""
+        ``pattern`` (the added tokens to find: those texts take the other path). ``joined``:
+        ``"\x00".join(texts)`` where the caller made it (its join checked the texts' types).
+
+        Joined by NUL, the texts' lengths (and part cuts) come from one kernel pass over the units
+        (``kernels/joined_texts_numba.py``) instead of a Python call per text. A match of
+        ``pattern`` in that join is one in a text, or one across a separator (an added token
+        holding a NUL), which only sends the batch down the other path, as one across two texts
+        in a plain join would."""
         # A batch of that many texts is as many characters unless texts are empty, and either path
         # gives the same outputs: decided without joining them (~0.4 ms at 65,536 lines, twice a call).
-        if len(texts) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
+        count = len(texts)
+        if count >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
             return None
-        joined = "".join(texts)
+        if joined is None:
+            joined = "\x00".join(texts)
         if pattern is not None and pattern.search(joined):
             return None
-        if len(joined) >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
-            return self._cells_in_parts(texts, joined, options, padded, truncation, stride, with_types)
+        chars = len(joined) - max(count - 1, 0)
+        if chars >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
+            return self._cells_in_parts(texts, joined, chars, options, padded, truncation, stride, with_types)
         # dtype objects passed by position: numpy parses dtype=np.int32 at each call (~0.2 us)
         units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
-        lengths = (np.array((len(joined),), _INT64) if len(texts) == 1  # 0.3 us less than fromiter
-                   else np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        if count == 1:
+            lengths = np.array((len(joined),), _INT64)
+        else:
+            units, lengths, _, ok = joined_texts_numba.split_joined(units, count, 1, 1, 0)
+            if not ok:  # a text holds a NUL
+                units, lengths = _units_and_lengths(texts)
         kernel, tables = fused
         return _cell_outputs(kernel(units, lengths, *tables, *options), padded, truncation, stride, with_types)
 
-    def _cells_in_parts(self, texts: list[str], joined: str, options: tuple, padded: bool, truncation: str | None,
-                        stride: int, with_types: bool) -> dict[str, torch.Tensor] | None:
-        """:meth:`_cells_in_one_call` of a batch of up to ``PARTS_MAX_CHARS`` characters (``joined``)
-        where the whole-pipeline kernel encodes parts of one (``encode_part``): the texts UTF-32
-        encoded once, cut into a part per CPU thread (``_cpu_threads.part_bounds``), each part's
-        ids made on its thread in one kernel call, then every row post-processed in one more
-        (``cells_numba``) on the calling thread; None where that does not apply. Against
+    def _cells_in_parts(self, texts: list[str], joined: str, chars: int, options: tuple, padded: bool,
+                        truncation: str | None, stride: int, with_types: bool) -> dict[str, torch.Tensor] | None:
+        """:meth:`_cells_in_one_call` of a batch of up to ``PARTS_MAX_CHARS`` characters (``chars``;
+        ``joined``: the texts joined by NUL) where the whole-pipeline kernel encodes parts of one
+        (``encode_part``): the texts UTF-32 encoded once, cut into a part per CPU thread
+        (``_cpu_threads.part_bounds``' cuts, made by ``joined_texts_numba.split_joined``), each
+        part's ids made on its thread in one kernel call, then every row post-processed in one
+        more (``cells_numba``) on the calling thread; None where that does not apply. Against
         :meth:`_padded_in_chunks` it saves each chunk's Python glue (a third of the CPU time of a
         2-thread call of 1,024 lines) and the second hand-off: at that size, filling every row on
         one thread takes less time than waking the others for it."""
         encode_part = getattr(self._whole_pipeline_kernel, "encode_part", None)
-        if encode_part is None or len(joined) > PARTS_MAX_CHARS:
+        if encode_part is None or chars > PARTS_MAX_CHARS:
             return None
-        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
-        ends = np.cumsum(lengths)
-        bounds = _cpu_threads.part_bounds(ends)
-        if bounds is None:
+        threads = _cpu_threads.part_threads(len(texts))
+        if threads < 2:
             return None
-        units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
-        starts = [0, *(int(ends[b - 1]) for b in bounds[1:])]
+        units, lengths, cuts, ok = joined_texts_numba.split_joined(
+            np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32), len(texts), threads,
+            _cpu_threads.MIN_CHUNK_CHARS, _cpu_threads.PART_CALLER_CHARS)
+        if ok:
+            bounds, starts = cuts.tolist()
+        else:  # a text holds a NUL
+            units, lengths = _units_and_lengths(texts)
+            ends = np.cumsum(lengths)
+            bounds = _cpu_threads.part_bounds(ends) or []
+            starts = [0, *(int(ends[b - 1]) for b in bounds[1:])]
+        if not bounds:  # one part is best
+            return None
 
         def encode(part: int) -> tuple[np.ndarray, np.ndarray]:
             return encode_part(units[starts[part]:starts[part + 1]], lengths[bounds[part]:bounds[part + 1]])
@@ -1003,8 +1026,8 @@ class Tokenizer(TransformersAPI):
         kernel = cells_numba.padded_cells_packed if len(options) == 1 else cells_numba.padded_cells
         return _cell_outputs(kernel(ids, offsets, *options), True, truncation, stride, with_types)
 
-    def _padded_call(self, texts: list[str], add_special_tokens: bool,
-                     with_types: bool | None) -> dict[str, torch.Tensor] | None:
+    def _padded_call(self, texts: list[str], add_special_tokens: bool, with_types: bool | None,
+                     joined: str | None = None) -> dict[str, torch.Tensor] | None:
         """:meth:`__call__` with every option at its default but ``add_special_tokens`` and
         ``return_token_type_ids`` (rows padded to the longest, tensors on the CPU), ``texts``
         already ``as_texts``' list: a training loop's call, and at batch 1 mostly glue, so it skips
@@ -1012,7 +1035,8 @@ class Tokenizer(TransformersAPI):
         (:meth:`_padded_plan`). One text goes to the plan's one-text kernel where the pipeline has
         one (BPE's: its misses inserted by the kernel), a small batch to
         :meth:`_cells_in_one_call`. None where that does not cover the call (no one-call kernel
-        for this pipeline, or a batch it does not take)."""
+        for this pipeline, or a batch it does not take). ``joined``: ``"\x00".join(texts)``, where
+        made."""
         if not _dispatch.on_cpu_kernels(_dispatch.CPU):  # GPUTOK_BACKEND is read at each call, as on every path
             return None
         plan = self._padded_plan(add_special_tokens, with_types)
@@ -1031,7 +1055,7 @@ class Tokenizer(TransformersAPI):
             fused = whole.padded_cells
             if fused is None:
                 return None
-        return self._cells_in_one_call(texts, pattern, fused, options, True, None, 0, with_types)
+        return self._cells_in_one_call(texts, pattern, fused, options, True, None, 0, with_types, joined)
 
     def _padded_plan(self, add_special_tokens: bool, with_types: bool | None) -> tuple | None:
         """What :meth:`_padded_call` passes to :meth:`_cells_in_one_call` for these two options:
@@ -1419,6 +1443,13 @@ def _joined_offsets(parts: list[np.ndarray]) -> np.ndarray:
         offsets[at + 1:at + len(part)] = part[1:] + offsets[at]
         at += len(part) - 1
     return offsets
+
+
+def _units_and_lengths(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' UTF-32 units joined, and their lengths: where a text holds a NUL, which
+    ``joined_texts_numba.split_joined`` would take for a separator."""
+    units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), _INT32)
+    return units, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
 
 
 def _as_arrays(encoded: Encoded) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
