@@ -75,22 +75,26 @@ def test_texts_holding_nuls_encode_as_before(tok, parity_lines, split_small, mon
     batch[150] += "\x00"
     batch[299] = "\x00"
     small = batch[:20]
+    many = [text[:3] for text in batch] * 2  # one call (under a chunk's characters), split_joined's lengths
+    assert len(many) >= tokenizer_module.SPLIT_JOINED_TEXTS
     with monkeypatch.context() as patch:  # the Python lengths, whatever the texts hold
         patch.setattr(tokenizer_module.joined_texts_numba, "split_joined",
                       lambda units, texts, *args: (units, None, None, False))
-        want_parts, want_small = tok(batch), tok(small)
-    assert len(calls) == 2
+        want_parts, want_small, want_many = tok(batch), tok(small), tok(many)
+        want_clean = [tok([t.replace("\x00", "") for t in texts]) for texts in (batch, many)]
+    assert len(calls) == 4  # batch and its clean copy in two parts each
     set_num_threads(1)  # one thread: no parts
     try:
         want_one = tok(batch)
     finally:
         set_num_threads(None)
     got_parts, got_small = tok(batch), tok(small)
-    assert len(calls) == 4
+    assert len(calls) == 6
     _assert_same(got_parts, want_parts)
     _assert_same(got_parts, want_one)
     _assert_same(got_small, want_small)
+    _assert_same(tok(many), want_many)
+    assert "\x00" in "".join(many)
     _assert_same(got_small, tok(small, padding="longest"))  # (joined by _cells_in_one_call)
-    # the same texts without their NULs take the kernel's lengths
-    _assert_same(tok([t.replace("\x00", "") for t in batch]), tok([t.replace("\x00", "") for t in batch],
-                                                                   padding="longest"))
+    for texts, want in zip((batch, many), want_clean):  # without their NULs: the kernel's lengths
+        _assert_same(tok([t.replace("\x00", "") for t in texts]), want)
