@@ -25,8 +25,8 @@ def _reference(texts, threads, min_chars, caller_chars, monkeypatch):
     monkeypatch.setattr(_cpu_threads, "MIN_CHUNK_CHARS", min_chars)
     bounds = (_cpu_threads._bounds(ends, 1, len(texts), threads, caller_chars)
               if threads >= 2 and len(texts) >= 2 else None)
-    cuts = (np.empty((2, 0), np.int64) if bounds is None
-            else np.array([bounds, [0, *(int(ends[b - 1]) for b in bounds[1:])]], np.int64))
+    cuts = (np.empty(0, np.int64) if bounds is None
+            else np.array([bounds, [0, *(int(ends[b - 1]) for b in bounds[1:])]], np.int64).T.ravel())
     return _units("".join(texts)), lengths, cuts
 
 
