@@ -148,10 +148,15 @@ def part_bounds(ends: np.ndarray) -> list[int] | None:
     indices, the first 0 and the last ``ends.size``, where the caller runs no glue while the parts
     run (the texts were encoded before, the outputs are made after: ``Tokenizer._cells_in_parts``;
     see ``PART_CALLER_CHARS``); None when one part is best."""
+    threads = part_threads(ends.size)
+    return None if threads < 2 else _bounds(ends, 1, ends.size, threads, PART_CALLER_CHARS)
+
+
+def part_threads(texts: int) -> int:
+    """The threads :func:`part_bounds` cuts a batch of ``texts`` texts for; 1 where it gives one
+    part whatever their lengths (``kernels/joined_texts_numba.py`` cuts for this count)."""
     threads = num_threads()
-    if threads < 2 or getattr(_local, "worker", False) or ends.size < 2:
-        return None
-    return _bounds(ends, 1, ends.size, threads, PART_CALLER_CHARS)
+    return 1 if threads < 2 or getattr(_local, "worker", False) or texts < 2 else threads
 
 
 def _bounds(ends: np.ndarray, step: int, count: int, threads: int, caller_chars: int) -> list[int] | None:
