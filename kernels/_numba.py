@@ -292,18 +292,17 @@ def kernel(function):
 
 @intrinsic
 def prefetch(typingctx, array, index):
-    """``prefetch(array, i)`` in a kernel: ask the CPU to bring the cache line of ``array[i]`` (a
-    1-D array) in, without waiting for it and without faulting on any address. Where a kernel
-    knows many independent lookups ahead (a batch's words in a hash table), issuing them all first
-    lets their memory reads overlap; a plain load would hold the core's reorder window until it
-    arrives, so only a few overlapped."""
-    if not (isinstance(array, types.Array) and array.ndim == 1 and isinstance(index, types.Integer)):
+    """``prefetch(array, i)`` in a kernel: ask the CPU to bring the cache line of the ``i``-th item
+    of a C-contiguous ``array`` (counted over all its items, row after row) in, without waiting for
+    it and without faulting on any address. Where a kernel knows many independent lookups ahead (a
+    batch's words in a hash table), issuing them all first lets their memory reads overlap; a plain
+    load would hold the core's reorder window until it arrives, so only a few overlapped."""
+    if not (isinstance(array, types.Array) and array.layout == "C" and isinstance(index, types.Integer)):
         return None
 
     def codegen(context, builder, signature, args):
-        array_type = signature.args[0]
-        data = context.make_array(array_type)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(context, builder, array_type, data, [args[1]], wraparound=False)
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        pointer = builder.gep(data, [args[1]])
         int32, byte_pointer = ir.IntType(32), ir.IntType(8).as_pointer()
         function = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer, int32, int32, int32]), "llvm.prefetch.p0")

@@ -176,20 +176,18 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
     # word's slot, then its characters and tokens, in turn: a miss to memory for most words).
     keys = np.empty(words, np.int64)
     mask = cache_slots.shape[0] - 1
-    slot_flat = cache_slots.reshape(-1)
-    token_flat = cache_tokens.reshape(-1)
     for w in range(words):
         length = ends[w] - starts[w]
         if length <= cache_longest:
             key = _word_hash(norm, starts[w], length)
             keys[w] = key
-            prefetch(slot_flat, (((key * _FIBONACCI) >> cache_shift) & mask) * 4)
+            prefetch(cache_slots, (((key * _FIBONACCI) >> cache_shift) & mask) * cache_slots.shape[1])
     for w in range(words):
         if ends[w] - starts[w] <= cache_longest:
             home = ((keys[w] * _FIBONACCI) >> cache_shift) & mask
             if cache_slots[home, 0] == keys[w]:
                 prefetch(cache_chars, cache_slots[home, 1])
-                prefetch(token_flat, 2 * cache_slots[home, 2])
+                prefetch(cache_tokens, cache_tokens.shape[1] * cache_slots[home, 2])
     for w in range(words):
         start = starts[w]
         length = ends[w] - start

@@ -117,12 +117,11 @@ def _prefetch_words(values, word_starts, word_ends, first, last, hashes, slot_in
     one thread; a cached word alone from ~13 to ~8.5). Returns the new count of words prefetched."""
     last = min(last, word_starts.size)
     mask = slot_ints.shape[0] - 1
-    slot_flat = slot_ints.reshape(-1)
     for w in range(first, last):
         at = word_starts[w]
         h = _word_hash(values, at, word_ends[w] - at)
         hashes[w] = h
-        prefetch(slot_flat, (h & mask) * slot_ints.shape[1])
+        prefetch(slot_ints, (h & mask) * slot_ints.shape[1])
     for w in range(first, last):
         h = hashes[w]
         if slot_ints[h & mask, 0] == h:

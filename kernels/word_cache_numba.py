@@ -99,12 +99,11 @@ def _prefetch_entries(values, starts, lengths, make_keys, word_key, first, last,
         prefetch(slot_keys, home)
         prefetch(slot_entry, home)
     # Each value read once into a local: an inserter may be writing these arrays (see the notes).
-    entry_flat = entries.reshape(-1)
     for w in range(first, last):
         home = _home(word_key[w], shift, mask)
         e = slot_entry[home]
         if slot_keys[home] == word_key[w] and 0 <= e < count:
-            prefetch(entry_flat, e * entries.shape[1])
+            prefetch(entries, e * entries.shape[1])
     for w in range(first, last):
         home = _home(word_key[w], shift, mask)
         e = slot_entry[home]
