@@ -280,14 +280,23 @@ class _KernelDispatcher(CPUDispatcher):
 inlined = numba.njit(nogil=True, cache=True, inline="always")
 
 
-def kernel(function):
-    """``numba.njit(nogil=True, cache=True)`` with ``_KernelDispatcher``."""
+def kernel(function, **options):
+    """``numba.njit(nogil=True, cache=True, **options)`` with ``_KernelDispatcher``."""
     if numba.config.DISABLE_JIT:
         return function
-    dispatcher = _KernelDispatcher(py_func=function, locals={}, targetoptions={"nopython": True, "nogil": True},
+    dispatcher = _KernelDispatcher(py_func=function, locals={},
+                                   targetoptions={"nopython": True, "nogil": True, **options},
                                    pipeline_class=_KernelCompiler)
     dispatcher.enable_caching()
     return dispatcher
+
+
+def uncounted(function):
+    """A kernel step that allocates nothing, compiled without numba's reference counts: numba
+    counts the references to a function's array arguments on its entry and exit, atomically, and
+    where the step has a loop or branches its pruning leaves those counts in place, inlined or
+    not (see ``unigram_trie_numba``)."""
+    return kernel(function, _nrt=False)
 
 
 @intrinsic

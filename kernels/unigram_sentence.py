@@ -24,7 +24,7 @@ Memory: 12 bytes per character of the longest row (best score, start, piece), pl
 
 import numpy as np
 from ._numba import kernel
-from .unigram_trie_numba import write_best_path
+from .unigram_trie_numba import trie_child, write_best_path
 
 
 @kernel
@@ -66,17 +66,8 @@ def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, 
             code = codes[end]
             if code < narrow:
                 node = narrow_table[narrow_row[node] * narrow + code]
-            else:  # trie_child, written out (see unigram_trie_numba's notes)
-                at = child_offsets[node]
-                past = child_offsets[node + 1]
-                top = past
-                while at < top:
-                    middle = (at + top) >> 1
-                    if child_codes[middle] < code:
-                        at = middle + 1
-                    else:
-                        top = middle
-                node = child_nodes[at] if at < past and child_codes[at] == code else -1
+            else:
+                node = trie_child(node, code, child_offsets, child_codes, child_nodes)
         if not single:
             cand = unk32 + base
             if start[s + 1] < 0 or cand > best[s + 1]:

@@ -14,7 +14,7 @@ any other from the node's sorted child list (``child_offsets``, ``child_codes``,
 cache folder by a hash of every kernel file, so editing this one recompiles its callers.)
 """
 
-from ._numba import kernel
+from ._numba import kernel, uncounted
 
 # The walk's common step (the narrow table) is written out in each Viterbi kernel: as a call it cost the
 # sentence kernel +70% (measured on 1,024 English lines before kernels were linked into their
@@ -22,14 +22,14 @@ from ._numba import kernel
 # Forcing numba to inline the path read-back and the word cache's steps (inline="always") gained
 # nothing measurable once linked so (unigram_whole.py, 1,024 and 65,536 lines) and cost ~0.6-1 s of
 # every cold compile, so they are plain kernels too.
-# The two Viterbi walks (unigram_sentence._sentence_row, unigram_words_numba.word_viterbi) write
-# trie_child out all the same: a call that passes arrays, inlined by numba or by LLVM, keeps numba's
-# atomic reference counts around it, and with a rare step on ~0.35 characters in 1 of English those
-# were ~17% of segment_cached's time (perf's samples in NRT_incref / NRT_decref against the kernel's,
-# batches of 1,024 lines); written out, ~4%.
+# The binary search (trie_child, first_at_least) is compiled without reference counts
+# (_numba.uncounted): as a counted kernel, numba's atomic counts of its array arguments stayed
+# around each call, inlined or not, and with a rare step on ~0.35 characters in 1 of English those
+# were ~17% of the Unigram cache kernel's time (perf's samples in NRT_incref / NRT_decref against
+# the kernel's, batches of 1,024 lines); now ~4-5%.
 
 
-@kernel
+@uncounted
 def first_at_least(sorted_values, lo, hi, value):
     """The first index in ``lo:hi`` of ``sorted_values`` whose value is not below ``value`` (``hi`` if
     none): ``np.searchsorted`` written out, which a kernel loaded from the cache runs without
@@ -43,7 +43,7 @@ def first_at_least(sorted_values, lo, hi, value):
     return lo
 
 
-@kernel
+@uncounted
 def trie_child(node, code, child_offsets, child_codes, child_nodes):
     """Child of ``node`` along ``code`` (binary search in its sorted child list), or -1."""
     at = first_at_least(child_codes, child_offsets[node], child_offsets[node + 1], code)

@@ -16,7 +16,7 @@ token, 8 per word).
 import numpy as np
 
 from ._numba import inlined, kernel
-from .unigram_trie_numba import write_best_path
+from .unigram_trie_numba import trie_child, write_best_path
 
 
 @inlined
@@ -60,17 +60,8 @@ def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, n
             code = codes[end]
             if code < narrow:
                 node = narrow_table[narrow_row[node] * narrow + code]
-            else:  # trie_child, written out (see unigram_trie_numba's notes)
-                at = child_offsets[node]
-                past = child_offsets[node + 1]
-                top = past
-                while at < top:
-                    middle = (at + top) >> 1
-                    if child_codes[middle] < code:
-                        at = middle + 1
-                    else:
-                        top = middle
-                node = child_nodes[at] if at < past and child_codes[at] == code else -1
+            else:
+                node = trie_child(node, code, child_offsets, child_codes, child_nodes)
         if not single:
             missing |= unk_id < 0
             cand = base + unk_score
