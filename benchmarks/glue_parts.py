@@ -1,17 +1,21 @@
 """The serial Python glue of a batch encoded in parts (``Tokenizer._cells_in_parts``), without the encoding.
 
     python benchmarks/glue_parts.py [--tokenizer unigram mistral] [--batch 1024] [--threads 2] [--repeats 5]
+                                    [--json bench-results/glue_parts.json]
 
 Each part's ``encode_part`` is replaced by a lookup of its result, made once by the real kernel
 (and the tensors checked against the real call's), so a ``tok(batch, padding=True)`` call times
 what runs around the parts: the join, lengths and cuts, the hand-off to the part threads, and the
 post-processing on the caller. 200 batches of the 20 MB English corpus, best of ``--repeats``
-passes, in microseconds per call. Then the pieces the glue is made of, each alone.
+passes, in microseconds per call. Then the pieces the glue is made of, each alone. The figures
+also go to ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -44,6 +48,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", default="bench-results/glue_parts.json")
     args = parser.parse_args()
 
     import gputok
@@ -57,10 +62,12 @@ def main() -> None:
     def per_call(fn) -> float:
         return best_of(lambda: [fn(batch) for batch in batches], args.repeats) / len(batches) * 1e6
 
+    glue_us = {}
     for name in args.tokenizer:
         tok = bench.make_tokenizer(name)
         _stubbed(tok, batches)
-        print(f"{name}: {per_call(lambda batch: tok(batch, padding=True)):.1f} us of glue per call")
+        glue_us[name] = per_call(lambda batch: tok(batch, padding=True))
+        print(f"{name}: {glue_us[name]:.1f} us of glue per call")
 
     units = [np.frombuffer("\x00".join(batch).encode("utf-32-le", "surrogatepass"), np.int32) for batch in batches]
     pieces = {
@@ -70,8 +77,15 @@ def main() -> None:
             units[0], len(batches[0]), args.threads, _cpu_threads.MIN_CHUNK_CHARS, _cpu_threads.PART_CALLER_CHARS),
         "map_chunks (no-op parts)": lambda batch: _cpu_threads.map_chunks(lambda part: part, [0, 1]),
     }
+    piece_us = {}
     for label, fn in pieces.items():
-        print(f"{label:26s} {per_call(fn):7.1f} us")
+        piece_us[label] = per_call(fn)
+        print(f"{label:26s} {piece_us[label]:7.1f} us")
+    out = Path(args.json)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"batch": args.batch, "threads": args.threads, "repeats": args.repeats,
+                               "glue_us_per_call": glue_us, "pieces_us_per_call": piece_us}, indent=1))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

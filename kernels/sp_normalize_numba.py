@@ -16,7 +16,7 @@ charsmap rule is its own one-codepoint rewrite (no longer rule can start at it a
 the next character, no rewrite to zero or several codepoints): English and most text, whose
 whitespace rules then read only the rewritten codepoint before (each character is its own unit).
 It writes the kept characters, trims a text's trailing spaces, puts the dummy prefix first and
-cuts the text's words, all while the text is in cache; the first character outside that case
+cuts the text's words, all while the text is in cache; a text with a character outside that case
 hands the whole batch to the three kernels.
 """
 
@@ -94,7 +94,7 @@ def _fast_pass(values, offsets, charsmap, direct, add_dummy_prefix, remove_extra
             c = values[i]
             if charsmap:
                 rule = direct[min(np.uint32(c), limit - 1)]
-                following = direct[min(np.uint32(values[min(i + 1, last)]), limit - 1)] if i < last else 0
+                following = direct[min(np.uint32(values[i + 1]), limit - 1)] if i < last else 0
                 breaks |= (np.uint32(c) >= limit) | ((rule & SEVERAL) != 0) | (
                     ((rule & START) != 0) & ((following & CONTINUE) != 0))
                 c = rule & CODEPOINT

@@ -116,9 +116,9 @@ def _prefetch_words(values, word_starts, word_ends, first, last, hashes, slot_in
     """Hash words ``first .. last`` (capped at the last word) into ``hashes``, and prefetch their
     home slots, then the records of the words found there: each pass's reads are prefetches that
     do not wait for each other, where the lookups would wait for each word's slot, then its
-    record, in turn (a miss to memory for most words). With word_viterbi inlined too, this kernel
-    went from 30.5 to 23.6 ns per character (``benchmarks/unigram_profile.py --batch-size 512``,
-    one thread; a cached word alone from ~13 to ~8.5). Returns the new count of words prefetched."""
+    record, in turn (a miss to memory for most words). With word_viterbi inlined too,
+    segment_cached went from 30.5 to 23.6 ns per character (one thread,
+    ``benchmarks/unigram_profile.py --batch-size 512``). Returns the new count of words prefetched."""
     last = min(last, word_starts.size)
     mask = slot_ints.shape[0] - 1
     for w in range(first, last):
