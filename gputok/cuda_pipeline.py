@@ -242,13 +242,10 @@ def _sentencepiece_normalized(normalizer, values: torch.Tensor, offsets: torch.T
 def _unigram_tables(model, device: torch.device) -> dict:
     """The Unigram model's trie, scores and unk handling on ``device``."""
     def make():
-        (code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes,
-         token_of_node) = model.trie.walk_arrays
+        code_of, trie, dense, rare_offsets, rare_codes, rare_rows = model.trie.walk_arrays
         on = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
-        return dict(code_of=on(code_of), root_child=on(root_child), narrow_row=on(narrow_row),
-                    narrow_table=on(narrow_table), narrow=int(narrow), child_offsets=on(child_offsets),
-                    child_codes=on(child_codes), child_nodes=on(child_nodes), token_of_node=on(token_of_node),
-                    piece_score=on(model.score32), byte_ids=model.byte_ids.to(device), unk_id=model.unk_id,
+        return dict(code_of=on(code_of), trie=on(trie), dense=int(dense), rare_offsets=on(rare_offsets),
+                    rare_codes=on(rare_codes), rare_rows=on(rare_rows), piece_score=on(model.score32), byte_ids=model.byte_ids.to(device), unk_id=model.unk_id,
                     unk_score=float(model.unk_score), reset_threshold=float(SCORE_RESET_THRESHOLD),
                     byte_fallback=bool(model.byte_fallback))
 

@@ -8,7 +8,7 @@ compiled code from disk instead of compiling again.
 The cache lives under gputok's cache dir (``$GPUTOK_CACHE/numba``, else ``~/.cache/gputok/numba``),
 not beside the installed sources, which may be read-only, in a folder named by a hash of every
 kernel file: numba checks only the file of the function it compiled, so a kernel that calls one
-from another file (``bpe_heap.probe``, ``unigram_trie_numba.trie_child``) would keep running stale
+from another file (``bpe_heap.probe``, ``unigram_trie_numba.first_at_least``) would keep running stale
 code after that file changed. ``NUMBA_CACHE_DIR`` set by the user wins (and then that is theirs).
 
 A kernel that calls another kernel with a constant (``_part(keys, 3)``, ``flag=False``) would by

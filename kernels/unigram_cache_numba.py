@@ -134,9 +134,9 @@ def _prefetch_words(values, word_starts, word_ends, first, last, hashes, slot_in
 
 
 @kernel
-def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root_child, narrow_row, narrow_table,
-                   narrow, child_offsets, child_codes, child_nodes, token_of_node, score32, score64, unk_score, unk_id,
-                   reset_threshold, max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used):
+def segment_cached(values, word_starts, word_ends, sentence_words, code_of, trie, dense, rare_offsets, rare_codes,
+                   rare_rows, score32, score64, unk_score, unk_id, reset_threshold, max_abs, whole_chars, max_cached,
+                   full_misses, slot_ints, store, used):
     """``unigram_sentences_encode``'s ``(ids, ends, offsets)`` with the word cache (see the module
     notes): ``score32`` / ``score64`` the pieces' float32 / float64 scores."""
     sentences = sentence_words.size - 1
@@ -189,9 +189,8 @@ def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root
                     margin = slot_floats[slot, 2]
                     score = slot_floats[slot, 3]
                 else:
-                    margin, _ = word_viterbi(values, at, size, code_of, root_child, narrow_row, narrow_table, narrow,
-                                             child_offsets, child_codes, child_nodes, token_of_node, score64, unk_score,
-                                             unk_id, best64, second, start, piece, codes)
+                    margin, _ = word_viterbi(values, at, size, code_of, trie, dense, rare_offsets, rare_codes,
+                                             rare_rows, score64, unk_score, unk_id, best64, second, start, piece, codes)
                     tokens = write_best_path(start, piece, size, ids, ends, written)
                     score = best64[size]
                     if size <= max_cached:
@@ -211,8 +210,8 @@ def segment_cached(values, word_starts, word_ends, sentence_words, code_of, root
                 continue
             written = sentence_at
             counts[first:last] = 0
-        _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                      child_nodes, token_of_node, score32, unk32, unk_id, threshold, best32, start, piece, codes)
+        _sentence_row(values, lo, n, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, score32, unk32, unk_id,
+                      threshold, best32, start, piece, codes)
         written = cut_best_path(start, piece, n, lo, first, word_starts, word_ends, path, ids, ends, counts, written)
     for w in range(num_words):
         offsets[w + 1] += offsets[w]

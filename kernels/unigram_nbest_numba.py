@@ -45,8 +45,8 @@ def _offer(best, back_start, back_piece, back_rank, s, t, piece, score, k, merge
 
 
 @kernel
-def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-                        child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, k):
+def unigram_nbest_numba(values, offsets, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_score,
+                        unk_score, unk_id, k):
     """The ``k`` best segmentations of every row ``values[offsets[r]:offsets[r + 1]]``.
 
     Trie arrays, ``piece_score`` (float64), ``unk_score`` and ``unk_id`` as in
@@ -90,8 +90,8 @@ def unigram_nbest_numba(values, offsets, code_of, root_child, narrow_row, narrow
             back_rank[:n + 1, :] = -1
             best[0, 0] = 0.0
             for s in range(n):
-                found = pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow,
-                                     child_offsets, child_codes, child_nodes, token_of_node, piece_ends, piece_tokens)
+                found = pieces_from(values, lo, n, s, code_of, trie, dense, rare_offsets, rare_codes, rare_rows,
+                                    piece_ends, piece_tokens)
                 for i in range(found):
                     token = piece_tokens[i]
                     _offer(best, back_start, back_piece, back_rank, s, piece_ends[i], token, piece_score[token], k,
@@ -185,8 +185,8 @@ def _heap_pop(heap, size, f):
 
 
 @kernel
-def unigram_nbest_astar(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-                        child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, k):
+def unigram_nbest_astar(values, offsets, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_score,
+                        unk_score, unk_id, k):
     """:func:`unigram_nbest_numba`'s outputs (the same arguments) by SentencePiece's own search:
     its paths in its order, ties included, and its float32 path scores (as float64)."""
     rows = offsets.size - 1
@@ -221,8 +221,8 @@ def unigram_nbest_astar(values, offsets, code_of, root_child, narrow_row, narrow
             room = nodes + n - s + 1  # (at most a piece per end, and the unk candidate)
             start, end, token, score, h = _grow(start, room), _grow(end, room), _grow(token, room), \
                 _grow(score, room), _grow(h, room)
-            found = pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-                                 child_codes, child_nodes, token_of_node, piece_ends, piece_tokens)
+            found = pieces_from(values, lo, n, s, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_ends,
+                                piece_tokens)
             for i in range(found):
                 t = piece_tokens[i]
                 start[nodes], end[nodes], token[nodes], score[nodes] = s, piece_ends[i], t, np.float32(piece_score[t])

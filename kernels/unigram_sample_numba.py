@@ -35,8 +35,8 @@ def _logaddexp(a, b):
 
 
 @kernel
-def unigram_sample_numba(values, starts, lengths, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-                         child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, alpha, uniforms):
+def unigram_sample_numba(values, starts, lengths, code_of, trie, dense, rare_offsets, rare_codes, rare_rows,
+                         piece_score, unk_score, unk_id, alpha, uniforms):
     """A sampled segmentation of every word ``values[starts[w]:starts[w] + lengths[w]]``.
 
     Trie arrays, ``piece_score`` (float64), ``unk_score`` and ``unk_id`` as in
@@ -74,8 +74,8 @@ def unigram_sample_numba(values, starts, lengths, code_of, root_child, narrow_ro
         logz[0] = 0.0
         for s in range(n):
             base = logz[s]
-            found = pieces_from(values, lo, n, s, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-                                child_codes, child_nodes, token_of_node, piece_ends, piece_tokens)
+            found = pieces_from(values, lo, n, s, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_ends,
+                                piece_tokens)
             unk = found == 0 or piece_ends[0] != s + 1  # the unk candidate where no single piece starts
             missing |= unk and unk_id < 0
             for i in range(found + unk):

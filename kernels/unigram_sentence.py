@@ -24,12 +24,12 @@ Memory: 12 bytes per character of the longest row (best score, start, piece), pl
 
 import numpy as np
 from ._numba import kernel
-from .unigram_trie_numba import trie_child, write_best_path
+from .unigram_trie_numba import TOKEN, trie_step, write_best_path
 
 
 @kernel
-def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                  child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes):
+def _sentence_row(values, lo, n, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_score, unk32, unk_id,
+                  threshold, best, start, piece, codes):
     """SentencePiece's Viterbi over ``values[lo:lo + n]``: fills ``start[e]`` and ``piece[e]``
     (the best path's token ending after ``e`` characters) for ``e = 1 .. n``. ``codes``: scratch
     for the characters' alphabet codes (looked up once: each is read by every walk over it)."""
@@ -47,11 +47,14 @@ def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, 
                     best[i] = best[i] - base
             base = np.float32(0.0)
         single = False
-        node = root_child[codes[s]]
+        node = 0  # the root
         end = s
-        while node >= 0:
+        while end < n:
+            node = trie_step(node, codes[end], trie, dense, rare_offsets, rare_codes, rare_rows)
+            if node < 0:
+                break
             end += 1  # the piece of ``node`` covers s .. end
-            token = token_of_node[node]
+            token = trie[node, TOKEN]
             if token >= 0:
                 frontier = max(frontier, end)
                 cand = piece_score[token] + base  # float32 + float32: float32, as in C++
@@ -61,13 +64,6 @@ def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, 
                     piece[end] = token
                 if end == s + 1:
                     single = True
-            if end >= n:
-                break
-            code = codes[end]
-            if code < narrow:
-                node = narrow_table[narrow_row[node] * narrow + code]
-            else:
-                node = trie_child(node, code, child_offsets, child_codes, child_nodes)
         if not single:
             cand = unk32 + base
             if start[s + 1] < 0 or cand > best[s + 1]:
@@ -78,15 +74,13 @@ def _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, 
 
 
 @kernel
-def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-                             child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id, reset_threshold):
+def unigram_sentence_viterbi(values, offsets, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_score,
+                             unk_score, unk_id, reset_threshold):
     """Best segmentation of every row (codepoints ``values[offsets[r]:offsets[r + 1]]``).
 
-    The trie is :class:`gputok.models.unigram.PieceTrie`'s: ``code_of`` (codepoint to alphabet
-    code), ``root_child`` (root's child per code), the other nodes' children along codes below
-    ``narrow`` as a dense table (``narrow_table[narrow_row[node] * narrow + code]``) and all of them
-    as sorted child lists (``child_offsets``, ``child_codes``, ``child_nodes``), ``token_of_node``
-    (-1: no piece ends there).
+    The trie is :class:`gputok.models.unigram.PieceTrie`'s ``walk_arrays``: ``code_of`` (codepoint
+    to alphabet code), the double array's rows ``trie`` for the codes below ``dense`` and the rare
+    edges (``rare_offsets``, ``rare_codes``, ``rare_rows``) for the others (``unigram_trie_numba``).
 
     ``piece_score``: float32 per piece id (SentencePiece's candidate score), ``unk_score`` the unk
     candidate's, ``reset_threshold`` SentencePiece's re-centering bound (1e5). Returns
@@ -110,8 +104,8 @@ def unigram_sentence_viterbi(values, offsets, code_of, root_child, narrow_row, n
     for r in range(rows):
         lo = offsets[r]
         n = offsets[r + 1] - lo
-        _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                      child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
+        _sentence_row(values, lo, n, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_score, unk32,
+                      unk_id, threshold, best, start, piece, codes)
         count = write_best_path(start, piece, n, ids, ends, written)
         counts[r] = count
         written += count
@@ -133,9 +127,8 @@ def sentence_sizes(word_starts, word_ends, sentence_words):
 
 
 @kernel
-def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, code_of, root_child, narrow_row,
-                             narrow_table, narrow, child_offsets, child_codes, child_nodes, token_of_node, piece_score,
-                             unk_score, unk_id, reset_threshold):
+def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, code_of, trie, dense, rare_offsets,
+                             rare_codes, rare_rows, piece_score, unk_score, unk_id, reset_threshold):
     """SentencePiece's segmentation of each sentence, its tokens cut at the sentence's words: the
     CPU path of ``Unigram.encode_in_context`` in SentencePiece mode.
 
@@ -168,8 +161,8 @@ def unigram_sentences_encode(values, word_starts, word_ends, sentence_words, cod
             continue
         lo = word_starts[first]
         n = word_ends[last - 1] - lo
-        _sentence_row(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                      child_nodes, token_of_node, piece_score, unk32, unk_id, threshold, best, start, piece, codes)
+        _sentence_row(values, lo, n, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_score, unk32,
+                      unk_id, threshold, best, start, piece, codes)
         written = cut_best_path(start, piece, n, lo, first, word_starts, word_ends, path, ids, ends, offsets[1:],
                                 written)
     for w in range(num_words):

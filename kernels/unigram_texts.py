@@ -9,8 +9,8 @@ of its character's UTF-8 bytes). The arithmetic is the twin's, step for step: a 
 strictly greater, starts are visited in order, the unk candidate (``unk_score``) where no
 single-character piece starts; so the ids are the CPU path's (``Tokenizer.from_sentencepiece``'s
 Unigram pipeline runs its Viterbi over each whole text). The piece trie is the twin's
-(``PieceTrie.walk_arrays``: the root's children by code, the dense table for the common codes,
-binary search in the sorted child lists for the others).
+(``PieceTrie.walk_arrays``: ``code_of``, the double array's rows and the rare edges,
+``unigram_trie_numba``).
 
 The lanes of a block walk their texts' start positions together (position ``s`` of every text at
 once); at each, a lane walks the trie from ``s`` (the block steps as long as its longest match).
@@ -32,27 +32,28 @@ import triton.language as tl
 
 
 @triton.jit
-def _trie_step(node, code, walking, narrow_row_ptr, narrow_table_ptr, narrow, child_offsets_ptr, child_codes_ptr,
-               child_nodes_ptr):
-    """Each walking lane's child of ``node`` along ``code`` (-1: none): the dense table for codes
-    below ``narrow``, else binary search in the node's sorted child list (``unigram_trie_numba.trie_child``)."""
-    dense = walking & (code < narrow)
-    row = tl.load(narrow_row_ptr + node, mask=dense, other=0).to(tl.int64)
-    child = tl.load(narrow_table_ptr + row * narrow + code, mask=dense, other=-1).to(tl.int64)
-    listed = walking & ~dense
-    lo = tl.load(child_offsets_ptr + node, mask=listed, other=0)
-    end = tl.load(child_offsets_ptr + node + 1, mask=listed, other=0)
+def _trie_step(node, code, walking, trie_ptr, dense, rare_offsets_ptr, rare_codes_ptr, rare_rows_ptr):
+    """Each walking lane's child of ``node`` along ``code`` (-1: none): from the root or along a
+    code below ``dense``, the double array's row ``base + code`` if its check is ``node``, else
+    binary search in the node's sorted rare edges (``unigram_trie_numba.rare_child``)."""
+    arrayed = walking & ((code < dense) | (node == 0))
+    child = tl.load(trie_ptr + 4 * node + 1, mask=arrayed, other=0).to(tl.int64) + code
+    check = tl.load(trie_ptr + 4 * child, mask=arrayed, other=-1).to(tl.int64)
+    child = tl.where(check == node, child, -1)
+    listed = walking & ~arrayed
+    lo = tl.load(rare_offsets_ptr + node, mask=listed, other=0)
+    end = tl.load(rare_offsets_ptr + node + 1, mask=listed, other=0)
     hi = end
     searching = listed & (lo < hi)
     while tl.max(searching.to(tl.int32), 0) > 0:
         mid = (lo + hi) >> 1
-        below = searching & (tl.load(child_codes_ptr + mid, mask=searching, other=0) < code)
+        below = searching & (tl.load(rare_codes_ptr + mid, mask=searching, other=0) < code)
         lo = tl.where(below, mid + 1, lo)
         hi = tl.where(searching & ~below, mid, hi)
         searching = searching & (lo < hi)
     hit = listed & (lo < end)
-    hit = hit & (tl.load(child_codes_ptr + lo, mask=hit, other=-1) == code)
-    child = tl.where(listed, tl.where(hit, tl.load(child_nodes_ptr + lo, mask=hit, other=-1), -1), child)
+    hit = hit & (tl.load(rare_codes_ptr + lo, mask=hit, other=-1) == code)
+    child = tl.where(listed, tl.where(hit, tl.load(rare_rows_ptr + lo, mask=hit, other=-1), -1), child)
     return tl.where(walking, child, -1)
 
 
@@ -64,13 +65,12 @@ def _word_start(values_ptr, lo, at, ok, mark):
     return (at == 0) | (later & (c == mark))  # mark -1: no character
 
 
-@triton.jit(do_not_specialize=["texts", "narrow", "unk_id", "unk_score", "threshold", "mark", "byte_fallback",
+@triton.jit(do_not_specialize=["texts", "dense", "unk_id", "unk_score", "threshold", "mark", "byte_fallback",
                                "per_place"])
-def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, root_child_ptr, narrow_row_ptr,
-                          narrow_table_ptr, child_offsets_ptr, child_codes_ptr, child_nodes_ptr, token_of_node_ptr,
-                          piece_score_ptr, byte_ids_ptr, best_ptr, start_ptr, piece_ptr, tokens_ptr, piece_starts_ptr,
-                          counts_ptr, texts, narrow, unk_id, unk_score, threshold, mark, byte_fallback, per_place,
-                          EXPAND: tl.constexpr, BLOCK: tl.constexpr):
+def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, trie_ptr, rare_offsets_ptr,
+                          rare_codes_ptr, rare_rows_ptr, piece_score_ptr, byte_ids_ptr, best_ptr, start_ptr, piece_ptr,
+                          tokens_ptr, piece_starts_ptr, counts_ptr, texts, dense, unk_id, unk_score, threshold, mark,
+                          byte_fallback, per_place, EXPAND: tl.constexpr, BLOCK: tl.constexpr):
     text = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = text < texts
     lo = EXPAND * tl.load(offsets_ptr + text, mask=inside, other=0) + 2 * text
@@ -98,13 +98,15 @@ def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, roo
         base = tl.where(recentre, 0.0, base)
 
         c = tl.load(values_ptr + lo + s, mask=active, other=0)
-        node = tl.load(root_child_ptr + tl.load(code_of_ptr + c, mask=active, other=0), mask=active, other=-1)
+        code = tl.load(code_of_ptr + c, mask=active, other=0).to(tl.int64)
+        node = _trie_step(tl.zeros([BLOCK], dtype=tl.int64), code, active, trie_ptr, dense, rare_offsets_ptr,
+                          rare_codes_ptr, rare_rows_ptr)  # from the root, row 0
         end = tl.zeros([BLOCK], dtype=tl.int64) + s
         single = tl.zeros([BLOCK], dtype=tl.int1)
         walking = active & (node >= 0)
         while tl.max(walking.to(tl.int32), 0) > 0:
             end = tl.where(walking, end + 1, end)  # the piece of ``node`` covers s .. end
-            token = tl.load(token_of_node_ptr + node, mask=walking, other=-1)
+            token = tl.load(trie_ptr + 4 * node + 2, mask=walking, other=-1)
             has = walking & (token >= 0)
             frontier = tl.where(has, tl.maximum(frontier, end), frontier)
             cand = tl.load(piece_score_ptr + token, mask=has, other=0.0) + base  # float32, as in C++
@@ -118,8 +120,7 @@ def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, roo
             walking = walking & (end < n)
             c = tl.load(values_ptr + lo + end, mask=walking, other=0)
             code = tl.load(code_of_ptr + c, mask=walking, other=0).to(tl.int64)
-            node = _trie_step(node, code, walking, narrow_row_ptr, narrow_table_ptr, narrow, child_offsets_ptr,
-                              child_codes_ptr, child_nodes_ptr)
+            node = _trie_step(node, code, walking, trie_ptr, dense, rare_offsets_ptr, rare_codes_ptr, rare_rows_ptr)
             walking = walking & (node >= 0)
         unk = active & ~single
         cand = unk32 + base
@@ -176,9 +177,8 @@ def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, roo
 
 
 def unigram_texts_triton(values: torch.Tensor, offsets: torch.Tensor, lengths: torch.Tensor, *, expand: int,
-                         code_of: torch.Tensor, root_child: torch.Tensor, narrow_row: torch.Tensor,
-                         narrow_table: torch.Tensor, narrow: int, child_offsets: torch.Tensor,
-                         child_codes: torch.Tensor, child_nodes: torch.Tensor, token_of_node: torch.Tensor,
+                         code_of: torch.Tensor, trie: torch.Tensor, dense: int, rare_offsets: torch.Tensor,
+                         rare_codes: torch.Tensor, rare_rows: torch.Tensor,
                          piece_score: torch.Tensor, byte_ids: torch.Tensor, unk_id: int, unk_score: float,
                          reset_threshold: float, mark: int, byte_fallback: bool
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -199,8 +199,8 @@ def unigram_texts_triton(values: torch.Tensor, offsets: torch.Tensor, lengths: t
     if texts:
         block = 64  # as the other per-text kernels (a block runs as long as its longest text)
         _unigram_texts_kernel[(triton.cdiv(texts, block),)](
-            values, offsets, lengths, code_of, root_child, narrow_row, narrow_table, child_offsets, child_codes,
-            child_nodes, token_of_node, piece_score, byte_ids, best, start, piece, tokens, piece_starts, counts, texts,
-            narrow, unk_id, unk_score, reset_threshold, mark, int(byte_fallback), per_place, EXPAND=expand,
+            values, offsets, lengths, code_of, trie, rare_offsets, rare_codes, rare_rows, piece_score, byte_ids, best,
+            start, piece, tokens, piece_starts, counts, texts, dense, unk_id, unk_score, reset_threshold, mark,
+            int(byte_fallback), per_place, EXPAND=expand,
             BLOCK=block)
     return tokens, piece_starts, counts

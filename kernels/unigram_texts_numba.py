@@ -38,10 +38,9 @@ _NO_INDEX = np.zeros(0, np.int64)
 @kernel
 def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
                  rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
-                 suffix_code, mark, split, sentences_are_texts, code_of, root_child, narrow_row, narrow_table, narrow,
-                 child_offsets, child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id,
-                 reset_threshold, byte_ids, byte_fallback, score64, max_abs, whole_chars, max_cached, full_misses,
-                 slot_ints, store, used, with_spans):
+                 suffix_code, mark, split, sentences_are_texts, code_of, trie, dense, rare_offsets, rare_codes,
+                 rare_rows, piece_score, unk_score, unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs,
+                 whole_chars, max_cached, full_misses, slot_ints, store, used, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths. ``charsmap``:
     whether there is a charsmap (its rules: ``charsmap_rewrite_numba``'s arrays); ``suffix_code``:
     the dummy suffix's codepoint (-1: none); ``mark``/``split``: the Metaspace split;
@@ -56,10 +55,10 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
         rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces,
         suffix_code, mark, split, False, with_spans)
     sentences = word_offsets if sentences_are_texts else np.arange(starts.size + 1)
-    ids, piece_ends, token_offsets = segment_cached(
-        text, starts, ends, sentences, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-        child_codes, child_nodes, token_of_node, piece_score, score64, unk_score, unk_id, reset_threshold, max_abs,
-        whole_chars, max_cached, full_misses, slot_ints, store, used)
+    ids, piece_ends, token_offsets = segment_cached(text, starts, ends, sentences, code_of, trie, dense, rare_offsets,
+                                                    rare_codes, rare_rows, piece_score, score64, unk_score, unk_id,
+                                                    reset_threshold, max_abs, whole_chars, max_cached, full_misses,
+                                                    slot_ints, store, used)
     missing = False
     if unk_id < 0:
         for t in range(ids.size):
@@ -79,19 +78,18 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
 @kernel
 def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
                         key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
-                        escape_whitespaces, suffix_code, mark, split, sentences_are_texts, code_of, root_child,
-                        narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes, token_of_node,
-                        piece_score, unk_score, unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs,
-                        whole_chars, max_cached, full_misses, slot_ints, store, used, max_length, strategy, stride,
-                        item_seq, item_id, item_type, min_width, multiple, left, pad_id, with_types):
+                        escape_whitespaces, suffix_code, mark, split, sentences_are_texts, code_of, trie, dense,
+                        rare_offsets, rare_codes, rare_rows, piece_score, unk_score, unk_id, reset_threshold, byte_ids,
+                        byte_fallback, score64, max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used,
+                        max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple, left, pad_id,
+                        with_types):
     """``encode_texts`` then ``cells_numba.padded_cells``: (cells, error)."""
     ids, offsets, _, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
                                       key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
                                       remove_extra_whitespaces, escape_whitespaces, suffix_code, mark, split,
-                                      sentences_are_texts, code_of, root_child, narrow_row, narrow_table, narrow,
-                                      child_offsets, child_codes, child_nodes, token_of_node, piece_score, unk_score,
-                                      unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs, whole_chars,
-                                      max_cached, full_misses, slot_ints, store, used, False)
+                                      sentences_are_texts, code_of, trie, dense, rare_offsets, rare_codes, rare_rows,
+                                      piece_score, unk_score, unk_id, reset_threshold, byte_ids, byte_fallback, score64,
+                                      max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used, False)
     return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple,
                         left, pad_id, with_types)
 
@@ -99,17 +97,15 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
 @kernel
 def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
                         key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
-                        escape_whitespaces, suffix_code, mark, split, sentences_are_texts, code_of, root_child,
-                        narrow_row, narrow_table, narrow, child_offsets, child_codes, child_nodes, token_of_node,
-                        piece_score, unk_score, unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs,
-                        whole_chars, max_cached, full_misses, slot_ints, store, used, max_length, strategy, stride,
-                        item_seq, item_id, item_type, with_types):
+                        escape_whitespaces, suffix_code, mark, split, sentences_are_texts, code_of, trie, dense,
+                        rare_offsets, rare_codes, rare_rows, piece_score, unk_score, unk_id, reset_threshold, byte_ids,
+                        byte_fallback, score64, max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used,
+                        max_length, strategy, stride, item_seq, item_id, item_type, with_types):
     """``encode_texts`` then ``cells_numba.ragged_cells``: (cells, row_offsets, error)."""
     ids, offsets, _, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
                                       key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
                                       remove_extra_whitespaces, escape_whitespaces, suffix_code, mark, split,
-                                      sentences_are_texts, code_of, root_child, narrow_row, narrow_table, narrow,
-                                      child_offsets, child_codes, child_nodes, token_of_node, piece_score, unk_score,
-                                      unk_id, reset_threshold, byte_ids, byte_fallback, score64, max_abs, whole_chars,
-                                      max_cached, full_misses, slot_ints, store, used, False)
+                                      sentences_are_texts, code_of, trie, dense, rare_offsets, rare_codes, rare_rows,
+                                      piece_score, unk_score, unk_id, reset_threshold, byte_ids, byte_fallback, score64,
+                                      max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used, False)
     return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)

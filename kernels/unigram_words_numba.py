@@ -3,9 +3,8 @@
 
 Reference: ``gputok.models.unigram.Unigram.segment`` (the lattice of ``Unigram.lattice`` and
 ``unigram_viterbi_torch``): same ids, ends, counts and margins. Per word, start positions in
-order; from each, the trie walk (``PieceTrie``'s narrow table for the 32 commonest following
-characters, else a binary search in the node's sorted child list, as ``unigram_sentence``) offers
-every piece that starts there to the node after it, which takes it if it has none yet or the
+order; from each, the trie walk (``PieceTrie.rows``, the double array of ``unigram_trie_numba``)
+offers every piece that starts there to the node after it, which takes it if it has none yet or the
 candidate (``best[start] + score``, float64) is strictly greater; a start no single-character
 piece covers offers the unk candidate (``unk_score``). Each node also keeps its runner-up, for the
 word's margin (the smallest gap between best and runner-up at any node; inf if none had two).
@@ -16,12 +15,12 @@ token, 8 per word).
 import numpy as np
 
 from ._numba import inlined, kernel
-from .unigram_trie_numba import trie_child, write_best_path
+from .unigram_trie_numba import TOKEN, trie_step, write_best_path
 
 
 @inlined
-def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets, child_codes,
-                 child_nodes, token_of_node, piece_score, unk_score, unk_id, best, second, start, piece, codes):
+def word_viterbi(values, lo, n, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_score, unk_score,
+                 unk_id, best, second, start, piece, codes):
     """The float64 Viterbi of the word ``values[lo:lo + n]`` into the scratch arrays (``start[e]``,
     ``piece[e]``: the best piece into node ``e``, ``best[e]`` its path's score). Returns the word's
     margin and whether it needed an unk candidate while ``unk_id`` is -1."""
@@ -35,11 +34,14 @@ def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, n
     for s in range(n):
         base = best[s]
         single = False
-        node = root_child[codes[s]]
+        node = 0  # the root
         end = s
-        while node >= 0:
+        while end < n:
+            node = trie_step(node, codes[end], trie, dense, rare_offsets, rare_codes, rare_rows)
+            if node < 0:
+                break
             end += 1  # the piece of ``node`` covers s .. end
-            token = token_of_node[node]
+            token = trie[node, TOKEN]
             if token >= 0:
                 cand = base + piece_score[token]
                 if start[end] < 0:
@@ -55,13 +57,6 @@ def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, n
                     second[end] = max(second[end], cand)
                 if end == s + 1:
                     single = True
-            if end >= n:
-                break
-            code = codes[end]
-            if code < narrow:
-                node = narrow_table[narrow_row[node] * narrow + code]
-            else:
-                node = trie_child(node, code, child_offsets, child_codes, child_nodes)
         if not single:
             missing |= unk_id < 0
             cand = base + unk_score
@@ -83,8 +78,8 @@ def word_viterbi(values, lo, n, code_of, root_child, narrow_row, narrow_table, n
 
 
 @kernel
-def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row, narrow_table, narrow, child_offsets,
-                        child_codes, child_nodes, token_of_node, piece_score, unk_score, unk_id):
+def unigram_words_numba(values, starts, lengths, code_of, trie, dense, rare_offsets, rare_codes, rare_rows, piece_score,
+                        unk_score, unk_id):
     """Best segmentation of every word ``values[starts[w]:starts[w] + lengths[w]]``.
 
     The trie arrays are :class:`gputok.models.unigram.PieceTrie`'s (see
@@ -113,9 +108,9 @@ def unigram_words_numba(values, starts, lengths, code_of, root_child, narrow_row
     written = 0
     for w in range(words):
         n = lengths[w]
-        margin[w], unk_missing = word_viterbi(values, starts[w], n, code_of, root_child, narrow_row, narrow_table,
-                                              narrow, child_offsets, child_codes, child_nodes, token_of_node,
-                                              piece_score, unk_score, unk_id, best, second, start, piece, codes)
+        margin[w], unk_missing = word_viterbi(values, starts[w], n, code_of, trie, dense, rare_offsets, rare_codes,
+                                              rare_rows, piece_score, unk_score, unk_id, best, second, start, piece,
+                                              codes)
         missing |= unk_missing
         written += write_best_path(start, piece, n, ids, ends, written)
         offsets[w + 1] = written

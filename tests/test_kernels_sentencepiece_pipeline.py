@@ -39,6 +39,7 @@ from gputok.kernels.word_split_numba import (
     split_before_runs,
     whole_texts,
 )
+from gputok.models import unigram
 from gputok.models.unigram import SCORE_RESET_THRESHOLD
 
 ODD = ["", "x", " ", "  Hello   world  ", "\u1100\u1161\u11a8 e\u0301 \u1112\u1161\u11ab", "ﷺ ok", "▁▁ a▁ ",
@@ -143,11 +144,17 @@ def _twin_tokens(text, text_offsets, trie, score32, unk_score, unk_id, threshold
     return [ids[offsets[word_offsets[t]]:offsets[word_offsets[t + 1]]].tolist() for t in range(len(text_offsets) - 1)]
 
 
-@pytest.mark.parametrize(("byte_fallback", "threshold"), [(False, SCORE_RESET_THRESHOLD), (True, 30.0)])
-def test_unigram_texts_equal_twin(texts, rules, sp_test_tokenizer, byte_fallback, threshold):
+@pytest.mark.parametrize(("byte_fallback", "threshold", "arrayed"),
+                         [(False, SCORE_RESET_THRESHOLD, None), (True, 30.0, None), (False, SCORE_RESET_THRESHOLD, 3)])
+def test_unigram_texts_equal_twin(texts, rules, sp_test_tokenizer, sp_test_model_path, byte_fallback, threshold,
+                                  arrayed, monkeypatch):
     units, offsets = _ragged(texts + ["x" * 300 + " ☃ ☃☃"])  # a text of several re-centrings
     *_, text, text_offsets = _normalized(units, offsets, rules)
     model = sp_test_tokenizer.model
+    if arrayed is not None:  # a trie whose array holds 3 codes below the root: most steps search rare edges
+        monkeypatch.setattr(unigram, "ARRAYED_CODES", arrayed)
+        model = gputok.Tokenizer.from_sentencepiece(sp_test_model_path).model
+        assert model.trie.walk_arrays[2] == arrayed and model.trie.walk_arrays[4].size > 1000
     byte_ids = np.arange(256, dtype=np.int64) + 5000  # any 256 ids: the model has no byte pieces
     want = _twin_tokens(text, text_offsets, model.trie.walk_arrays, model.score32, model.unk_score, model.unk_id,
                         threshold, byte_ids, byte_fallback)

@@ -83,6 +83,7 @@ from ..unicode import MAX_CODEPOINT
 from ..kernels.unigram_finish_numba import unigram_finish_numba
 from ..kernels.unigram_sample_numba import unigram_sample_numba
 from ..kernels.unigram_sentence import unigram_sentence_viterbi
+from ..kernels.unigram_trie_numba import double_array
 from ..kernels.unigram_words_numba import unigram_words_numba
 
 UNK_PENALTY = 10.0
@@ -96,7 +97,10 @@ SCORE_RESET_THRESHOLD = 1e5
 # (Unigram.segment_sentences) without the per-word pass: over a few thousand characters the
 # sentence score is large enough that most near ties need the sentence anyway.
 WHOLE_SENTENCE_CHARS = 4096
-NARROW_CODES = 32  # PieceTrie.narrow_table's width: the codes of the commonest following characters
+# The alphabet codes (the commonest following characters first) the CPU walk's double array holds
+# below the root (PieceTrie.walk_arrays): a node's children along them span at most this many rows,
+# which keeps its build fast and its rows dense on any alphabet; rarer ones are a binary search.
+ARRAYED_CODES = 256
 
 
 def _f32(x: float) -> float:
@@ -193,6 +197,11 @@ class PieceTrie:
     common-code child (``dense`` stays at least 256: ~1 kB per such node); 4.4 MB for the
     codepoint-to-code table.
 
+    The CPU kernels and the Triton twin walk the same trie as a double array instead
+    (:attr:`walk_arrays`, made on first use from the edges by ``unigram_trie_numba.double_array``):
+    a step along one of the commonest following characters is two loads from one table of 16 bytes
+    per node, one along a rarer character a binary search in the node's sorted rare edges.
+
     >>> t = PieceTrie({"ab": 7, "a": 3, "b": 5})
     >>> a = t.root_child[t.code_of[ord("a")]]
     >>> t.token_of_node[a].item(), t.token_of_node[t.table[t.row_base[a] + t.code_of[ord("b")]]].item()
@@ -252,23 +261,10 @@ class PieceTrie:
         rare = ~at_root & (label >= dense)
         self.rare_keys, by_key = torch.sort(parent[rare] * codes + label[rare])
         self.rare_child = child[rare][by_key]
-        # The non-root edges again as sorted child lists per node (CSR: ``child_offsets``, codes
-        # ``child_codes``, nodes ``child_nodes``), for the sequential sentence kernel: a few kB
-        # per thousand pieces that stay in cache, where the dense table's random rows do not.
-        inner_edge = ~at_root
-        by_parent = torch.argsort(parent[inner_edge] * codes + label[inner_edge])
-        self.child_codes = label[inner_edge][by_parent].int()
-        self.child_nodes = child[inner_edge][by_parent]
-        self.child_offsets = offsets_from_lengths(torch.bincount(parent[inner_edge], minlength=len(tokens)))
-        # The children along the 32 most frequent following characters also as a small dense
-        # table (``narrow_row[node] * 32 + code``; row 0 all -1): ~1.6 MB for the 8k test model,
-        # half the walk's time of the binary search on English.
-        narrow = inner_edge & (label < NARROW_CODES)
-        has_row = torch.zeros(len(tokens), dtype=torch.bool)
-        has_row[parent[narrow]] = True
-        self.narrow_row = torch.where(has_row, torch.cumsum(has_row, 0), 0).int()
-        self.narrow_table = torch.full(((int(has_row.sum()) + 1) * NARROW_CODES,), -1, dtype=torch.int32)
-        self.narrow_table[self.narrow_row[parent[narrow]].long() * NARROW_CODES + label[narrow]] = child[narrow].int()
+        # Every edge (the root's too) as sorted child lists per node (CSR), for the double array.
+        by_parent = torch.argsort(parent * codes + label)
+        self.edge_codes, self.edge_nodes = label[by_parent], child[by_parent]
+        self.edge_offsets = offsets_from_lengths(torch.bincount(parent, minlength=len(tokens)))
         self._on: dict = {}
         self._rare_on: dict = {}
 
@@ -279,15 +275,21 @@ class PieceTrie:
 
     @property
     def walk_arrays(self) -> tuple:
-        """The numpy views the numba kernels walk the trie with (``code_of, root_child,
-        narrow_row, narrow_table, NARROW_CODES, child_offsets, child_codes, child_nodes,
-        token_of_node``; see ``gputok.kernels.unigram_sentence``)."""
+        """What the numba kernels and their Triton twin walk the trie with, as numpy arrays made
+        on first use: ``(code_of, trie, dense, rare_offsets, rare_codes, rare_rows)``, the
+        codepoint-to-code table, the double array's int32 ``[rows, 4]`` rows, the codes it holds
+        below the root, and the other edges by row (see ``gputok.kernels.unigram_trie_numba``)."""
         arrays = self.__dict__.get("_walk_arrays")
         if arrays is None:
-            arrays = self.__dict__["_walk_arrays"] = (
-                self.code_of.numpy(), self.root_child.numpy(), self.narrow_row.numpy(), self.narrow_table.numpy(),
-                NARROW_CODES, self.child_offsets.numpy(), self.child_codes.numpy(), self.child_nodes.numpy(),
-                self.token_of_node.numpy())
+            offsets = self.edge_offsets.numpy()
+            children = np.diff(offsets)
+            widest_first = np.argsort(-children, kind="stable")[:np.count_nonzero(children)]
+            check, base, token, *rare = double_array(offsets, self.edge_codes.numpy(), self.edge_nodes.numpy(),
+                                                     self.token_of_node.numpy(), self.codes, ARRAYED_CODES,
+                                                     widest_first)
+            rows = np.zeros((check.size, 4), np.int32)  # the fourth column pads a row to 16 bytes
+            rows[:, 0], rows[:, 1], rows[:, 2] = check, base, token
+            arrays = self.__dict__["_walk_arrays"] = (self.code_of.numpy(), rows, ARRAYED_CODES, *rare)
         return arrays
 
     def tensors(self, device: torch.device) -> tuple[torch.Tensor, ...]:
