@@ -245,9 +245,9 @@ def _unigram_tables(model, device: torch.device) -> dict:
         code_of, trie, dense, rare_offsets, rare_codes, rare_rows = model.trie.walk_arrays
         on = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(device)  # noqa: E731
         return dict(code_of=on(code_of), trie=on(trie), dense=int(dense), rare_offsets=on(rare_offsets),
-                    rare_codes=on(rare_codes), rare_rows=on(rare_rows), piece_score=on(model.score32), byte_ids=model.byte_ids.to(device), unk_id=model.unk_id,
-                    unk_score=float(model.unk_score), reset_threshold=float(SCORE_RESET_THRESHOLD),
-                    byte_fallback=bool(model.byte_fallback))
+                    rare_codes=on(rare_codes), rare_rows=on(rare_rows), piece_score=on(model.score32),
+                    byte_ids=model.byte_ids.to(device), unk_id=model.unk_id, unk_score=float(model.unk_score),
+                    reset_threshold=float(SCORE_RESET_THRESHOLD), byte_fallback=bool(model.byte_fallback))
 
     return _on_device(model, device, make)
 

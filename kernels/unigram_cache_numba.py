@@ -40,7 +40,7 @@ _ROUNDING = 2.0 ** -23
 
 
 # The cache's steps allocate nothing and are compiled without numba's reference counts
-# (_numba.uncounted; see unigram_trie_numba's notes): the counts left around their calls were ~4%
+# (_numba.uncounted; see unigram_trie_numba.first_at_least): the counts left around their calls were ~4%
 # of this kernel's perf samples, ~2% after, and segment_cached went from 19.8-20.9 to 18.3-20.4 ns
 # per character (benchmarks/unigram_profile.py --batch-size 512, alternated).
 @uncounted

@@ -13,8 +13,9 @@ code`` if ``trie[child, CHECK] == node``, else there is none; along a rarer code
 binary search in the node's sorted rare edges (``rare_offsets[node]`` .. ``rare_offsets[node +
 1]`` of ``rare_codes`` and ``rare_rows``). ``trie[node, TOKEN]`` is the piece that ends at the node
 (-1: none); the fourth column pads a row to 16 bytes, so that no row crosses a cache line. A row
-whose ``CHECK`` is -1 is free or holds a node reached by a rare edge (no step finds it by its
-``CHECK``), and the table runs ``codes`` rows past the last node, so every step reads inside it.
+whose ``CHECK`` is -1 is free, the root's, or holds a node reached by a rare edge (no step finds it
+by its ``CHECK``), and the table runs ``codes`` rows past the last node, so every step reads inside
+it.
 Code 0 has no child anywhere: codes start at 1.
 
 Why: a step is two loads from one small table (the 8k test model: 21,209 rows for 20,239 nodes,
@@ -73,8 +74,8 @@ def double_array(edge_offsets, edge_codes, edge_nodes, token_of_node, codes, den
     where all of them are free; the candidates are the free rows in order
     (``_free_at_or_after``), so the scan skips the used ones. A block of children needs no row
     for its parent (the parent's row goes into the children's ``CHECK`` at the end), so the
-    blocks go widest first, while the table is empty, and the narrow ones fill the holes; the
-    children along rare codes then take the free rows left, one each."""
+    blocks go in ``order``: the largest first, while the table is empty, and the small ones fill
+    the holes; the children along rare codes then take the free rows left, one each."""
     nodes = edge_offsets.size - 1
     capacity = nodes + codes + 1
     nothing = np.empty(0, np.int64)

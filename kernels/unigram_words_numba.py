@@ -3,7 +3,7 @@
 
 Reference: ``gputok.models.unigram.Unigram.segment`` (the lattice of ``Unigram.lattice`` and
 ``unigram_viterbi_torch``): same ids, ends, counts and margins. Per word, start positions in
-order; from each, the trie walk (``PieceTrie.rows``, the double array of ``unigram_trie_numba``)
+order; from each, the trie walk (``PieceTrie.walk_arrays``, the double array of ``unigram_trie_numba``)
 offers every piece that starts there to the node after it, which takes it if it has none yet or the
 candidate (``best[start] + score``, float64) is strictly greater; a start no single-character
 piece covers offers the unk candidate (``unk_score``). Each node also keeps its runner-up, for the

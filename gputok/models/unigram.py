@@ -283,10 +283,10 @@ class PieceTrie:
         if arrays is None:
             offsets = self.edge_offsets.numpy()
             children = np.diff(offsets)
-            widest_first = np.argsort(-children, kind="stable")[:np.count_nonzero(children)]
+            most_children_first = np.argsort(-children, kind="stable")[:np.count_nonzero(children)]
             check, base, token, *rare = double_array(offsets, self.edge_codes.numpy(), self.edge_nodes.numpy(),
                                                      self.token_of_node.numpy(), self.codes, ARRAYED_CODES,
-                                                     widest_first)
+                                                     most_children_first)
             rows = np.zeros((check.size, 4), np.int32)  # the fourth column pads a row to 16 bytes
             rows[:, 0], rows[:, 1], rows[:, 2] = check, base, token
             arrays = self.__dict__["_walk_arrays"] = (self.code_of.numpy(), rows, ARRAYED_CODES, *rare)
