@@ -15,6 +15,8 @@ kernel's lanes as numpy vectors, a few ms per step) and random Unicode. The Trit
 texts apart (upper-bound regions), so each is compared after cutting it out.
 """
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -146,14 +148,14 @@ def _twin_tokens(text, text_offsets, trie, score32, unk_score, unk_id, threshold
 
 @pytest.mark.parametrize(("byte_fallback", "threshold", "arrayed"),
                          [(False, SCORE_RESET_THRESHOLD, None), (True, 30.0, None), (False, SCORE_RESET_THRESHOLD, 3)])
-def test_unigram_texts_equal_twin(texts, rules, sp_test_tokenizer, sp_test_model_path, byte_fallback, threshold,
-                                  arrayed, monkeypatch):
+def test_unigram_texts_equal_twin(texts, rules, sp_test_tokenizer, byte_fallback, threshold, arrayed):
     units, offsets = _ragged(texts + ["x" * 300 + " ☃ ☃☃"])  # a text of several re-centrings
     *_, text, text_offsets = _normalized(units, offsets, rules)
     model = sp_test_tokenizer.model
     if arrayed is not None:  # a trie whose array holds 3 codes below the root: most steps search rare edges
-        monkeypatch.setattr(unigram, "ARRAYED_CODES", arrayed)
-        model = gputok.Tokenizer.from_sentencepiece(sp_test_model_path).model
+        model = copy.copy(model)
+        model.trie = unigram.PieceTrie({p: i for i, (p, t) in enumerate(zip(model.pieces, model.types))
+                                        if p and t in (unigram.NORMAL, unigram.USER_DEFINED)}, arrayed=arrayed)
         assert model.trie.walk_arrays[2] == arrayed and model.trie.walk_arrays[4].size > 1000
     byte_ids = np.arange(256, dtype=np.int64) + 5000  # any 256 ids: the model has no byte pieces
     want = _twin_tokens(text, text_offsets, model.trie.walk_arrays, model.score32, model.unk_score, model.unk_id,

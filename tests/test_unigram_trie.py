@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from gputok.kernels.unigram_trie_numba import BASE, CHECK, pieces_from
-from gputok.models import unigram
 from gputok.models.unigram import PieceTrie
 
 ALPHABET = "abcdefgh▁" + "".join(chr(0x4E00 + i) for i in range(40)) + "😀é"
@@ -26,11 +25,10 @@ def _pieces(rng: random.Random, count: int) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("arrayed", [1, 3, 8, 256])
-def test_pieces_from_finds_every_piece_at_every_start(arrayed, monkeypatch):
-    monkeypatch.setattr(unigram, "ARRAYED_CODES", arrayed)
+def test_pieces_from_finds_every_piece_at_every_start(arrayed):
     rng = random.Random(arrayed)
     pieces = _pieces(rng, 3000)
-    walk = PieceTrie(pieces).walk_arrays
+    walk = PieceTrie(pieces, arrayed=arrayed).walk_arrays
     code_of, trie, dense, rare_offsets, rare_codes, rare_rows = walk
     assert dense == arrayed
     if arrayed < 8:

@@ -198,7 +198,7 @@ class PieceTrie:
     codepoint-to-code table.
 
     The CPU kernels and the Triton twin walk the same trie as a double array instead
-    (:attr:`walk_arrays`, made on first use from the edges by ``unigram_trie_numba.double_array``):
+    (:attr:`walk_arrays`, built from the edges by ``unigram_trie_numba.double_array``):
     a step along one of the commonest following characters is two loads from one table of 16 bytes
     per node, one along a rarer character a binary search in the node's sorted rare edges.
 
@@ -208,8 +208,9 @@ class PieceTrie:
     (3, 7)
     """
 
-    def __init__(self, pieces: dict[str, int], *, dense: int | None = None) -> None:
-        """``dense``: the number of codes in the table (default: as many as fit in 32 MB, at least 256)."""
+    def __init__(self, pieces: dict[str, int], *, dense: int | None = None, arrayed: int | None = None) -> None:
+        """``dense``: the number of codes in the table (default: as many as fit in 32 MB, at least 256);
+        ``arrayed``: the codes the double array holds below the root (default ``ARRAYED_CODES``)."""
         # Only characters after a piece's first one are ever read by a non-root step: they take
         # the small codes, most frequent first; characters that only start pieces come after.
         inner: dict[str, int] = {}
@@ -261,10 +262,19 @@ class PieceTrie:
         rare = ~at_root & (label >= dense)
         self.rare_keys, by_key = torch.sort(parent[rare] * codes + label[rare])
         self.rare_child = child[rare][by_key]
-        # Every edge (the root's too) as sorted child lists per node (CSR), for the double array.
+        # The double array (see walk_arrays), from every edge (the root's too) as sorted child lists
+        # per node; built here, so that it is pickled, and disk-cached, with the tokenizer.
         by_parent = torch.argsort(parent * codes + label)
-        self.edge_codes, self.edge_nodes = label[by_parent], child[by_parent]
-        self.edge_offsets = offsets_from_lengths(torch.bincount(parent, minlength=len(tokens)))
+        edge_offsets = offsets_from_lengths(torch.bincount(parent, minlength=len(tokens))).numpy()
+        children = np.diff(edge_offsets)
+        most_children_first = np.argsort(-children, kind="stable")[:np.count_nonzero(children)]
+        self.arrayed = ARRAYED_CODES if arrayed is None else arrayed
+        check, base, token, *rare = double_array(edge_offsets, label[by_parent].numpy(), child[by_parent].numpy(),
+                                                 self.token_of_node.numpy(), codes, self.arrayed, most_children_first)
+        rows = np.zeros((check.size, 4), np.int32)  # the fourth column pads a row to 16 bytes
+        rows[:, 0], rows[:, 1], rows[:, 2] = check, base, token
+        self.rows = torch.from_numpy(rows)
+        self.rare_offsets, self.rare_codes, self.rare_rows = (torch.from_numpy(a) for a in rare)
         self._on: dict = {}
         self._rare_on: dict = {}
 
@@ -275,21 +285,15 @@ class PieceTrie:
 
     @property
     def walk_arrays(self) -> tuple:
-        """What the numba kernels and their Triton twin walk the trie with, as numpy arrays made
-        on first use: ``(code_of, trie, dense, rare_offsets, rare_codes, rare_rows)``, the
-        codepoint-to-code table, the double array's int32 ``[rows, 4]`` rows, the codes it holds
-        below the root, and the other edges by row (see ``gputok.kernels.unigram_trie_numba``)."""
+        """What the numba kernels and their Triton twin walk the trie with, as numpy views:
+        ``(code_of, trie, dense, rare_offsets, rare_codes, rare_rows)``, the codepoint-to-code
+        table, the double array's int32 ``[rows, 4]`` rows, the codes it holds below the root
+        (``arrayed``), and the other edges by row (see ``gputok.kernels.unigram_trie_numba``)."""
         arrays = self.__dict__.get("_walk_arrays")
         if arrays is None:
-            offsets = self.edge_offsets.numpy()
-            children = np.diff(offsets)
-            most_children_first = np.argsort(-children, kind="stable")[:np.count_nonzero(children)]
-            check, base, token, *rare = double_array(offsets, self.edge_codes.numpy(), self.edge_nodes.numpy(),
-                                                     self.token_of_node.numpy(), self.codes, ARRAYED_CODES,
-                                                     most_children_first)
-            rows = np.zeros((check.size, 4), np.int32)  # the fourth column pads a row to 16 bytes
-            rows[:, 0], rows[:, 1], rows[:, 2] = check, base, token
-            arrays = self.__dict__["_walk_arrays"] = (self.code_of.numpy(), rows, ARRAYED_CODES, *rare)
+            arrays = self.__dict__["_walk_arrays"] = (
+                self.code_of.numpy(), self.rows.numpy(), self.arrayed, self.rare_offsets.numpy(),
+                self.rare_codes.numpy(), self.rare_rows.numpy())
         return arrays
 
     def tensors(self, device: torch.device) -> tuple[torch.Tensor, ...]:
