@@ -72,29 +72,25 @@ def double_array(edge_offsets, edge_codes, edge_nodes, token_of_node, codes, den
 
     Each node's children along the dense codes take the rows ``base + code`` at the first base
     where all of them are free; the candidates are the free rows in order
-    (``_free_at_or_after``), so the scan skips the used ones. A block of children needs no row
+    (``_free_at_or_after``, whose ``skip`` marks the rows taken), so the scan skips the used ones. A block of children needs no row
     for its parent (the parent's row goes into the children's ``CHECK`` at the end), so the
     blocks go in ``order``: the largest first, while the table is empty, and the small ones fill
     the holes; the children along rare codes then take the free rows left, one each."""
     nodes = edge_offsets.size - 1
     capacity = nodes + codes + 1
     nothing = np.empty(0, np.int64)
-    taken = _grown(nothing, capacity, 0, False)
     skip = _grown(nothing, capacity + 1, 0, True)
-    taken[0] = 1  # the root's row
-    skip[0] = 1
+    skip[0] = 1  # the root's row
     row_of = _grown(nothing, nodes, -1, False)
     row_of[0] = 0
     node_base = np.zeros(nodes, np.int64)
     used = 1
-    rare = 0
     for k in range(order.size):
         node = order[k]
         lo, hi = edge_offsets[node], edge_offsets[node + 1]
         if node != 0:  # the root's children all take rows; another node's only along dense codes
             while hi > lo and edge_codes[hi - 1] >= dense:
                 hi -= 1
-                rare += 1
         if hi == lo:
             continue
         first, last = edge_codes[lo], edge_codes[hi - 1]
@@ -102,12 +98,12 @@ def double_array(edge_offsets, edge_codes, edge_nodes, token_of_node, codes, den
         while True:
             base = slot - first
             if base + last + 1 >= capacity:  # room for more rows
-                size = 2 * (base + last + 1)
-                taken, skip = _grown(taken, size, 0, False), _grown(skip, size + 1, 0, True)
-                capacity = size
+                capacity = 2 * (base + last + 1)
+                skip = _grown(skip, capacity + 1, 0, True)
             fits = True
             for e in range(lo + 1, hi):
-                if taken[base + edge_codes[e]]:
+                row = base + edge_codes[e]
+                if skip[row] != row:  # taken
                     fits = False
                     break
             if fits:
@@ -116,7 +112,6 @@ def double_array(edge_offsets, edge_codes, edge_nodes, token_of_node, codes, den
         node_base[node] = base
         for e in range(lo, hi):
             child = base + edge_codes[e]
-            taken[child] = 1
             skip[child] = child + 1
             row_of[edge_nodes[e]] = child
             used = max(used, child + 1)
@@ -124,10 +119,8 @@ def double_array(edge_offsets, edge_codes, edge_nodes, token_of_node, codes, den
         if row_of[node] < 0:
             slot = _free_at_or_after(skip, 1)
             if slot + 1 >= capacity:
-                size = 2 * (slot + 1)
-                taken, skip = _grown(taken, size, 0, False), _grown(skip, size + 1, 0, True)
-                capacity = size
-            taken[slot] = 1
+                capacity = 2 * (slot + 1)
+                skip = _grown(skip, capacity + 1, 0, True)
             skip[slot] = slot + 1
             row_of[node] = slot
             used = max(used, slot + 1)
@@ -147,8 +140,8 @@ def double_array(edge_offsets, edge_codes, edge_nodes, token_of_node, codes, den
                 check[row_of[edge_nodes[e]]] = here
     for row in range(size):
         rare_offsets[row + 1] += rare_offsets[row]
-    rare_codes = np.empty(rare, np.int64)
-    rare_rows = np.empty(rare, np.int64)
+    rare_codes = np.empty(rare_offsets[size], np.int64)
+    rare_rows = np.empty(rare_offsets[size], np.int64)
     for node in range(1, nodes):  # in code order within a row, as the edges come
         at = rare_offsets[row_of[node]]
         for e in range(edge_offsets[node], edge_offsets[node + 1]):
