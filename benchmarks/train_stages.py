@@ -4,9 +4,8 @@
 
 For the first N MB of the English set: word counting (file to unique words and counts, per preset),
 the BPE / WordPiece merge loop (byte-level BPE 32000 / 2, BERT WordPiece 30000 / 3, from the counted
-words), and Unigram's pruning (one prune round, after one EM step; the E-step has no kernel on the
-path), each on the
-numba path and on the torch path (``_dispatch.use_backend``), alternating, best of ``--repeats``
+words), and Unigram's E-step (the first one, all lattice batches) and pruning (one prune round, after
+one EM step), each on the numba path and on the torch path (``_dispatch.use_backend``), alternating, best of ``--repeats``
 wall seconds (a warm-up call first, so compilation and cache loading are not timed). Prints
 seconds and the ratio torch / numba. CPU only; no anchors here (``benchmarks/train.py`` and
 ``benchmarks/train_unigram.py`` time whole trainings against huggingface and sentencepiece).
@@ -88,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"unigram: {len(words)} words, {trainer.num_seeds} seeds, {len(trainer.lattices)} lattice batches, "
               f"{trainer._num_edges()} edges")
+        first_scores = trainer._piece_scores(trainer._unk_score())
+        _compare("unigram E-step (the first)", lambda: trainer._expected(first_scores), args.repeats)
         with _dispatch.use_backend("numba"):
             trainer._em_step()  # scores as after the first EM step, before the first prune
         state = (trainer.order.clone(), trainer.alive.clone(), trainer.scores.clone(), trainer.edges_per_piece.clone())

@@ -9,10 +9,12 @@ reference, forced with ``_dispatch.use_backend("torch")``): every piece's expect
 words' lattices weighted by ``counts``, and each word's log-likelihood, float64. The same loops
 in the same order as the twin (forward sums relative to ``alpha[w, e - 1]``, the backward pass in
 the linear domain: an edge's share is ``x / total[end]``), one edge at a time; equal to the twin to
-rounding (``exp`` / ``log`` of libm against torch's vectorized ones: ~1e-15 relative). Not
-dispatched: in training (5 MB of English, vocab 8000, 2 threads, ``OMP_WAIT_POLICY=PASSIVE``) the
-E-steps took 2.4-2.8 s with it against 2.0 s with the twin, whose step-major vector ops (SIMD
-``exp``) beat a scalar loop of gathers; kept, tested against the twin, for a faster version.
+rounding (``exp`` / ``log`` of libm against torch's vectorized ones: ~1e-15 relative). The
+training's CPU E-step (``unigram_expect``), one batch per thread at once: on 20 MB of English,
+vocab 8000, 2 threads (``benchmarks/train_unigram.py``), the E-steps took 2.5-2.7 s against
+5.8-5.9 s with the twin on torch's threads, the same 8,000 pieces and scores. Its time goes to the
+gathers and scatters of a step-major lattice, not ``exp``: the loops without it ran as fast, and
+splitting out the ``exp`` loop or summing each row's edges in order (no scatter) gained nothing.
 
 ``unigram_viterbi_numba``: contract of ``gputok.trainers.unigram._viterbi`` (reference: its torch
 path): each word's best segmentation as the indices of its edges, last piece first, and the word of

@@ -218,7 +218,7 @@ def _unigram_trainer(words, counts, vocab_size=40):
 @pytest.mark.parametrize("num_words", [1, 3, 64, 130, 600])
 def test_unigram_expect_and_viterbi_kernels_equal_twins(num_words):
     from gputok.kernels.train_unigram_numba import unigram_expect_numba
-    from gputok.trainers.unigram import _viterbi, unigram_expect_torch
+    from gputok.trainers.unigram import _viterbi, unigram_expect, unigram_expect_torch
 
     rng = random.Random(num_words)
     alphabet = "▁abcdeé漢x\U0001F600\u0301"
@@ -236,10 +236,13 @@ def test_unigram_expect_and_viterbi_kernels_equal_twins(num_words):
         c = counts[w0:w0 + lat.num_words]
         for name in ("numba", "torch"):
             with _dispatch.use_backend(name):
-                if name == "numba":  # the E-step kernel is not dispatched (see its docstring): called here
+                if name == "numba":
                     expected, log_z = (torch.from_numpy(t) for t in unigram_expect_numba(
                         lat.lengths.numpy(), c.numpy(), lat.step_base.numpy(), lat.row_ptr.numpy(),
                         lat.edge_src.numpy(), lat.edge_word.numpy(), lat.edge_piece.numpy(), scores.numpy()))
+                    # the training's dispatch runs this kernel on CPU lattices
+                    dispatched = unigram_expect(lat, c, scores, 16)
+                    assert torch.equal(dispatched[0], expected) and torch.equal(dispatched[1], log_z)
                 else:
                     expected, log_z = unigram_expect_torch(lat.lengths, c, lat.step_base, lat.row_ptr, lat.edge_src,
                                                            lat.edge_word, lat.edge_piece, scores, 16)

@@ -15,8 +15,8 @@ The reference is SentencePiece's ``unigram_model_trainer.cc`` and ``trainer_inte
    which gives the same frequencies. Only the candidates' occurrences are kept (their end
    positions, int32): they are the lattice's edges.
 3. EM, ``num_sub_iterations`` times per round: the E-step computes every piece's expected count by
-   forward-backward over each word's lattice (``unigram_expect``: a Triton kernel on CUDA, its torch
-   twin :func:`unigram_expect_torch` on CPU); the M-step drops pieces expected less than 0.5 times
+   forward-backward over each word's lattice (``unigram_expect``: a Triton kernel on CUDA, a numba
+   kernel on CPU, both twins of :func:`unigram_expect_torch`); the M-step drops pieces expected less than 0.5 times
    and sets ``score = digamma(count) - digamma(total)`` (the reference's Bayesian EM).
 4. pruning, until the vocabulary is at most 1.1 x ``vocab_size``: each piece's Viterbi frequency over
    all words, its best segmentation without itself (its alternative), and the loss in likelihood if
@@ -26,11 +26,11 @@ The reference is SentencePiece's ``unigram_model_trainer.cc`` and ``trainer_inte
    by score, ``vocab_size`` in all with the special tokens and, with ``byte_fallback``, the 256
    ``<0xNN>`` pieces; ordered as the reference orders its ``.model``.
 
-On CPU lattices (``gputok._dispatch.on_cpu_kernels``) the pruning's Viterbi and its per-piece
-alternatives run as numba kernels (``gputok.kernels.train_unigram_numba``), the same loops as the
-torch code here, which stays their reference (``_dispatch.use_backend("torch")``;
-``tests/test_train_numba.py``), with identical results. The E-step stays on its torch twin: the
-numba port of it in that file equals the twin to rounding but measured slower in training.
+On CPU lattices (``gputok._dispatch.on_cpu_kernels``) the E-step, the pruning's Viterbi and its
+per-piece alternatives run as numba kernels (``gputok.kernels.train_unigram_numba``), the same loops
+as the torch code here, which stays their reference (``_dispatch.use_backend("torch")``;
+``tests/test_train_numba.py``): the Viterbi's results identical, the E-step's equal to rounding.
+The E-step's and the Viterbi's batches run on gputok's threads at once (:func:`_map_batches`).
 
 Layout: words are sorted by length (longest first) and cut into batches of consecutive words of
 about ``_BATCH_EDGES`` lattice edges; each batch's lattice is stored step-major, so the DP runs one
@@ -53,7 +53,8 @@ seed search holds ~10 arrays (int32 or int64) of the positions for one length at
 candidates' occurrences (8 bytes each); the lattice takes 13 bytes per edge and 4 per position (14M edges
 there at the start: 200 MB), and an E-step ~16 bytes per edge of one batch. Freed heap pages go
 back to the system between phases (:func:`gputok._memory.release_free_memory`). Peak RSS on that
-set, vocab 8000: ~690 MB, of which ~230 MB is torch itself (``benchmarks/train_unigram.py``).
+set, vocab 8000, 2 threads: ~930 MB, of which ~230 MB is torch itself (``benchmarks/train_unigram.py``,
+2026-11-27).
 
 :func:`unigram_training_words` makes the unique words from text lines as SentencePiece sees them
 (nmt_nfkc normalization, whitespace rules, words cut at spaces with a ``▁`` in front), and
@@ -449,15 +450,19 @@ def unigram_expect_torch(lengths: torch.Tensor, counts: torch.Tensor, step_base:
 
 
 def unigram_expect(lattice: _Lattice, counts: torch.Tensor, scores: torch.Tensor, max_edges: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`unigram_expect_torch` through the dispatch: the Triton kernel on CUDA, the twin on CPU."""
+    """:func:`unigram_expect_torch` through the dispatch: the Triton kernel on CUDA, the numba kernel
+    on CPU lattices, the twin itself under ``_dispatch.use_backend("torch")``."""
     args = (lattice.lengths, counts, lattice.step_base, lattice.row_ptr, lattice.edge_src, lattice.edge_word,
             lattice.edge_piece, scores, max_edges)
     if _dispatch.backend(lattice.lengths.device) == "triton":
         from ..kernels.unigram_expect import unigram_expect_triton
 
         return unigram_expect_triton(*args)
-    # CPU: the torch twin. Its numba port (gputok.kernels.train_unigram_numba.unigram_expect_numba)
-    # measured slower in training (5 MB, 2 threads: E-steps 2.4-2.8 s against 2.0 s).
+    if _dispatch.on_cpu_kernels(lattice.lengths.device):
+        from ..kernels.train_unigram_numba import unigram_expect_numba
+
+        expected, log_z = unigram_expect_numba(*(t.numpy() for t in args[:-1]))
+        return torch.from_numpy(expected), torch.from_numpy(log_z)
     return unigram_expect_torch(*args)
 
 
@@ -738,14 +743,21 @@ class _Trainer:
     def _count_edges(self) -> None:
         self.edges_per_piece = sum(torch.bincount(lat.edge_piece, minlength=self.num_seeds + 1) for lat in self.lattices)
 
+    def _expected(self, scores: torch.Tensor) -> torch.Tensor:
+        """The E-step: every piece's expected count over all the lattices, given the DP's ``scores``
+        (:meth:`_piece_scores`). The batches run on gputok's threads at once (numba kernels on the
+        CPU), their counts summed in batch order, so the result does not depend on the threads."""
+        counts = self.counts.double()
+        bounds = self.batch_start.tolist()
+        parts = _map_batches(lambda item: unigram_expect(item[0], counts[item[1]:item[2]], scores, self.max_len)[0],
+                             list(zip(self.lattices, bounds[:-1], bounds[1:])))
+        return sum(parts)
+
     def _em_step(self) -> None:
         t = time.perf_counter()
         unk = self._unk_score()
         scores = self._piece_scores(unk)
-        counts = self.counts.double()
-        bounds = self.batch_start.tolist()
-        expected = sum(unigram_expect(lat, counts[w0:w1], scores, self.max_len)[0]
-                       for lat, w0, w1 in zip(self.lattices, bounds[:-1], bounds[1:]))
+        expected = self._expected(scores)
         t2 = time.perf_counter()
         self.seconds["e_step"] += t2 - t
         freq = expected[self.order]
