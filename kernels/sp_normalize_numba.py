@@ -80,11 +80,21 @@ def _fast_pass(values, offsets, charsmap, direct, add_dummy_prefix, remove_extra
     space = ESCAPED_SPACE if escape_whitespaces else SPACE  # a kept space, and the dummy prefix
     limit = direct.size
     last = values.size - 1
+    # The common split (a word before each mark, no dummy suffix) is cut as the text is written: a
+    # kept mark past the text's first slot starts a word (split_text_at's rule), and the words'
+    # ends follow from their starts once the text's end is known; other splits take split_text_at
+    # after the text. With each rule read once (below): 6.6 -> 5.3 ns per character of English for
+    # normalize+split (scratch script: 100k lines in batches of 512, one thread, alternated runs).
+    cut_here = split and not runs and suffix_code < 0
+    # A character's rule is read once: as the following one's of the character before, then as its own.
+    following = direct[min(np.uint32(values[0]), limit - 1)] if charsmap and values.size else 0
     at = 0
     w = 0
     for t in range(texts):
         lo, hi = offsets[t], offsets[t + 1]
         first = at
+        first_word = w
+        w += cut_here  # the text's first word, which starts at its first slot
         if add_dummy_prefix:
             at += 1  # its slot, filled (or given back) once the text's characters are known
         previous_space = True  # a space at a text's start goes
@@ -93,17 +103,22 @@ def _fast_pass(values, offsets, charsmap, direct, add_dummy_prefix, remove_extra
         for i in range(lo, hi):
             c = values[i]
             if charsmap:
-                rule = direct[min(np.uint32(c), limit - 1)]
+                rule = following
                 following = direct[min(np.uint32(values[i + 1]), limit - 1)] if i < last else 0
                 breaks |= (np.uint32(c) >= limit) | ((rule & SEVERAL) != 0) | (
                     ((rule & START) != 0) & ((following & CONTINUE) != 0))
                 c = rule & CODEPOINT
             is_space = c == SPACE
             only_spaces &= is_space
-            text[at] = space if is_space else c
+            written = space if is_space else c
+            text[at] = written
             if with_source:
                 source[at] = i
-            at += not (is_space and previous_space and remove_extra_whitespaces)
+            kept = not (is_space and previous_space and remove_extra_whitespaces)
+            if cut_here:
+                starts[w] = at
+                w += kept & (written == mark) & (at > first)
+            at += kept
             previous_space = is_space
         if breaks:
             return False, text[:0], text_offsets, source[:0], starts[:0], ends[:0], word_offsets
@@ -123,6 +138,16 @@ def _fast_pass(values, offsets, charsmap, direct, add_dummy_prefix, remove_extra
                 source[at] = source[at - 1] if at > first else hi - 1
             at += 1
         text_offsets[t + 1] = at
-        w = split_text_at(text, first, at, mark, split, runs, starts, ends, w)
+        if not cut_here:
+            w = split_text_at(text, first, at, mark, split, runs, starts, ends, w)
+        elif at == first:
+            w = first_word  # an empty text has no words
+        else:
+            starts[first_word] = first
+            while starts[w - 1] >= at:  # marks the trailing spaces' trim took back
+                w -= 1
+            for k in range(first_word, w - 1):
+                ends[k] = starts[k + 1]
+            ends[w - 1] = at
         word_offsets[t + 1] = w
     return True, text[:at], text_offsets, source[:at], starts[:w], ends[:w], word_offsets
