@@ -16,6 +16,8 @@ threads share one cache; ``tokenizer.word_cache = None`` turns the cache off (ea
 deduplicates its words only), and a new cache is read from the next call on. The cache pickles
 empty and its lock is renewed in a forked child (its own module).
 
+A batch of up to ``gputok.tokenizer.PARTS_MAX_CHARS`` characters takes ``encode_part`` once per CPU thread
+(``Tokenizer._cells_in_parts``), each part on the cache as ``encode`` reads and fills it.
 A small batch (one chunk, single texts, no offsets) takes ``padded_cells`` / ``ragged_cells``
 (``Tokenizer._encode_rows_cpu``): the encode and the post-processing in one kernel call
 (``bpe_texts_numba.encode_padded_cells`` / ``encode_ragged_cells``). ``encode_ragged_cells`` reads
@@ -220,6 +222,15 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         settle(cache, misses)
         return cells, row_offsets, error
 
+    def encode_part(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A part of a batch ``Tokenizer._cells_in_parts`` cuts (never while the model samples): its
+        ids and token offsets, on the word cache as ``encode`` reads and fills it."""
+        cache, stored = store()
+        ids, offsets, _, misses = kernel(units, lengths, *options, *stored, False)
+        settle(cache, misses)
+        return ids, offsets
+
+    encode.encode_part = encode_part
     encode.padded_cells = (padded_cells, ())
     # (kernel, packer): Tokenizer._padded_plan packs a plan's options once (cells_numba.pack_padded)
     encode.padded_packed = (padded_packed, cells_numba.pack_padded)

@@ -999,7 +999,8 @@ class Tokenizer(TransformersAPI):
         2-thread call of 1,024 lines) and the second hand-off: at that size, filling every row on
         one thread takes less time than waking the others for it."""
         encode_part = getattr(self._whole_pipeline_kernel, "encode_part", None)
-        if encode_part is None or chars > PARTS_MAX_CHARS:
+        # (a sampling model's draws stay in one thread's order: the caller's other path)
+        if encode_part is None or chars > PARTS_MAX_CHARS or getattr(self.model, "is_sampling", False):
             return None
         threads = _cpu_threads.part_threads(len(texts))
         if threads < 2:
@@ -1180,7 +1181,7 @@ class Tokenizer(TransformersAPI):
         """Where a batch for ``device`` is encoded: the CPU for a small batch bound for a GPU (see
         ``CUDA_FROM_CHARS``), unless the model is sampling (a sample draws on the caller's generator,
         which lives on the device)."""
-        if device.type != "cuda" or getattr(self.model, "is_sampling", False):
+        if device.type != "cuda":
             return device
         if _dispatch.backend(torch.device("cpu")) == "triton":  # kernels forced everywhere: keep them on the GPU
             return device
@@ -1432,6 +1433,13 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[np.nd
     # caller (Tokenizer._encode_rows_cpu) calls kernel(units, lengths, *tables, *options).
     encode.padded_cells = (wordpiece_texts_numba.encode_padded_cells, tables)
     encode.ragged_cells = (wordpiece_texts_numba.encode_ragged_cells, tables)
+
+    def encode_part(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A part of a batch :meth:`Tokenizer._cells_in_parts` cuts: its ids and token offsets."""
+        ids, offsets, _ = wordpiece_texts_numba.encode_texts(units, lengths, *tables, False)
+        return ids, offsets
+
+    encode.encode_part = encode_part
     return encode
 
 

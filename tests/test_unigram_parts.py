@@ -40,7 +40,10 @@ def _spy_parts(tok, monkeypatch) -> list:
     return calls
 
 
-def test_parts_give_the_chunked_paths_tensors(tok, lines, split_small, monkeypatch):
+def check_parts_give_the_chunked_paths_tensors(tok, lines, monkeypatch) -> None:
+    """The parts path against the chunked one (``PARTS_MAX_CHARS`` 0) on three batches of ``lines``,
+    for every option, without a word cache, then with one cold at first (also for
+    tests/test_wordpiece_bpe_parts.py; two CPU threads: ``split_small``)."""
     calls = _spy_parts(tok, monkeypatch)
     batches = [lines, lines[:150], lines[200:]]
     for word_cache in (None, WordCache()):  # none, then one cold at first and warm from the batches before
@@ -57,7 +60,9 @@ def test_parts_give_the_chunked_paths_tensors(tok, lines, split_small, monkeypat
             _assert_same(got, want)
 
 
-def test_eight_threads_get_one_calls_tensors(tok, lines, split_small, monkeypatch):
+def check_eight_threads_get_one_calls_tensors(tok, lines, monkeypatch) -> None:
+    """8 Python threads calling ``tok`` at once on one word cache, three calls each, get the
+    chunked path's tensors of each batch, every call in two parts."""
     calls = _spy_parts(tok, monkeypatch)
     tok.word_cache = WordCache()
     batches = [lines[k * 30:] + lines[:k * 30] for k in range(8)]
@@ -83,6 +88,14 @@ def test_eight_threads_get_one_calls_tensors(tok, lines, split_small, monkeypatc
     for got, expected in zip(results, want):
         for one in got:
             _assert_same(one, expected)
+
+
+def test_parts_give_the_chunked_paths_tensors(tok, lines, split_small, monkeypatch):
+    check_parts_give_the_chunked_paths_tensors(tok, lines, monkeypatch)
+
+
+def test_eight_threads_get_one_calls_tensors(tok, lines, split_small, monkeypatch):
+    check_eight_threads_get_one_calls_tensors(tok, lines, monkeypatch)
 
 
 def test_the_callers_part_is_longer_by_a_workers_start():
