@@ -369,15 +369,23 @@ class Tokenizer(TransformersAPI):
         ids = Ragged(torch.from_numpy(np.concatenate([d.ids.values.numpy() for d in done])), torch.from_numpy(offsets))
         return Encoded(ids, torch.from_numpy(np.concatenate([d.spans.numpy() for d in done])) if with_spans else None)
 
-    def _encode_arrays(self, texts: Sequence[str], with_spans: bool,
-                       allowed: frozenset[str] | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def _encode_arrays(self, texts: Sequence[str], with_spans: bool, allowed: frozenset[str] | None,
+                       in_parts: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """:meth:`encode_ragged` on the CPU kernels as numpy arrays (ids, offsets per text, spans or
-        None): the torch wrapping of each array costs ~2 us, which a small call feels. A large
-        batch runs in chunks on the CPU threads (:mod:`gputok._cpu_threads`)."""
+        None): the torch wrapping of each array costs ~2 us, which a small call feels. A batch of a
+        few thousand lines without spans is encoded in parts (:meth:`_ids_in_parts`, unless
+        ``in_parts`` is False: a chunk of a larger call already on a CPU thread), any other large
+        batch in chunks on the CPU threads (:mod:`gputok._cpu_threads`)."""
         pattern = self._pattern(allowed) if allowed != frozenset() else None
         if (pattern is not None and pattern.search("".join(texts))) or (
                 allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
             return _as_arrays(self._encode_with_added_tokens(texts, pattern, _CPU, with_spans, allowed))
+        if in_parts and not with_spans and len(texts) >= 2:
+            joined = "\x00".join(texts)
+            chars = len(joined) - len(texts) + 1
+            got = self._ids_in_parts(texts, joined, chars) if chars >= 2 * _cpu_threads.MIN_CHUNK_CHARS else None
+            if got is not None:
+                return *got, None
         parts = None if getattr(self.model, "is_sampling", False) else _cpu_threads.chunks(texts)  # draws stay in order
         if parts is None:
             return _as_arrays(self._encode_plain(texts, _CPU, with_spans))
@@ -989,18 +997,33 @@ class Tokenizer(TransformersAPI):
 
     def _cells_in_parts(self, texts: list[str], joined: str, chars: int, options: tuple, padded: bool,
                         truncation: str | None, stride: int, with_types: bool) -> dict[str, torch.Tensor] | None:
-        """:meth:`_cells_in_one_call` of a batch of up to ``PARTS_MAX_CHARS`` characters (``chars``;
-        ``joined``: the texts joined by NUL) where the whole-pipeline kernel encodes parts of one
-        (``encode_part``): the texts UTF-32 encoded once, cut into a part per CPU thread
-        (``_cpu_threads.part_bounds``' cuts, made by ``joined_texts_numba.split_joined``), each
-        part's ids made on its thread in one kernel call, then every row post-processed in one
-        more (``cells_numba``) on the calling thread; None where that does not apply. Against
+        """:meth:`_cells_in_one_call` of a batch :meth:`_ids_in_parts` encodes (``chars``
+        characters; ``joined``: the texts joined by NUL), then every row post-processed in one more
+        kernel call (``cells_numba``) on the calling thread; None where that does not apply. Against
         :meth:`_padded_in_chunks` it saves each chunk's Python glue (a third of the CPU time of a
         2-thread call of 1,024 lines) and the second hand-off: at that size, filling every row on
         one thread takes less time than waking the others for it."""
+        got = self._ids_in_parts(texts, joined, chars)
+        if got is None:
+            return None
+        ids, offsets = got
+        if not padded:
+            return _cell_outputs(cells_numba.ragged_cells(ids, offsets, *options), False, truncation, stride,
+                                 with_types)
+        kernel = cells_numba.padded_cells_packed if len(options) == 1 else cells_numba.padded_cells
+        return _cell_outputs(kernel(ids, offsets, *options), True, truncation, stride, with_types)
+
+    def _ids_in_parts(self, texts: Sequence[str], joined: str, chars: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The ids and token offsets of a batch of up to ``PARTS_MAX_CHARS`` characters (``chars``;
+        ``joined``: the texts joined by NUL) where the whole-pipeline kernel encodes parts of one
+        (``encode_part``): the texts UTF-32 encoded once, cut into a part per CPU thread
+        (``_cpu_threads.part_bounds``' cuts, made by ``joined_texts_numba.split_joined``), each
+        part's ids made on its thread in one kernel call; None where that does not apply (no such
+        kernel, a model that samples, whose draws stay in one thread's order, joined surrogate
+        pairs, one thread, or one part best)."""
         encode_part = getattr(self._whole_pipeline_kernel, "encode_part", None)
-        # (a sampling model's draws stay in one thread's order: the caller's other path)
-        if encode_part is None or chars > PARTS_MAX_CHARS or getattr(self.model, "is_sampling", False):
+        if (encode_part is None or chars > PARTS_MAX_CHARS or getattr(self.model, "is_sampling", False)
+                or self.join_surrogate_pairs):
             return None
         threads = _cpu_threads.part_threads(len(texts))
         if threads < 2:
@@ -1022,12 +1045,7 @@ class Tokenizer(TransformersAPI):
             return encode_part(units[starts[part]:starts[part + 1]], lengths[bounds[part]:bounds[part + 1]])
 
         done = _cpu_threads.map_chunks(encode, list(range(len(bounds) - 1)))
-        ids, offsets = np.concatenate([d[0] for d in done]), _joined_offsets([d[1] for d in done])
-        if not padded:
-            return _cell_outputs(cells_numba.ragged_cells(ids, offsets, *options), False, truncation, stride,
-                                 with_types)
-        kernel = cells_numba.padded_cells_packed if len(options) == 1 else cells_numba.padded_cells
-        return _cell_outputs(kernel(ids, offsets, *options), True, truncation, stride, with_types)
+        return np.concatenate([d[0] for d in done]), _joined_offsets([d[1] for d in done])
 
     def _padded_call(self, texts: list[str], add_special_tokens: bool, with_types: bool | None,
                      joined: str | None = None) -> dict[str, torch.Tensor] | None:
@@ -1124,7 +1142,7 @@ class Tokenizer(TransformersAPI):
         min_width, multiple, left, pad_id = post_padded
 
         def encode(part: Sequence[str]) -> tuple:
-            ids, offsets, spans = self._encode_arrays(part, with_offsets, allowed)
+            ids, offsets, spans = self._encode_arrays(part, with_offsets, allowed, in_parts=False)
             return ids, offsets, spans, postprocess_numba.plan_padded(offsets, _EMPTY_INDEX, budget, strategy, stride,
                                                                       False, item_seq, min_width, multiple)
 

@@ -17,6 +17,7 @@ from test_unigram_parts import (_spy_parts, check_eight_threads_get_one_calls_te
                                 check_parts_give_the_chunked_paths_tensors)
 
 from gputok import Tokenizer, assets
+from gputok import tokenizer as tokenizer_module
 from gputok.regex_split import PATTERNS
 
 
@@ -69,3 +70,31 @@ def test_a_sampling_bpe_takes_no_part(hf_trained_models, lines, split_small, mon
         again = tok(lines)
     assert not calls
     _assert_same(got, again)
+
+
+@pytest.fixture(params=["bert", "cl100k", "unigram"])
+def ragged_tok(request, bert, cl100k, sp_test_model_path):
+    if request.param == "unigram":
+        return Tokenizer.from_sentencepiece(sp_test_model_path)
+    return {"bert": bert, "cl100k": cl100k}[request.param]
+
+
+def test_encode_ragged_takes_the_parts_path(ragged_tok, lines, split_small, monkeypatch):
+    """``encode_ragged`` / ``encode_batch`` without spans: the parts path, the chunked path's ids."""
+    calls = _spy_parts(ragged_tok, monkeypatch)
+    for batch in (lines, lines[:150]):
+        calls.clear()
+        got = ragged_tok.encode_ragged(batch)
+        assert len(calls) == 2
+        with monkeypatch.context() as patch:
+            patch.setattr(tokenizer_module, "PARTS_MAX_CHARS", 0)
+            want = ragged_tok.encode_ragged(batch)
+            spans = ragged_tok.encode_ragged(batch, with_spans=True)
+        assert torch.equal(got.ids.values, want.ids.values) and torch.equal(got.ids.offsets, want.ids.offsets)
+        ids, ends = want.ids.values.tolist(), want.ids.offsets.tolist()
+        assert ragged_tok.encode_batch(batch, add_special_tokens=False) == [ids[a:b] for a, b in zip(ends, ends[1:])]
+        assert len(calls) == 4  # encode_batch's two parts
+        calls.clear()
+        with_spans = ragged_tok.encode_ragged(batch, with_spans=True)  # spans: the chunked path
+        assert not calls and torch.equal(with_spans.spans, spans.spans)
+        assert torch.equal(with_spans.ids.values, want.ids.values)
