@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gputok import Tokenizer, _cpu_threads
+from gputok import tokenizer as tokenizer_module
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +71,10 @@ def test_added_tokens_and_large_batches_take_the_general_path(bert, lines, one_c
                                      dict(truncation=True, max_length=12, pad_to_multiple_of=8),
                                      dict(padding="max_length", max_length=200, return_token_type_ids=True),
                                      dict(add_special_tokens=False, return_offsets=True)])
-def test_padded_rows_filled_per_chunk_equal_one_chunk(bert, lines, split_small, options):
+def test_padded_rows_filled_per_chunk_equal_one_chunk(bert, lines, split_small, options, monkeypatch):
     batch = lines * 3  # ~60k characters: past one call's worth
+    # the chunked path of a batch too large for the parts path (tests/test_wordpiece_bpe_parts.py)
+    monkeypatch.setattr(tokenizer_module, "PARTS_MAX_CHARS", 0)
     got = bert(batch, **options)
     assert split_small == [2, 2]  # encoded and planned per chunk, then filled per chunk
     with pytest.MonkeyPatch.context() as m:
