@@ -1199,7 +1199,7 @@ class Tokenizer(TransformersAPI):
         """Where a batch for ``device`` is encoded: the CPU for a small batch bound for a GPU (see
         ``CUDA_FROM_CHARS``), unless the model is sampling (a sample draws on the caller's generator,
         which lives on the device)."""
-        if device.type != "cuda":
+        if device.type != "cuda" or getattr(self.model, "is_sampling", False):
             return device
         if _dispatch.backend(torch.device("cpu")) == "triton":  # kernels forced everywhere: keep them on the GPU
             return device
