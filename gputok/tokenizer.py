@@ -380,7 +380,8 @@ class Tokenizer(TransformersAPI):
         if (pattern is not None and pattern.search("".join(texts))) or (
                 allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
             return _as_arrays(self._encode_with_added_tokens(texts, pattern, _CPU, with_spans, allowed))
-        if in_parts and not with_spans and len(texts) >= 2:
+        # (a batch of as many texts as 2 chunks' characters is past the parts path: not joined for it)
+        if in_parts and not with_spans and 2 <= len(texts) < 2 * _cpu_threads.MIN_CHUNK_CHARS:
             joined = "\x00".join(texts)
             chars = len(joined) - len(texts) + 1
             got = self._ids_in_parts(texts, joined, chars) if chars >= 2 * _cpu_threads.MIN_CHUNK_CHARS else None
