@@ -5,8 +5,8 @@
 For the first N MB of the English set: word counting (file to unique words and counts, per preset),
 the BPE / WordPiece merge loop (byte-level BPE 32000 / 2, BERT WordPiece 30000 / 3, from the counted
 words), and Unigram's E-step (the first one, all lattice batches) and pruning (one prune round, after
-one EM step), each on the numba path and on the torch path (``_dispatch.use_backend``), alternating, best of ``--repeats``
-wall seconds (a warm-up call first, so compilation and cache loading are not timed). Prints
+one EM step), each on the numba path and on the torch path (``_dispatch.use_backend``), alternating,
+best of ``--repeats`` wall seconds (a warm-up call first, so compilation and cache loading are not timed). Prints
 seconds and the ratio torch / numba. CPU only; no anchors here (``benchmarks/train.py`` and
 ``benchmarks/train_unigram.py`` time whole trainings against huggingface and sentencepiece).
 """

@@ -16,8 +16,8 @@ threads share one cache; ``tokenizer.word_cache = None`` turns the cache off (ea
 deduplicates its words only), and a new cache is read from the next call on. The cache pickles
 empty and its lock is renewed in a forked child (its own module).
 
-A batch of up to ``gputok.tokenizer.PARTS_MAX_CHARS`` characters takes ``encode_part`` once per CPU thread
-(``Tokenizer._cells_in_parts``), each part on the cache as ``encode`` reads and fills it.
+A batch of up to ``gputok.tokenizer.PARTS_MAX_CHARS`` characters takes ``encode_part`` once per
+CPU thread (``Tokenizer._ids_in_parts``), each part on the cache as ``encode`` reads and fills it.
 A small batch (one chunk, single texts, no offsets) takes ``padded_cells`` / ``ragged_cells``
 (``Tokenizer._encode_rows_cpu``): the encode and the post-processing in one kernel call
 (``bpe_texts_numba.encode_padded_cells`` / ``encode_ragged_cells``). ``encode_ragged_cells`` reads
@@ -134,10 +134,16 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         if cache is not None and misses[0]:
             cache.insert_misses(model, misses)
 
-    def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
+    def encode_arrays(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> tuple[np.ndarray, ...]:
+        """The kernel's ids, token offsets and spans on the word cache of the moment, its misses
+        inserted after."""
         cache, stored = store()
         ids, offsets, spans, misses = kernel(units, lengths, *options, *stored, with_spans)
         settle(cache, misses)
+        return ids, offsets, spans
+
+    def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
+        ids, offsets, spans = encode_arrays(units, lengths, with_spans)
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
 
@@ -223,12 +229,9 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         return cells, row_offsets, error
 
     def encode_part(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A part of a batch ``Tokenizer._cells_in_parts`` cuts (never while the model samples): its
-        ids and token offsets, on the word cache as ``encode`` reads and fills it."""
-        cache, stored = store()
-        ids, offsets, _, misses = kernel(units, lengths, *options, *stored, False)
-        settle(cache, misses)
-        return ids, offsets
+        """A part of a batch ``Tokenizer._ids_in_parts`` cuts (never while the model samples): its
+        ids and token offsets."""
+        return encode_arrays(units, lengths, False)[:2]
 
     encode.encode_part = encode_part
     encode.padded_cells = (padded_cells, ())

@@ -22,7 +22,7 @@ class WholeKernel:
     kernels' tables for the calling thread now, or None where the one-call path does not apply.
     ``encode_part(units, lengths)``, where given: the ids and token offsets of a part of a batch
     the one-call path would take were it not too large for one thread, on the calling thread's
-    tables (``Tokenizer._cells_in_parts`` runs a part per CPU thread)."""
+    tables (``Tokenizer._ids_in_parts`` runs a part per CPU thread)."""
 
     __slots__ = ("encode", "encode_part", "padded_kernel", "ragged_kernel", "tables")
 

@@ -380,11 +380,8 @@ class Tokenizer(TransformersAPI):
         if (pattern is not None and pattern.search("".join(texts))) or (
                 allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
             return _as_arrays(self._encode_with_added_tokens(texts, pattern, _CPU, with_spans, allowed))
-        # (a batch of as many texts as 2 chunks' characters is past the parts path: not joined for it)
-        if in_parts and not with_spans and 2 <= len(texts) < 2 * _cpu_threads.MIN_CHUNK_CHARS:
-            joined = "\x00".join(texts)
-            chars = len(joined) - len(texts) + 1
-            got = self._ids_in_parts(texts, joined, chars) if chars >= 2 * _cpu_threads.MIN_CHUNK_CHARS else None
+        if in_parts and not with_spans:
+            got = self._ids_in_parts(texts)
             if got is not None:
                 return *got, None
         parts = None if getattr(self.model, "is_sampling", False) else _cpu_threads.chunks(texts)  # draws stay in order
@@ -983,7 +980,7 @@ class Tokenizer(TransformersAPI):
             return None
         chars = len(joined) - max(count - 1, 0)
         if chars >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
-            return self._cells_in_parts(texts, joined, chars, options, padded, truncation, stride, with_types)
+            return self._cells_in_parts(texts, joined, options, padded, truncation, stride, with_types)
         # dtype objects passed by position: numpy parses dtype=np.int32 at each call (~0.2 us)
         if count == 1:
             units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
@@ -996,15 +993,15 @@ class Tokenizer(TransformersAPI):
         kernel, tables = fused
         return _cell_outputs(kernel(units, lengths, *tables, *options), padded, truncation, stride, with_types)
 
-    def _cells_in_parts(self, texts: list[str], joined: str, chars: int, options: tuple, padded: bool,
+    def _cells_in_parts(self, texts: list[str], joined: str, options: tuple, padded: bool,
                         truncation: str | None, stride: int, with_types: bool) -> dict[str, torch.Tensor] | None:
-        """:meth:`_cells_in_one_call` of a batch :meth:`_ids_in_parts` encodes (``chars``
-        characters; ``joined``: the texts joined by NUL), then every row post-processed in one more
-        kernel call (``cells_numba``) on the calling thread; None where that does not apply. Against
+        """:meth:`_cells_in_one_call` of a batch :meth:`_ids_in_parts` encodes (``joined``: the texts
+        joined by NUL), then every row post-processed in one more kernel call (``cells_numba``) on
+        the calling thread; None where that does not apply. Against
         :meth:`_padded_in_chunks` it saves each chunk's Python glue (a third of the CPU time of a
         2-thread call of 1,024 lines) and the second hand-off: at that size, filling every row on
         one thread takes less time than waking the others for it."""
-        got = self._ids_in_parts(texts, joined, chars)
+        got = self._ids_in_parts(texts, joined)
         if got is None:
             return None
         ids, offsets = got
@@ -1014,17 +1011,23 @@ class Tokenizer(TransformersAPI):
         kernel = cells_numba.padded_cells_packed if len(options) == 1 else cells_numba.padded_cells
         return _cell_outputs(kernel(ids, offsets, *options), True, truncation, stride, with_types)
 
-    def _ids_in_parts(self, texts: Sequence[str], joined: str, chars: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """The ids and token offsets of a batch of up to ``PARTS_MAX_CHARS`` characters (``chars``;
-        ``joined``: the texts joined by NUL) where the whole-pipeline kernel encodes parts of one
-        (``encode_part``): the texts UTF-32 encoded once, cut into a part per CPU thread
-        (``_cpu_threads.part_bounds``' cuts, made by ``joined_texts_numba.split_joined``), each
-        part's ids made on its thread in one kernel call; None where that does not apply (no such
-        kernel, a model that samples, whose draws stay in one thread's order, joined surrogate
-        pairs, one thread, or one part best)."""
+    def _ids_in_parts(self, texts: Sequence[str], joined: str | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """The ids and token offsets of a batch of two chunks' worth up to ``PARTS_MAX_CHARS``
+        characters where the whole-pipeline kernel encodes parts of one (``encode_part``): the texts
+        UTF-32 encoded once, cut into a part per CPU thread (``_cpu_threads.part_bounds``' cuts, made
+        by ``joined_texts_numba.split_joined``), each part's ids made on its thread in one kernel
+        call; None where that does not apply (no such kernel, a model that samples, whose draws stay
+        in one thread's order, joined surrogate pairs, a batch out of that range, one thread, or one
+        part best). ``joined``: the texts joined by NUL, where the caller made it; else joined here,
+        once the checks that need no join have passed (a batch of as many texts as two chunks'
+        characters is past the range without one)."""
         encode_part = getattr(self._whole_pipeline_kernel, "encode_part", None)
-        if (encode_part is None or chars > PARTS_MAX_CHARS or getattr(self.model, "is_sampling", False)
-                or self.join_surrogate_pairs):
+        if (encode_part is None or getattr(self.model, "is_sampling", False) or self.join_surrogate_pairs
+                or not 2 <= len(texts) < 2 * _cpu_threads.MIN_CHUNK_CHARS):
+            return None
+        if joined is None:
+            joined = "\x00".join(texts)
+        if not 2 * _cpu_threads.MIN_CHUNK_CHARS <= len(joined) - len(texts) + 1 <= PARTS_MAX_CHARS:
             return None
         threads = _cpu_threads.part_threads(len(texts))
         if threads < 2:
@@ -1454,7 +1457,7 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[np.nd
     encode.ragged_cells = (wordpiece_texts_numba.encode_ragged_cells, tables)
 
     def encode_part(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """A part of a batch :meth:`Tokenizer._cells_in_parts` cuts: its ids and token offsets."""
+        """A part of a batch :meth:`Tokenizer._ids_in_parts` cuts: its ids and token offsets."""
         ids, offsets, _ = wordpiece_texts_numba.encode_texts(units, lengths, *tables, False)
         return ids, offsets
 
@@ -1631,7 +1634,7 @@ _INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)
 # against ~40 ns a text (English lines, best of 7: 32 texts 3.5 us against 2.7, 256 texts 11.1 against
 # 10.7, 512 texts 19.6 against 20.4).
 SPLIT_JOINED_TEXTS = 512
-# The most characters a batch encoded in parts (Tokenizer._cells_in_parts) holds: its rows are
+# The most characters a batch encoded in parts (Tokenizer._ids_in_parts) holds: its rows are
 # post-processed on one thread, which a larger batch does in row ranges on every thread instead.
 PARTS_MAX_CHARS = 1 << 18
 

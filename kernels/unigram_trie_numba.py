@@ -71,9 +71,9 @@ def double_array(edge_offsets, edge_codes, edge_nodes, token_of_node, codes, den
     child rows).
 
     Each node's children along the dense codes take the rows ``base + code`` at the first base
-    where all of them are free; the candidates are the free rows in order
-    (``_free_at_or_after``, whose ``skip`` marks the rows taken), so the scan skips the used ones. A block of children needs no row
-    for its parent (the parent's row goes into the children's ``CHECK`` at the end), so the
+    where all of them are free; the candidates are the free rows in order (``_free_at_or_after``,
+    whose ``skip`` marks the rows taken), so the scan skips the used ones. A block of children needs
+    no row for its parent (the parent's row goes into the children's ``CHECK`` at the end), so the
     blocks go in ``order``: the largest first, while the table is empty, and the small ones fill
     the holes; the children along rare codes then take the free rows left, one each."""
     nodes = edge_offsets.size - 1
