@@ -79,13 +79,12 @@ def main() -> None:
             plan = postprocess_numba.plan_padded(out_offsets, _EMPTY_INDEX, 0, -1, 0, False, item, 0, 0)
             t7 = clock()
             sample, a_start, a_len, b_start, b_len, row_lengths, width = plan[:7]
-            p_ids, mask, types, p_offsets, write_types, write_pads = _padded_outputs(sample.size, width, 0,
-                                                                                     empty_type, False, False)
+            p_ids, mask, types, p_offsets, write_types = _padded_outputs(sample.size, width, empty_type, False, False)
             t8 = clock()
             postprocess_numba.fill_padded(0, sample.size, width, False, 0, item, item, empty_type, sample, a_start,
                                           a_len, b_start, b_len, out_ids, out_offsets, _EMPTY_INDEX, _EMPTY_INDEX,
                                           _NO_SPANS, _NO_SPANS, row_lengths, p_ids, mask, types, p_offsets,
-                                          write_types, False, write_pads)
+                                          write_types, False)
             t9 = clock()
             stats[0] += word_offsets[-1]
             stats[1] += token_offsets[-1]

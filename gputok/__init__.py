@@ -10,6 +10,7 @@
 import importlib
 
 from ._cpu_threads import num_threads as get_num_threads, set_num_threads
+from ._recycled import release as release_memory
 from .encode_corpus import encode_corpus
 from .tokenizer import AddedToken, Tokenizer
 
@@ -38,5 +39,5 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts", "extend", "extend_with_report",
-           "extend_embeddings", "encode_corpus", "set_num_threads", "get_num_threads"]
+           "extend_embeddings", "encode_corpus", "set_num_threads", "get_num_threads", "release_memory"]
 __version__ = "0.1.0"

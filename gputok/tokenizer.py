@@ -33,7 +33,8 @@ import numpy as np
 import regex
 import torch
 
-from . import _cpu_threads, _dispatch, _loading, _validate, decoders, file_defaults, normalized_added, normalizers, pre_tokenizers, processors
+from . import (_cpu_threads, _dispatch, _loading, _recycled, _validate, decoders, file_defaults, normalized_added,
+               normalizers, pre_tokenizers, processors)
 from ._atomic import write_atomic
 from ._loading import cached_loader
 from ._transformers_api import TransformersAPI
@@ -1157,8 +1158,7 @@ class Tokenizer(TransformersAPI):
         width = max(plan[6] for *_, plan in done)
         ends = np.cumsum([plan[0].size for *_, plan in done])
         rows = int(ends[-1])
-        ids, mask, types, offsets, write_types, write_pads = _padded_outputs(rows, width, pad_id, item_type,
-                                                                             with_types, with_offsets)
+        ids, mask, types, offsets, write_types = _padded_outputs(rows, width, item_type, with_types, with_offsets)
 
         def fill(chunk: int) -> None:
             a_ids, a_offsets, a_spans, plan = done[chunk]
@@ -1168,7 +1168,7 @@ class Tokenizer(TransformersAPI):
                 0, sample.size, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start,
                 b_len, a_ids, a_offsets, _EMPTY_INDEX, _EMPTY_INDEX, a_spans if with_offsets else _NO_SPANS, _NO_SPANS,
                 lengths, ids[block], mask[block], types[block] if write_types else types,
-                offsets[block] if with_offsets else offsets, write_types, with_offsets, write_pads)
+                offsets[block] if with_offsets else offsets, write_types, with_offsets)
 
         _cpu_threads.map_chunks(fill, list(range(len(done))))
         return _outputs((ids, mask, types, offsets, None, 0), True, truncation, stride, with_types, with_offsets, False)
@@ -1180,7 +1180,7 @@ class Tokenizer(TransformersAPI):
         kernel call of ``gputok.kernels.postprocess_numba``: the rows after truncation
         (``truncate_rows``), then every output array (``padded_rows``, or ``ragged_rows`` where
         ``post_padded`` is None); a large padded batch in row ranges on the CPU threads into arrays
-        numpy allocated (:func:`_padded_in_ranges`). The torch reference is :func:`truncate`,
+        allocated outside the kernel (:func:`_padded_in_ranges`). The torch reference is :func:`truncate`,
         :func:`assemble` and :func:`pad`."""
         a_ids, a_offsets, a_spans = first
         b_ids, b_offsets, b_spans = _EMPTY_INDEX, _EMPTY_INDEX, _NO_SPANS  # single sequences: the kernel reads A
@@ -1541,32 +1541,23 @@ def _cell_outputs(got: tuple, padded: bool, truncation: str | None, stride: int,
     return out
 
 
-def _padded_outputs(rows: int, width: int, pad_id: int, item_type: np.ndarray, with_types: bool,
-                    with_offsets: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool, bool]:
-    """The [rows, width] outputs ``postprocess_numba.fill_padded`` fills (ids, mask, types, offsets
-    [rows, width, 2] or empty), allocated by numpy, which asks for huge pages (numba's own
-    allocation of a 65,536-row output faulted in 4 kB pages, 5x slower), each page first touched
-    by the thread that fills it; whether the kernel writes the types, and the pad cells.
-
-    Pad cells: with ``pad_id`` 0 an output of at least ``FRESH_PAGES_BYTES`` is ``np.zeros`` and
-    the kernel leaves its pad cells alone: such an allocation is fresh pages the system zeroes
-    anyway, and most cells of a batch padded to its longest row are padding (80% at batch 65,536
-    of English lines). A smaller one may be reused heap memory, which ``np.zeros`` clears with a
-    memset in the calling thread while the fill threads wait (45 us of 1 ms at batch 1,024; at
-    65,536 lines 2 x 28 MB once a larger output had raised glibc's mmap threshold): it is
-    ``np.empty`` and the kernel writes its pad cells, on the fill threads. Token types all zero (a
-    single-sequence template) are ``np.zeros``' pages, which the kernel never touches."""
-    fresh = pad_id == 0 and rows * width * 8 >= FRESH_PAGES_BYTES
-    alloc = np.zeros if fresh else np.empty
+def _padded_outputs(rows: int, width: int, item_type: np.ndarray, with_types: bool,
+                    with_offsets: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The [rows, width] outputs ``postprocess_numba.fill_padded`` fills, pad cells too (ids, mask,
+    types, offsets [rows, width, 2] or empty), in memory that earlier outputs gave back where they
+    are large (:mod:`gputok._recycled`: fresh pages cost more to fill than the batch to encode);
+    and whether the kernel writes the types. Token types all zero (a single-sequence template) are
+    ``np.zeros``' fresh pages, which nobody writes."""
     write_types = with_types and bool(item_type.any())
-    types = alloc((rows, width), np.int64) if write_types else np.zeros((rows if with_types else 0, width), np.int64)
-    return (alloc((rows, width), np.int64), alloc((rows, width), np.int64), types,
-            alloc((rows if with_offsets else 0, width, 2), np.int64), write_types, not fresh)
+    types = (_recycled.empty((rows, width), np.int64) if write_types
+             else np.zeros((rows if with_types else 0, width), np.int64))
+    return (_recycled.empty((rows, width), np.int64), _recycled.empty((rows, width), np.int64), types,
+            _recycled.empty((rows if with_offsets else 0, width, 2), np.int64), write_types)
 
 
 def _padded_in_ranges(args: tuple, post_padded: tuple, with_types: bool, with_offsets: bool) -> tuple:
     """``postprocess_numba.padded_rows`` of a large batch: the rows planned in one kernel call,
-    the outputs allocated by numpy (:func:`_padded_outputs`), then filled in row ranges, one per
+    the outputs allocated (:func:`_padded_outputs`), then filled in row ranges, one per
     CPU thread."""
     a_offsets, b_offsets, budget, strategy, stride, overflow, item_seq, item_id, item_type = args[:9]
     min_width, multiple, left, pad_id = post_padded
@@ -1575,10 +1566,9 @@ def _padded_in_ranges(args: tuple, post_padded: tuple, with_types: bool, with_of
     rows = sample.size
     if error:
         return _EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, sample, error
-    ids, mask, types, offsets, write_types, write_pads = _padded_outputs(rows, width, pad_id, item_type, with_types,
-                                                                         with_offsets)
+    ids, mask, types, offsets, write_types = _padded_outputs(rows, width, item_type, with_types, with_offsets)
     tail = (item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, args[9], a_offsets, args[10],
-            b_offsets, args[11], args[12], lengths, ids, mask, types, offsets, write_types, with_offsets, write_pads)
+            b_offsets, args[11], args[12], lengths, ids, mask, types, offsets, write_types, with_offsets)
     parts = min(_cpu_threads.num_threads(), rows)
     bounds = [rows * k // parts for k in range(parts + 1)]
     ranges = list(zip(bounds, bounds[1:]))
@@ -1623,9 +1613,6 @@ _WORD_CHAR = regex.compile(r"\w")
 # Rust's char::is_whitespace and byte-level BPE's space "Ġ": the spaces huggingface trims off offsets.
 _SPACE_CHARS = _WHITE_SPACE + "\u0120"
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
-# glibc's largest mmap threshold (64-bit): an allocation of at least this many bytes is always fresh
-# pages from the system, already zero (_padded_outputs).
-FRESH_PAGES_BYTES = 32 << 20
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)
 _CPU = torch.device("cpu")
 _INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)

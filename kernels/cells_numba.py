@@ -47,7 +47,7 @@ def padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, 
     types = cells[2] if with_types else np.empty((0, width), np.int64)
     _fill_padded(0, rows, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                  ids, offsets, ids, offsets, spans, spans, row_lengths, cells[0], cells[1], types,
-                 np.empty((0, width, 2), np.int64), with_types, False, True)
+                 np.empty((0, width, 2), np.int64), with_types, False)
     return cells, error
 
 

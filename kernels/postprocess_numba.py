@@ -14,7 +14,7 @@ cells hold ``pad_id``, 0 mask, 0 type, (0, 0) offsets; ``left`` puts the padding
 How: a pass over the rows for their lengths, then each row written straight into its place in
 the output arrays, every cell once (its token or its padding: no fill pass before); sequential,
 re-entrant. A large padded batch is split in two calls (``plan_padded``, then ``fill_padded`` over
-row ranges on the caller's threads, into arrays numpy allocated), see ``plan_padded``.
+row ranges on the caller's threads, into arrays the caller allocated), see ``plan_padded``.
 """
 
 import numpy as np
@@ -70,12 +70,10 @@ def _write_row(r, at, item_seq, item_id, item_type, sample, a_start, a_len, b_st
 @kernel
 def _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                  a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-                 with_offsets, write_pads):
+                 with_offsets):
     """Rows ``r0`` to ``r1`` of the [rows, width] outputs, each cell written once: the row's
     tokens (mask 1) and its padding (``pad_id``, mask 0, type 0, offsets (0, 0)); ``types`` and
-    ``offsets`` only where asked, so the caller may hand in zeros it need not write. Without
-    ``write_pads`` the pad cells are left as they are (outputs the caller made with zeros,
-    ``pad_id`` 0)."""
+    ``offsets`` only where asked, so the caller may hand in zeros it need not write."""
     flat_ids = ids.reshape(-1)
     flat_mask = mask.reshape(-1)
     flat_types = types.reshape(-1)
@@ -85,7 +83,7 @@ def _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, samp
         base = r * width
         at = base + (width - n if left else 0)
         pad_at = base if left else base + n
-        for c in range(pad_at, pad_at + width - n if write_pads else pad_at):
+        for c in range(pad_at, pad_at + width - n):
             flat_ids[c] = pad_id
             flat_mask[c] = 0
             if with_types:
@@ -126,7 +124,7 @@ def padded(item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
     offsets = np.empty((rows if with_offsets else 0, width, 2), np.int64)
     _fill_padded(0, rows, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                  a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-                 with_offsets, True)
+                 with_offsets)
     return ids, mask, types, offsets
 
 
@@ -293,8 +291,8 @@ def ragged_rows(a_offsets, b_offsets, max_length, strategy, stride, overflow, it
 @kernel
 def plan_padded(a_offsets, b_offsets, max_length, strategy, stride, overflow, item_seq, min_width, multiple):
     """The first half of ``padded_rows`` for a large batch, whose outputs the caller allocates
-    (numpy asks the kernel for huge pages; numba's own allocation of 37 MB took 64 ms of page
-    faults against 12 ms, measured) and fills in row ranges on its threads with ``fill_padded``:
+    (in memory earlier outputs gave back, ``gputok._recycled``: fresh pages cost more to fill than
+    the batch to encode) and fills in row ranges on its threads with ``fill_padded``:
     (sample, a_start, a_len, b_start, b_len, lengths, width, error)."""
     sample, a_start, a_len, b_start, b_len, error = _rows_of(a_offsets, b_offsets, max_length, strategy, stride,
                                                              overflow)
@@ -305,13 +303,11 @@ def plan_padded(a_offsets, b_offsets, max_length, strategy, stride, overflow, it
 @kernel
 def fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                 a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-                with_offsets, write_pads):
+                with_offsets):
     """Rows ``r0`` to ``r1`` of ``plan_padded``'s rows into the caller's [rows, width] int64
     ``ids``, ``mask`` (and ``types``, ``offsets`` [rows, width, 2] where asked; ``b_offsets``
-    empty: single sequences). Without ``write_pads`` the pad cells are not written: the caller
-    made the outputs with ``np.zeros`` and pads with 0 (a large zeroed array is fresh pages the
-    system zeroes anyway; most cells of a batch padded to its longest row are padding)."""
+    empty: single sequences), every cell."""
     b_ids, b_offsets, b_spans = (b_ids, b_offsets, b_spans) if b_offsets.size else (a_ids, a_offsets, a_spans)
     _fill_padded(r0, r1, width, left, pad_id, item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len,
                  a_ids, a_offsets, b_ids, b_offsets, a_spans, b_spans, lengths, ids, mask, types, offsets, with_types,
-                 with_offsets, write_pads)
+                 with_offsets)

@@ -1,12 +1,19 @@
-"""Padded outputs on the CPU (``gputok.tokenizer._padded_outputs``): the pad cells either left as
-the zeroed pages of a large ``np.zeros`` allocation, or written by the fill kernel into ``np.empty``
-memory (smaller outputs, which may be reused heap memory). Both give the same tensors, per chunk
-(``Tokenizer._padded_in_chunks``) and in row ranges (``_padded_in_ranges``, a pair batch)."""
+"""Padded outputs on the CPU in reused memory (``gputok._recycled``): the fill kernel writes every
+cell, so a batch whose outputs start full of an earlier batch's values gives the tensors of the
+ragged output padded, per chunk (``Tokenizer._padded_in_chunks``) and in row ranges
+(``_padded_in_ranges``, a pair batch); and the pool hands a buffer out again only once nothing
+views it, from any thread and in a forked child."""
 
+import multiprocessing
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 import pytest
 import torch
 
-from gputok import Tokenizer
+import gputok
+from gputok import Tokenizer, _recycled
 from gputok import tokenizer as tokenizer_module
 
 GARBAGE = -7
@@ -18,38 +25,144 @@ def lines(parity_lines):
 
 
 @pytest.fixture
-def dirty_written_outputs(monkeypatch):
-    """Outputs whose pad cells the kernel is to write start as garbage (as reused memory may)."""
-    real = tokenizer_module._padded_outputs
+def garbage_memory(monkeypatch):
+    """Every output of every size comes from the pool and starts as garbage (as reused memory may)."""
+    real = _recycled.empty
 
-    def dirty(*args):
-        ids, mask, types, offsets, write_types, write_pads = out = real(*args)
-        if write_pads:
-            for array in (ids, mask, offsets, types) if write_types else (ids, mask, offsets):
-                array.fill(GARBAGE)
-        return out
+    def dirty(shape, dtype):
+        array = real(shape, dtype)
+        array.fill(GARBAGE)
+        return array
 
-    monkeypatch.setattr(tokenizer_module, "_padded_outputs", dirty)
+    monkeypatch.setattr(_recycled, "FROM_BYTES", 0)
+    monkeypatch.setattr(_recycled, "empty", dirty)
+
+
+def _padded_from_ragged(ragged: dict, key: str, width: int, left: bool, pad) -> torch.Tensor:
+    ends = ragged["row_offsets"].tolist()
+    values = ragged[key]
+    out = torch.full((len(ends) - 1, width, *values.shape[1:]), pad, dtype=values.dtype)
+    for row, (start, end) in enumerate(zip(ends, ends[1:])):
+        n = end - start
+        (out[row, width - n:] if left else out[row, :n]).copy_(values[start:end])
+    return out
 
 
 @pytest.mark.parametrize("options", [{}, {"return_offsets": True, "padding_side": "left"},
                                      {"return_token_type_ids": True, "pad_to_multiple_of": 8}])
-def test_pad_cells_written_or_left_zero_give_the_same_tensors(bert: Tokenizer, lines, split_small,
-                                                              dirty_written_outputs, monkeypatch, options):
+def test_every_cell_written_in_reused_memory(bert: Tokenizer, lines, split_small, garbage_memory, monkeypatch,
+                                             options):
     batch = lines * 3
     pairs = lines * 4  # past PADDED_IN_RANGES_FROM tokens: post-processed in one pass, filled in row ranges
     in_ranges = []
     real_ranges = tokenizer_module._padded_in_ranges
     monkeypatch.setattr(tokenizer_module, "_padded_in_ranges", lambda *a: in_ranges.append(1) or real_ranges(*a))
-    got = {}
-    for fresh in (0, 1 << 60):  # every output fresh zeroed pages; none
-        monkeypatch.setattr(tokenizer_module, "FRESH_PAGES_BYTES", fresh)
-        got[fresh] = bert(batch, **options), bert(pairs, text_pair=pairs[::-1], **options)
+    padding = {key: value for key, value in options.items() if key in ("padding_side", "pad_to_multiple_of")}
+    ragged_options = {key: value for key, value in options.items() if key not in padding}
+    left = options.get("padding_side") == "left"
+    for args in ((batch,), (pairs, pairs[::-1])):
+        padded = bert(*args, padding=True, **options)
+        ragged = bert(*args, padding=False, **ragged_options)
+        width = padded["input_ids"].shape[1]
+        assert width % options.get("pad_to_multiple_of", 1) == 0
+        assert width >= (ragged["row_offsets"].diff().max())
+        expected = {"input_ids": _padded_from_ragged(ragged, "input_ids", width, left, bert._pad_id)}
+        ragged["mask"] = torch.ones_like(ragged["input_ids"])
+        expected["attention_mask"] = _padded_from_ragged(ragged, "mask", width, left, 0)
+        for key in ("token_type_ids", "offsets"):
+            if key in ragged:
+                expected[key] = _padded_from_ragged(ragged, key, width, left, 0)
+        assert padded.keys() == expected.keys()
+        for key, tensor in expected.items():
+            assert torch.equal(padded[key], tensor), key
+        assert (padded["attention_mask"] == 0).any()  # there were pad cells
     assert split_small[:2] == [2, 2] and in_ranges  # per chunk (single texts); in row ranges (pairs)
-    for zeroed, written in zip(got[0], got[1 << 60]):
-        assert zeroed.keys() == written.keys()
-        for key in zeroed:
-            assert torch.equal(zeroed[key], written[key]), key
-            assert not (written[key] == GARBAGE).any(), key
-        assert (zeroed["attention_mask"] == 0).any()  # there were pad cells
 
+
+@pytest.fixture
+def empty_pool():
+    _recycled.release()
+    yield
+    _recycled.release()
+
+
+def test_a_dropped_output_is_reused(empty_pool):
+    tensor = torch.from_numpy(_recycled.empty((1000, 300), np.int64))
+    pointer = tensor.data_ptr()
+    del tensor
+    assert _recycled.free_bytes() == 1000 * 300 * 8
+    again = _recycled.empty((1000, 300), np.int64)
+    other = _recycled.empty((1000, 300), np.int64)
+    assert again.ctypes.data == pointer and other.ctypes.data != pointer  # taken: not handed out twice
+    del again, other
+    assert _recycled.free_bytes() == 2 * 1000 * 300 * 8
+    gputok.release_memory()
+    assert _recycled.free_bytes() == 0
+
+
+def test_a_view_keeps_its_buffer(empty_pool):
+    tensor = torch.from_numpy(_recycled.empty((1000, 300), np.int64))
+    tensor.fill_(5)
+    row, as_numpy = tensor[10], tensor.numpy()[3:5]
+    array = _recycled.empty((1000, 300), np.int64)
+    array_view = array[7:9]
+    del tensor, array
+    assert _recycled.free_bytes() == 0
+    for _ in range(3):
+        _recycled.empty((1000, 300), np.int64).fill(9)
+    assert (row == 5).all() and (as_numpy == 5).all()
+    array_view[:] = 1
+    del row, as_numpy, array_view
+    assert _recycled.free_bytes() == 3 * 1000 * 300 * 8  # the two held, and the one the loop reused
+
+
+def test_small_requests_and_the_cap(empty_pool, monkeypatch):
+    assert not _recycled.empty((_recycled.FROM_BYTES // 8 - 1,), np.int64).base  # below FROM_BYTES: numpy's own
+    big = _recycled.empty((4 << 20,), np.uint8)
+    pointer = big.ctypes.data
+    del big
+    small = _recycled.empty((1 << 20,), np.uint8)
+    assert small.ctypes.data != pointer and _recycled.free_bytes() == 4 << 20  # a quarter: not the big buffer
+    del small
+    monkeypatch.setattr(_recycled, "KEEP_BYTES", 5 << 20)
+    held = [_recycled.empty((2 << 20,), np.uint8) for _ in range(3)]
+    del held
+    assert _recycled.free_bytes() <= 5 << 20
+
+
+def test_threads_never_share_a_buffer(empty_pool):
+    def work(k: int) -> bool:
+        rng = np.random.default_rng(k)
+        intact = True
+        for _ in range(60):
+            array = _recycled.empty((int(rng.integers(1 << 17, 3 << 17)),), np.int64)
+            array.fill(k)
+            time.sleep(0)  # let the other threads take and fill buffers meanwhile
+            intact &= bool((array == k).all())
+        return intact
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, range(8)))
+
+
+def _in_child(queue) -> None:
+    free = _recycled.free_bytes()
+    array = _recycled.empty((1000, 300), np.int64)
+    array.fill(3)
+    pointer = array.ctypes.data
+    del array
+    queue.put((int(_recycled.empty((1000, 300), np.int64).ctypes.data == pointer), free))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
+def test_a_forked_child_has_its_own_pool(empty_pool):
+    kept = _recycled.empty((1000, 300), np.int64)
+    del kept  # the parent's pool holds a buffer at the fork
+    assert _recycled.free_bytes() > 0
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_in_child, args=(queue,))
+    child.start()
+    reused, free = queue.get(timeout=60)  # free at the child's start
+    child.join(60)
+    assert child.exitcode == 0 and reused == 1 and free == 0
