@@ -27,8 +27,8 @@ import numpy as np
 
 # Smaller outputs come from glibc's heap, which already reuses freed blocks of that size.
 FROM_BYTES = 1 << 20
-# The most free bytes kept for the next call: a padded batch's outputs several times over.
-KEEP_BYTES = 512 << 20
+# The most free bytes kept for later calls: two calls of 65,536 padded lines (~60 MB each) and more.
+KEEP_BYTES = 256 << 20
 # A buffer serves a request of at least half its size, so a small output never holds a large buffer.
 _MOST_SLACK = 2
 
