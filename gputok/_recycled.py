@@ -3,10 +3,10 @@
 A padded batch of 65,536 lines is three [65,536, width] int64 tensors, tens of MB each. Fresh
 memory from the system arrives one page fault at a time (4 kB pages, or 2 MB ones the kernel may
 first have to compact memory for), and on the 2-core machine filling fresh pages cost more than
-encoding the batch's text: BERT's padded call of 65,536 English lines took 50-70 ms against
-37-41 ms in reused memory (``benchmarks/padded_memory.py``). glibc hands such blocks straight back
-to the system when they are freed, so a training loop that drops each batch before the next paid
-that on every call.
+encoding the batch's text: BERT's padded call of 65,536 English lines took 83 ms against 48 ms in
+reused memory (``benchmarks/padded_memory.py``, medians), its ragged call 41 ms. glibc hands such
+blocks straight back to the system when they are freed, so a training loop that drops each batch
+before the next paid that on every call.
 
 ``empty`` leases a buffer that a dropped output gave back, else allocates one; a buffer goes back
 when the last array or tensor viewing it is gone. That is known exactly: the arrays are views of a
