@@ -11,9 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import gputok
 from gputok import Tokenizer, _recycled
+from gputok.data import Collate
 from gputok import tokenizer as tokenizer_module
 
 GARBAGE = -7
@@ -152,6 +154,36 @@ def _in_child(queue) -> None:
     pointer = array.ctypes.data
     del array
     queue.put((int(_recycled.empty((1000, 300), np.int64).ctypes.data == pointer), free))
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
+def test_dataloader_workers_send_recycled_outputs(bert: Tokenizer, lines, empty_pool, monkeypatch):
+    """Forked DataLoader workers whose every padded output is leased give the parent's batches: a
+    worker's buffers go back to its pool once the batch is sent, and its next batch reuses them.
+    Pairs: their rows are post-processed in row ranges (``_padded_in_ranges``), into leased arrays."""
+    monkeypatch.setattr(_recycled, "FROM_BYTES", 0)
+    monkeypatch.setattr(tokenizer_module, "PADDED_IN_RANGES_FROM", 0)
+    leased = []
+    real = _recycled.empty
+    monkeypatch.setattr(_recycled, "empty", lambda *a: leased.append(1) or real(*a))
+    collate = Collate(bert, fields=("text", "pair"))
+    rows = list(zip(lines, lines[::-1]))
+    expected = [collate(rows[i:i + 50]) for i in range(0, len(rows), 50)]
+    assert leased
+
+    def collate_counting(batch):  # and how many arrays this worker has leased, and holds free
+        return collate(batch), len(leased), _recycled.free_bytes()
+
+    loader = DataLoader(rows, batch_size=50, num_workers=2, multiprocessing_context="fork",
+                        collate_fn=collate_counting)
+    got = [({key: value.clone() for key, value in batch.items()}, count, free) for batch, count, free in loader]
+    assert len(got) == len(expected)
+    for (batch, count, _), want in zip(got, expected):
+        assert count > len(leased)  # this worker's batches were leased too
+        assert batch.keys() == want.keys()
+        for key in want:
+            assert torch.equal(batch[key], want[key]), key
+    assert any(free for *_, free in got)  # a sent batch's buffers went back to its worker's pool
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork here")
