@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 import gputok
 from gputok import Tokenizer, _recycled
 from gputok.data import Collate
+from gputok.processors import filled_cells, pad
 from gputok import tokenizer as tokenizer_module
 
 GARBAGE = -7
@@ -40,16 +41,6 @@ def garbage_memory(monkeypatch):
     monkeypatch.setattr(_recycled, "empty", dirty)
 
 
-def _padded_from_ragged(ragged: dict, key: str, width: int, left: bool, pad) -> torch.Tensor:
-    ends = ragged["row_offsets"].tolist()
-    values = ragged[key]
-    out = torch.full((len(ends) - 1, width, *values.shape[1:]), pad, dtype=values.dtype)
-    for row, (start, end) in enumerate(zip(ends, ends[1:])):
-        n = end - start
-        (out[row, width - n:] if left else out[row, :n]).copy_(values[start:end])
-    return out
-
-
 @pytest.mark.parametrize("options", [{}, {"return_offsets": True, "padding_side": "left"},
                                      {"return_token_type_ids": True, "pad_to_multiple_of": 8}])
 def test_every_cell_written_in_reused_memory(bert: Tokenizer, lines, split_small, garbage_memory, monkeypatch,
@@ -68,12 +59,14 @@ def test_every_cell_written_in_reused_memory(bert: Tokenizer, lines, split_small
         width = padded["input_ids"].shape[1]
         assert width % options.get("pad_to_multiple_of", 1) == 0
         assert width >= (ragged["row_offsets"].diff().max())
-        expected = {"input_ids": _padded_from_ragged(ragged, "input_ids", width, left, bert._pad_id)}
-        ragged["mask"] = torch.ones_like(ragged["input_ids"])
-        expected["attention_mask"] = _padded_from_ragged(ragged, "mask", width, left, 0)
-        for key in ("token_type_ids", "offsets"):
-            if key in ragged:
-                expected[key] = _padded_from_ragged(ragged, key, width, left, 0)
+        # the torch reference's padding of the ragged rows (gputok.processors, tests/test_processors.py)
+        filled = filled_cells(ragged["row_offsets"].diff(), width, left=left)
+        expected = {"input_ids": pad(ragged["input_ids"], filled, pad_value=bert._pad_id),
+                    "attention_mask": filled.long()}
+        if "token_type_ids" in ragged:
+            expected["token_type_ids"] = pad(ragged["token_type_ids"], filled, pad_value=0)
+        if "offsets" in ragged:
+            expected["offsets"] = pad(ragged["offsets"], filled[:, :, None].expand(-1, -1, 2), pad_value=0)
         assert padded.keys() == expected.keys()
         for key, tensor in expected.items():
             assert torch.equal(padded[key], tensor), key
