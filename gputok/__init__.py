@@ -21,7 +21,8 @@ from .tokenizer import AddedToken, Tokenizer
 _LAZY = {"data": ("data", None), "extend_embeddings": ("embeddings", "extend_embeddings"),
          "extend": ("extending", "extend"),
          "extend_with_report": ("extending", "extend_with_report"), "train": ("training", "train"),
-         "train_from_counts": ("training", "train_from_counts")}
+         "train_from_counts": ("training", "train_from_counts"),
+         "compile_kernels": ("precompile", "compile_kernels")}
 
 
 def __getattr__(name: str):
@@ -39,5 +40,6 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["Tokenizer", "AddedToken", "data", "train", "train_from_counts", "extend", "extend_with_report",
-           "extend_embeddings", "encode_corpus", "set_num_threads", "get_num_threads", "release_memory"]
+           "extend_embeddings", "encode_corpus", "set_num_threads", "get_num_threads", "release_memory",
+           "compile_kernels"]
 __version__ = "0.1.0"

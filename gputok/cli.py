@@ -9,6 +9,7 @@
     gputok bench --train                                                # training vs huggingface
     gputok extend --base tokenizer.json --corpus domain.txt --add 5000 -o extended.json
     gputok fertility --tokenizer tokenizer.json --tokenizer extended.json heldout.txt --png fertility.png
+    gputok compile --tokenizer all                                      # the CPU kernels compiled ahead of use
     gputok encode-corpus data.jsonl.gz --text-field text --tokenizer tokenizer.json --out shards/ --append-eos
 """
 
@@ -306,6 +307,36 @@ def _encode_corpus_parser(sub) -> None:
     ec.add_argument("--quiet", action="store_true", help="no progress bar or summary")
 
 
+def _compile_parser(sub) -> None:
+    cp = sub.add_parser("compile", help="compile the CPU kernels into the cache ahead of use, a process per tokenizer")
+    cp.add_argument("--tokenizer", nargs="+", default=["all"],
+                    help="gputok bench's tokenizers (bert, cl100k, unigram, mistral; all: the four, the default) "
+                         "or tokenizer files (gputok encode's formats)")
+    cp.add_argument("--jobs", type=int, default=None,
+                    help="processes at once (default: one per CPU core, at most one per tokenizer)")
+    cp.add_argument("--device", default="cpu", help="cpu, or cuda to compile the Triton kernels too")
+
+
+def _compile(args) -> int:
+    import time
+
+    from . import precompile
+
+    names = [n for name in args.tokenizer for n in (precompile.FAMILIES if name == "all" else (name,))]
+    start = time.perf_counter()
+
+    def report(done: "precompile.Compiled") -> None:
+        print(f"{done.tokenizer}: {done.seconds:.1f} s ({done.cpu_seconds:.1f} s CPU), "
+              f"{done.kernels} kernels compiled", flush=True)
+
+    try:
+        precompile.compile_kernels(names, jobs=args.jobs, device=args.device, on_done=report)
+    except ValueError as e:
+        raise SystemExit(f"gputok compile: {e}")
+    print(f"compiled in {time.perf_counter() - start:.1f} s")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gputok", description="GPU-batched tensor tokenizer")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -322,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     enc.add_argument("--no-special-tokens", action="store_true", help="leave out [CLS]/[SEP]")
     enc.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_threads(enc)
+    _compile_parser(sub)
     _train_parser(sub)
     from . import cli_domain
 
@@ -352,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         return cli_domain.run_extend(args) if args.command == "extend" else cli_domain.run_fertility(args)
     if args.command == "encode-corpus":
         return _encode_corpus(args)
+    if args.command == "compile":
+        return _compile(args)
     return _encode(args)
 
 

@@ -1,0 +1,124 @@
+"""Compile gputok's CPU kernels into the on-disk cache ahead of use: ``gputok compile``.
+
+numba compiles a kernel the first time it is called with new argument types and keeps the machine
+code under gputok's cache dir (``kernels/_numba.py``); a later process loads it in a fraction of a
+second. The first process on a machine pays the compile instead: seconds per family at its first
+call, and again at the first call of each other shape (ragged outputs, a batch large enough to be
+cut into parts or chunks), each of which reaches kernels of its own.
+
+``compile_kernels`` makes those first calls ahead of time (in a Docker build, or before the
+DataLoader workers start, which would otherwise each compile the same kernels), one process per
+tokenizer on up to ``jobs`` cores at once: numba compiles under a process-wide lock, so threads
+would not overlap, and most of a tokenizer's kernels are its family's own, so a process per
+tokenizer compiles little twice. Each job calls its tokenizer with ``WARM_BATCH_SIZES`` texts,
+padded and not, with at least two gputok threads (the paths that cut a batch into parts need two),
+on mixed-script text that reaches the Unicode paths too. Shapes it does not call (pairs, offsets,
+truncation) compile at their first use, as before.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+# The batch sizes each job encodes: one text, a small batch (one kernel call), one cut into a part
+# per thread, and one cut into chunks whose padded rows are filled in ranges.
+WARM_BATCH_SIZES = (1, 2, 1024, 40_000)
+# What the warm-up batches are made of: ASCII, accents, CJK, an emoji, a ligature and odd spaces.
+WARM_TEXTS = ("Hello world, this is a first batch.", "中文 and é", "naïve café, 12,345.67 😀!",
+              "  spaces\tand\u3000ideographic space  ", "ﬁne ½ ① Ünïcödé ÀÉÎ", "don't stop, it's 2024's",
+              "日本語のテキストです。", "Привет, мир")
+# The tokenizers gputok bench encodes with, by the name it gives them, the longest to compile first
+# (jobs take them in this order: the last to start are the shortest).
+FAMILIES = ("cl100k", "unigram", "mistral", "bert")
+
+
+@dataclass
+class Compiled:
+    """One tokenizer's warm-up: its wall and CPU seconds and how many kernels it compiled (the
+    rest loaded from the cache)."""
+    tokenizer: str
+    seconds: float
+    cpu_seconds: float
+    kernels: int
+
+
+def warm_calls(tokenizer, device: str = "cpu") -> None:
+    """Call ``tokenizer`` with every batch size of ``WARM_BATCH_SIZES``, padded and not, on
+    ``device`` (small batches for a GPU are encoded on the CPU, as in use)."""
+    from . import _cpu_threads
+
+    before = _cpu_threads._threads
+    _cpu_threads.set_num_threads(max(2, _cpu_threads.num_threads()))
+    try:
+        for size in WARM_BATCH_SIZES:
+            texts = [WARM_TEXTS[i % len(WARM_TEXTS)] for i in range(size)]
+            for padding in (True, False):
+                tokenizer(texts, padding=padding, device=device)
+    finally:
+        _cpu_threads.set_num_threads(before)
+
+
+def load(name: str):
+    """A tokenizer by ``gputok bench``'s name for it (``FAMILIES``) or from a file
+    (``gputok encode``'s formats)."""
+    if name in FAMILIES:
+        from .bench import make_tokenizer
+
+        return make_tokenizer(name)
+    from .cli import load_tokenizer
+
+    return load_tokenizer(name)
+
+
+def _compile_one(job: tuple[str, str]) -> Compiled:
+    """One job: load the tokenizer, then :func:`warm_calls`, counting numba's compiles."""
+    from numba.core import event
+
+    name, device = job
+    compiles = [0]
+
+    class Counter(event.Listener):
+        def on_start(self, event_):
+            compiles[0] += 1
+
+        def on_end(self, event_):
+            pass
+
+    start, cpu = time.perf_counter(), time.process_time()
+    with event.install_listener("numba:compile", Counter()):
+        warm_calls(load(name), device)
+    return Compiled(name, time.perf_counter() - start, time.process_time() - cpu, compiles[0])
+
+
+def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = None, device: str = "cpu",
+                    on_done: Callable[[Compiled], None] | None = None) -> list[Compiled]:
+    """Compile the kernels each of ``tokenizers`` (``FAMILIES`` names or tokenizer files) runs into
+    the cache, ``jobs`` processes at once (default: one per CPU core, at most one per tokenizer;
+    1: in this process). ``on_done`` sees each tokenizer's result as it finishes. Returns them in
+    ``tokenizers``' order."""
+    for name in tokenizers:
+        if name not in FAMILIES and not os.path.isfile(name):
+            raise ValueError(f"{name!r} is neither a gputok bench tokenizer ({', '.join(FAMILIES)}) nor a file")
+    if jobs is None:
+        jobs = min(len(tokenizers), os.cpu_count() or 1)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs={jobs!r}; pass a positive int")
+    work = [(name, device) for name in dict.fromkeys(tokenizers)]
+    done: dict[str, Compiled] = {}
+    if jobs == 1 or len(work) == 1:
+        for job in work:
+            done[job[0]] = result = _compile_one(job)
+            if on_done is not None:
+                on_done(result)
+    else:
+        # spawn: a forked child would inherit this process's numba and torch state (and threads)
+        with multiprocessing.get_context("spawn").Pool(min(jobs, len(work))) as pool:
+            for result in pool.imap_unordered(_compile_one, work):
+                done[result.tokenizer] = result
+                if on_done is not None:
+                    on_done(result)
+    return [done[name] for name in tokenizers]

@@ -1,0 +1,101 @@
+"""``gputok compile`` (``gputok/precompile.py``): the kernels a tokenizer's calls need, compiled
+into the cache ahead of use, in processes of their own; a fresh process then compiles nothing for
+those calls. No timings: ``python -m gputok compile`` prints them."""
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gputok import precompile
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", ",", ".", "!", "a", "##s", "##t", "中",
+         "文", "é", "this", "is", "first", "batch"]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Two vocab files and a numba cache that ``gputok compile`` filled from empty for the first,
+    with the command's output."""
+    root = tmp_path_factory.mktemp("precompile")
+    vocabs = [root / "vocab.txt", root / "other-vocab.txt"]
+    for path in vocabs:
+        path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(root / "cache"))
+    return vocabs, env, _cli(["--tokenizer", str(vocabs[0]), "--jobs", "1"], env)
+
+
+def _cli(args: list[str], env: dict) -> str:
+    done = subprocess.run([sys.executable, "-m", "gputok", "compile", *args], env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _kernels_compiled(output: str) -> dict[str, int]:
+    return {name: int(count) for name, count in re.findall(r"^(.+): [\d.]+ s \([\d.]+ s CPU\), (\d+) kernels compiled$",
+                                                           output, re.M)}
+
+
+def test_a_fresh_process_compiles_nothing_for_the_calls_compiled_ahead(compiled):
+    vocabs, env, output = compiled
+    assert _kernels_compiled(output)[str(vocabs[0])] > 0  # the cache started empty
+    assert re.search(r"^compiled in [\d.]+ s$", output, re.M)
+    code = f"""
+        from numba.core import event
+        from gputok import precompile
+        compiles = []
+
+        class Counter(event.Listener):
+            def on_start(self, event_):
+                compiles.append(event_.data["dispatcher"].py_func.__name__)
+
+            def on_end(self, event_):
+                pass
+
+        tok = precompile.load({str(vocabs[0])!r})
+        with event.install_listener("numba:compile", Counter()):
+            precompile.warm_calls(tok)
+            # the same shapes as a user's calls reach them: default options, padded or ragged
+            tok(["Hello, world!"] * 3, padding=True)
+            tok(["hello world"] * 2000, padding=False)
+        print(compiles)
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=600, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_jobs_run_each_tokenizer_once_in_processes_of_their_own(compiled):
+    vocabs, env, _ = compiled
+    output = _cli(["--tokenizer", str(vocabs[0]), str(vocabs[1]), str(vocabs[0]), "--jobs", "2"], env)
+    # each file once; both load what the first run compiled (the kernels are the pipeline's, not the vocabulary's)
+    assert _kernels_compiled(output) == {str(vocabs[0]): 0, str(vocabs[1]): 0}
+
+
+def test_bad_arguments_are_refused_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="neither a gputok bench tokenizer"):
+        precompile.compile_kernels([str(tmp_path / "missing.json")])
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB), encoding="utf-8")
+    for jobs in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="jobs="):
+            precompile.compile_kernels([str(tmp_path / "vocab.txt")], jobs=jobs)
+    done = subprocess.run([sys.executable, "-m", "gputok", "compile", "--tokenizer", "no-such-tokenizer"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "gputok compile: 'no-such-tokenizer' is neither" in done.stderr
+
+
+def test_the_warm_up_reaches_every_cpu_path():
+    # One text, one kernel call, parts and chunks (padded rows filled in ranges): the batch sizes
+    # must keep reaching each path as their thresholds move.
+    from gputok import _cpu_threads, tokenizer
+
+    sizes = precompile.WARM_BATCH_SIZES
+    chars = [sum(len(precompile.WARM_TEXTS[i % len(precompile.WARM_TEXTS)]) for i in range(n)) for n in sizes]
+    assert sizes[0] == 1
+    assert chars[1] < 2 * _cpu_threads.MIN_CHUNK_CHARS  # one call
+    assert 2 * _cpu_threads.MIN_CHUNK_CHARS <= chars[2] <= tokenizer.PARTS_MAX_CHARS  # parts
+    assert chars[3] > tokenizer.PARTS_MAX_CHARS and sizes[3] >= tokenizer.PADDED_IN_RANGES_FROM  # chunks, ranges
