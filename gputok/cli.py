@@ -326,15 +326,19 @@ def _compile(args) -> int:
     start = time.perf_counter()
 
     def report(done: "precompile.Compiled") -> None:
-        print(f"{done.tokenizer}: {done.seconds:.1f} s ({done.cpu_seconds:.1f} s CPU), "
-              f"{done.kernels} kernels compiled", flush=True)
+        if done.error is not None:
+            print(f"{done.tokenizer}: failed: {done.error}", file=sys.stderr, flush=True)
+        else:
+            print(f"{done.tokenizer}: {done.seconds:.1f} s ({done.cpu_seconds:.1f} s CPU), "
+                  f"{done.kernels} kernels compiled", flush=True)
 
     try:
-        precompile.compile_kernels(names, jobs=args.jobs, device=args.device, on_done=report)
+        results = precompile.compile_kernels(names, jobs=args.jobs, device=args.device, on_done=report)
     except ValueError as e:
         raise SystemExit(f"gputok compile: {e}")
-    print(f"compiled in {time.perf_counter() - start:.1f} s")
-    return 0
+    failed = [r.tokenizer for r in results if r.error is not None]
+    print(f"compiled in {time.perf_counter() - start:.1f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,11 +39,12 @@ FAMILIES = ("cl100k", "unigram", "mistral", "bert")
 @dataclass
 class Compiled:
     """One tokenizer's warm-up: its wall and CPU seconds and how many kernels it compiled (the
-    rest loaded from the cache)."""
+    rest loaded from the cache), or why it failed (``error``; the other tokenizers go on)."""
     tokenizer: str
     seconds: float
     cpu_seconds: float
     kernels: int
+    error: str | None = None
 
 
 def warm_calls(tokenizer, device: str = "cpu") -> None:
@@ -89,9 +90,15 @@ def _compile_one(job: tuple[str, str]) -> Compiled:
             pass
 
     start, cpu = time.perf_counter(), time.process_time()
-    with event.install_listener("numba:compile", Counter()):
-        warm_calls(load(name), device)
-    return Compiled(name, time.perf_counter() - start, time.process_time() - cpu, compiles[0])
+    error = None
+    try:
+        with event.install_listener("numba:compile", Counter()):
+            warm_calls(load(name), device)
+    except SystemExit as e:  # load_tokenizer's message for a file it cannot read
+        error = str(e)
+    except Exception as e:  # reported; the other jobs go on
+        error = f"{type(e).__name__}: {e}"
+    return Compiled(name, time.perf_counter() - start, time.process_time() - cpu, compiles[0], error)
 
 
 def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = None, device: str = "cpu",
@@ -100,6 +107,17 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
     the cache, ``jobs`` processes at once (default: one per CPU core, at most one per tokenizer;
     1: in this process). ``on_done`` sees each tokenizer's result as it finishes. Returns them in
     ``tokenizers``' order."""
+    if not tokenizers:
+        raise ValueError("no tokenizers to compile")
+    if device != "cpu":
+        import torch
+
+        try:
+            kind = torch.device(device).type
+        except RuntimeError:  # not a device name at all
+            kind = None
+        if kind != "cuda" or not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}: pass 'cpu', or 'cuda' on a machine with a CUDA device")
     for name in tokenizers:
         if name not in FAMILIES and not os.path.isfile(name):
             raise ValueError(f"{name!r} is neither a gputok bench tokenizer ({', '.join(FAMILIES)}) nor a file")

@@ -9,7 +9,9 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
+import gputok
 from gputok import precompile
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", ",", ".", "!", "a", "##s", "##t", "中",
@@ -76,10 +78,30 @@ def test_jobs_run_each_tokenizer_once_in_processes_of_their_own(compiled):
     assert _kernels_compiled(output) == {str(vocabs[0]): 0, str(vocabs[1]): 0}
 
 
+def test_a_tokenizer_that_fails_is_reported_and_the_others_compile(compiled, tmp_path):
+    vocabs, env, _ = compiled
+    bad = tmp_path / "vocab.json"  # a GPT-2 vocab.json without its merges: load_tokenizer refuses it
+    bad.write_text('{"a": 0}', encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "gputok", "compile", "--tokenizer", str(bad), str(vocabs[0]),
+                           "--jobs", "2"], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1
+    assert f"{bad}: failed: gputok: {bad} has no \"model\"" in done.stderr
+    assert _kernels_compiled(done.stdout) == {str(vocabs[0]): 0}
+    assert done.stdout.rstrip().endswith(f"; failed: {bad}")
+
+
 def test_bad_arguments_are_refused_before_any_work(tmp_path):
-    with pytest.raises(ValueError, match="neither a gputok bench tokenizer"):
-        precompile.compile_kernels([str(tmp_path / "missing.json")])
     (tmp_path / "vocab.txt").write_text("\n".join(VOCAB), encoding="utf-8")
+    with pytest.raises(ValueError, match="neither a gputok bench tokenizer"):
+        precompile.compile_kernels([str(tmp_path / "vocab.txt"), str(tmp_path / "missing.json")])
+    with pytest.raises(ValueError, match="no tokenizers"):
+        gputok.compile_kernels([])
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device='cuda'"):
+            gputok.compile_kernels([str(tmp_path / "vocab.txt")], device="cuda")
+    for device in ("mps", "gpu"):
+        with pytest.raises(ValueError, match=f"device='{device}'"):
+            gputok.compile_kernels([str(tmp_path / "vocab.txt")], device=device)
     for jobs in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="jobs="):
             precompile.compile_kernels([str(tmp_path / "vocab.txt")], jobs=jobs)
