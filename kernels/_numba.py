@@ -27,6 +27,7 @@ not the whole compiler (``_KernelCache``), so a warm process reaches its first b
 second sooner. numba's global config, which the user's own code sees, stays untouched.
 """
 
+import contextlib
 import hashlib
 import os
 import threading
@@ -150,12 +151,44 @@ _LINK_ONLY = "link-only"  # the kind of a link-only library's serialised form, a
 _compiling = threading.local()
 
 
+@contextlib.contextmanager
+def _one_writer(cache_path: str):
+    """Hold the cache folder's write lock (an exclusive ``flock`` on a file in it, which other
+    processes' saves wait for) around a save.
+
+    numba saves an entry in three steps: it reads the function's index, writes it back with the
+    new entry and a data file name the index did not hold, then writes that file. Two processes
+    saving entries of one function at once (``gputok compile``'s jobs, DataLoader workers or
+    ranks starting on a cold cache; a kernel's full and link-only compiles are two entries) can
+    both pick the same name: the index can then hold one's entry and the file the other's code,
+    which a later process loads and runs for the wrong argument types. Under the lock each save
+    reads the index the last one wrote. Loads take no lock: the index and data files are replaced
+    whole (numba writes a temporary file and renames it), and an entry whose file is not written
+    yet loads as a miss. Where the lock cannot be had (no ``fcntl``, a folder not writable) the
+    save goes on as numba's does."""
+    try:
+        import fcntl
+
+        os.makedirs(cache_path, exist_ok=True)
+        lock = open(os.path.join(cache_path, "gputok-save.lock"), "ab")
+    except (ImportError, OSError):
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 class _FullOnlyCache(FunctionCache):
     """numba's on-disk cache, which does not store link-only compiles."""
 
     def save_overload(self, sig, data):
         if not isinstance(data.library, _LinkOnlyLibrary):
-            super().save_overload(sig, data)
+            with _one_writer(self._cache_path):
+                super().save_overload(sig, data)
 
 
 class _LinkOnlyEntries(CompileResultCacheImpl):
@@ -214,7 +247,8 @@ class _KernelCache(FunctionCache):
     def save_overload(self, sig, data):
         self._link_only_key = isinstance(data.library, _LinkOnlyLibrary)
         try:
-            super().save_overload(sig, data)
+            with _one_writer(self._cache_path):
+                super().save_overload(sig, data)
         finally:
             self._link_only_key = False
 
