@@ -314,6 +314,7 @@ def _compile_parser(sub) -> None:
                          "or tokenizer files (gputok encode's formats)")
     cp.add_argument("--jobs", type=int, default=None,
                     help="processes at once (default: one per CPU core, at most one per tokenizer)")
+    cp.add_argument("--pattern", default=None, help=".tiktoken files: the split rule (default: from the file name)")
     cp.add_argument("--device", default="cpu", help="cpu, or cuda to compile the Triton kernels too")
 
 
@@ -333,7 +334,8 @@ def _compile(args) -> int:
                   f"{done.kernels} kernels compiled", flush=True)
 
     try:
-        results = precompile.compile_kernels(names, jobs=args.jobs, device=args.device, on_done=report)
+        results = precompile.compile_kernels(names, jobs=args.jobs, device=args.device, on_done=report,
+                                             pattern=args.pattern)
     except ValueError as e:
         raise SystemExit(f"gputok compile: {e}")
     failed = [r.tokenizer for r in results if r.error is not None]

@@ -63,23 +63,24 @@ def warm_calls(tokenizer, device: str = "cpu") -> None:
         _cpu_threads.set_num_threads(before)
 
 
-def load(name: str):
+def load(name: str, pattern: str | None = None):
     """A tokenizer by ``gputok bench``'s name for it (``FAMILIES``) or from a file
-    (``gputok encode``'s formats)."""
+    (``gputok encode``'s formats; ``pattern``: a .tiktoken file's split rule, where its name does
+    not tell)."""
     if name in FAMILIES:
         from .bench import make_tokenizer
 
         return make_tokenizer(name)
     from .cli import load_tokenizer
 
-    return load_tokenizer(name)
+    return load_tokenizer(name, pattern=pattern)
 
 
-def _compile_one(job: tuple[str, str]) -> Compiled:
+def _compile_one(job: tuple[str, str, str | None]) -> Compiled:
     """One job: load the tokenizer, then :func:`warm_calls`, counting numba's compiles."""
     from numba.core import event
 
-    name, device = job
+    name, device, pattern = job
     compiles = [0]
 
     class Counter(event.Listener):
@@ -93,7 +94,7 @@ def _compile_one(job: tuple[str, str]) -> Compiled:
     error = None
     try:
         with event.install_listener("numba:compile", Counter()):
-            warm_calls(load(name), device)
+            warm_calls(load(name, pattern), device)
     except SystemExit as e:  # load_tokenizer's message for a file it cannot read
         error = str(e)
     except Exception as e:  # reported; the other jobs go on
@@ -102,11 +103,13 @@ def _compile_one(job: tuple[str, str]) -> Compiled:
 
 
 def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = None, device: str = "cpu",
-                    on_done: Callable[[Compiled], None] | None = None) -> list[Compiled]:
+                    on_done: Callable[[Compiled], None] | None = None, pattern: str | None = None) -> list[Compiled]:
     """Compile the kernels each of ``tokenizers`` (``FAMILIES`` names or tokenizer files) runs into
     the cache, ``jobs`` processes at once (default: one per CPU core, at most one per tokenizer;
-    1: in this process). ``on_done`` sees each tokenizer's result as it finishes. Returns them in
-    ``tokenizers``' order."""
+    1: in this process). ``on_done`` sees each tokenizer's result as it finishes; ``pattern``: the
+    split rule of .tiktoken files whose names do not tell it. Returns the results in
+    ``tokenizers``' order. The jobs are spawned processes, which import the caller's main module:
+    in a script, call this under ``if __name__ == "__main__":``."""
     if not tokenizers:
         raise ValueError("no tokenizers to compile")
     if device != "cpu":
@@ -125,7 +128,7 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
         jobs = min(len(tokenizers), os.cpu_count() or 1)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}; pass a positive int")
-    work = [(name, device) for name in dict.fromkeys(tokenizers)]
+    work = [(name, device, pattern) for name in dict.fromkeys(tokenizers)]
     done: dict[str, Compiled] = {}
     if jobs == 1 or len(work) == 1:
         for job in work:

@@ -121,3 +121,15 @@ def test_the_warm_up_reaches_every_cpu_path():
     assert chars[1] < 2 * _cpu_threads.MIN_CHUNK_CHARS  # one call
     assert 2 * _cpu_threads.MIN_CHUNK_CHARS <= chars[2] <= tokenizer.PARTS_MAX_CHARS  # parts
     assert chars[3] > tokenizer.PARTS_MAX_CHARS and sizes[3] >= tokenizer.PADDED_IN_RANGES_FROM  # chunks, ranges
+
+
+def test_a_tiktoken_file_takes_its_split_rule_from_pattern(tmp_path):
+    import base64
+
+    ranks = tmp_path / "ranks.tiktoken"  # a name that does not tell the split rule
+    ranks.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)))
+    with pytest.raises(SystemExit, match="which split rule"):
+        precompile.load(str(ranks))
+    assert precompile.load(str(ranks), pattern="cl100k").encode("ab") == [97, 98]
+    failed = precompile.compile_kernels([str(ranks)], jobs=1)[0]
+    assert failed.error.startswith("gputok: which split rule does") and failed.kernels == 0
