@@ -125,7 +125,8 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
         if name not in FAMILIES and not os.path.isfile(name):
             raise ValueError(f"{name!r} is neither a gputok bench tokenizer ({', '.join(FAMILIES)}) nor a file")
     if jobs is None:
-        jobs = min(len(tokenizers), os.cpu_count() or 1)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        jobs = min(len(tokenizers), cores)
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs={jobs!r}; pass a positive int")
     work = [(name, device, pattern) for name in dict.fromkeys(tokenizers)]
