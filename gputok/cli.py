@@ -310,7 +310,8 @@ def _encode_corpus_parser(sub) -> None:
 def _compile_parser(sub) -> None:
     cp = sub.add_parser("compile", help="compile the CPU kernels into the cache ahead of use, a process per tokenizer")
     cp.add_argument("--tokenizer", nargs="+", default=["all"],
-                    help="gputok bench's tokenizers (bert, cl100k, unigram, mistral; all: the four, the default) "
+                    help="gputok bench's tokenizers (bert, cl100k, unigram, mistral, gpt2; all: the first four, "
+                         "the default) "
                          "or tokenizer files (gputok encode's formats)")
     cp.add_argument("--jobs", type=int, default=None,
                     help="processes at once (default: one per CPU core, at most one per tokenizer)")

@@ -31,8 +31,8 @@ WARM_BATCH_SIZES = (1, 2, 1024, 40_000)
 WARM_TEXTS = ("Hello world, this is a first batch.", "中文 and é", "naïve café, 12,345.67 😀!",
               "  spaces\tand\u3000ideographic space  ", "ﬁne ½ ① Ünïcödé ÀÉÎ", "don't stop, it's 2024's",
               "日本語のテキストです。", "Привет, мир")
-# The tokenizers gputok bench encodes with, by the name it gives them, the longest to compile first
-# (jobs take them in this order: the last to start are the shortest).
+# ``gputok compile``'s default: ``gputok bench --tokenizer all``'s four, the longest to compile
+# first (jobs take them in this order: the last to start are the shortest).
 FAMILIES = ("cl100k", "unigram", "mistral", "bert")
 
 
@@ -64,13 +64,13 @@ def warm_calls(tokenizer, device: str = "cpu") -> None:
 
 
 def load(name: str, pattern: str | None = None):
-    """A tokenizer by ``gputok bench``'s name for it (``FAMILIES``) or from a file
+    """A tokenizer by ``gputok bench``'s name for it (``bench.ANCHORS``' keys) or from a file
     (``gputok encode``'s formats; ``pattern``: a .tiktoken file's split rule, where its name does
     not tell)."""
-    if name in FAMILIES:
-        from .bench import make_tokenizer
+    from . import bench
 
-        return make_tokenizer(name)
+    if name in bench.ANCHORS:
+        return bench.make_tokenizer(name)
     from .cli import load_tokenizer
 
     return load_tokenizer(name, pattern=pattern)
@@ -104,12 +104,14 @@ def _compile_one(job: tuple[str, str, str | None]) -> Compiled:
 
 def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = None, device: str = "cpu",
                     on_done: Callable[[Compiled], None] | None = None, pattern: str | None = None) -> list[Compiled]:
-    """Compile the kernels each of ``tokenizers`` (``FAMILIES`` names or tokenizer files) runs into
+    """Compile the kernels each of ``tokenizers`` (``gputok bench``'s names or tokenizer files) runs into
     the cache, ``jobs`` processes at once (default: one per CPU core, at most one per tokenizer;
     1: in this process). ``on_done`` sees each tokenizer's result as it finishes; ``pattern``: the
     split rule of .tiktoken files whose names do not tell it. Returns the results in
     ``tokenizers``' order. The jobs are spawned processes, which import the caller's main module:
     in a script, call this under ``if __name__ == "__main__":``."""
+    from . import bench
+
     if not tokenizers:
         raise ValueError("no tokenizers to compile")
     if device != "cpu":
@@ -122,8 +124,8 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
         if kind != "cuda" or not torch.cuda.is_available():
             raise ValueError(f"device={device!r}: pass 'cpu', or 'cuda' on a machine with a CUDA device")
     for name in tokenizers:
-        if name not in FAMILIES and not os.path.isfile(name):
-            raise ValueError(f"{name!r} is neither a gputok bench tokenizer ({', '.join(FAMILIES)}) nor a file")
+        if name not in bench.ANCHORS and not os.path.isfile(name):
+            raise ValueError(f"{name!r} is neither a gputok bench tokenizer ({', '.join(bench.ANCHORS)}) nor a file")
     if jobs is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         jobs = min(len(tokenizers), cores)
