@@ -4,5 +4,4 @@ import sys
 
 from .cli import main
 
-if __name__ == "__main__":  # not when a spawned child (gputok compile's jobs) imports it
-    sys.exit(main())
+sys.exit(main())

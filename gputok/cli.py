@@ -312,7 +312,7 @@ def _compile_parser(sub) -> None:
     cp.add_argument("--tokenizer", nargs="+", default=["all"],
                     help="gputok bench's tokenizers (bert, cl100k, unigram, mistral, gpt2; all: the first four, "
                          "the default) "
-                         "or tokenizer files (gputok encode's formats)")
+                         "or tokenizer files: tokenizer.json, vocab.txt, .tiktoken or SentencePiece .model")
     cp.add_argument("--jobs", type=int, default=None,
                     help="processes at once (default: one per CPU core, at most one per tokenizer)")
     cp.add_argument("--pattern", default=None, help=".tiktoken files: the split rule (default: from the file name)")

@@ -22,6 +22,8 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 # The batch sizes each job encodes: one text, a small batch (one kernel call), one cut into a part
@@ -104,45 +106,51 @@ def _compile_one(job: tuple[str, str, str | None]) -> Compiled:
 
 def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = None, device: str = "cpu",
                     on_done: Callable[[Compiled], None] | None = None, pattern: str | None = None) -> list[Compiled]:
-    """Compile the kernels each of ``tokenizers`` (``gputok bench``'s names or tokenizer files) runs into
-    the cache, ``jobs`` processes at once (default: one per CPU core, at most one per tokenizer;
-    1: in this process). ``on_done`` sees each tokenizer's result as it finishes; ``pattern``: the
-    split rule of .tiktoken files whose names do not tell it. Returns the results in
-    ``tokenizers``' order. The jobs are spawned processes, which import the caller's main module:
-    in a script, call this under ``if __name__ == "__main__":``."""
+    """Compile the kernels each of ``tokenizers`` (``gputok bench``'s names or tokenizer files, each
+    once) runs into the cache, up to ``jobs`` spawned processes at once (default: one per core
+    this process may use). One tokenizer, or ``jobs=1``, compiles in this process. ``on_done``
+    sees each tokenizer's result as it finishes; ``pattern``: the split rule of .tiktoken files
+    whose names do not tell it. Returns the results in ``tokenizers``' order (a job whose process
+    died reports it as its error). Spawned processes import the caller's main module: in a
+    script, call this under ``if __name__ == "__main__":``."""
+    import torch
+
     from . import bench
 
     if not tokenizers:
         raise ValueError("no tokenizers to compile")
-    if device != "cpu":
-        import torch
-
-        try:
-            kind = torch.device(device).type
-        except RuntimeError:  # not a device name at all
-            kind = None
-        if kind != "cuda" or not torch.cuda.is_available():
-            raise ValueError(f"device={device!r}: pass 'cpu', or 'cuda' on a machine with a CUDA device")
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):  # not a device at all
+        kind = None
+    if kind != "cpu" and (kind != "cuda" or not torch.cuda.is_available()):
+        raise ValueError(f"device={device!r}: pass 'cpu', or 'cuda' on a machine with a CUDA device")
     for name in tokenizers:
         if name not in bench.ANCHORS and not os.path.isfile(name):
             raise ValueError(f"{name!r} is neither a gputok bench tokenizer ({', '.join(bench.ANCHORS)}) nor a file")
-    if jobs is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        jobs = min(len(tokenizers), cores)
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+    if isinstance(jobs, bool) or not (jobs is None or isinstance(jobs, int) and jobs >= 1):
         raise ValueError(f"jobs={jobs!r}; pass a positive int")
-    work = [(name, device, pattern) for name in dict.fromkeys(tokenizers)]
+    work = [(name, str(device), pattern) for name in dict.fromkeys(tokenizers)]
+    if jobs is None:
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     done: dict[str, Compiled] = {}
+
+    def finished(result: Compiled) -> None:
+        done[result.tokenizer] = result
+        if on_done is not None:
+            on_done(result)
+
     if jobs == 1 or len(work) == 1:
         for job in work:
-            done[job[0]] = result = _compile_one(job)
-            if on_done is not None:
-                on_done(result)
-    else:
-        # spawn: a forked child would inherit this process's numba and torch state (and threads)
-        with multiprocessing.get_context("spawn").Pool(min(jobs, len(work))) as pool:
-            for result in pool.imap_unordered(_compile_one, work):
-                done[result.tokenizer] = result
-                if on_done is not None:
-                    on_done(result)
+            finished(_compile_one(job))
+        return [done[name] for name in tokenizers]
+    # spawn: a forked child would inherit this process's numba and torch state (and threads)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(work)), mp_context=context) as pool:
+        pending = {pool.submit(_compile_one, job): job[0] for job in work}
+        for future in as_completed(pending):
+            try:
+                finished(future.result())
+            except BrokenProcessPool as e:  # a job's process died (killed for memory, a crash)
+                finished(Compiled(pending[future], 0.0, 0.0, 0, f"not compiled: a job's process died ({e})"))
     return [done[name] for name in tokenizers]

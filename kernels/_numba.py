@@ -30,6 +30,7 @@ second sooner. numba's global config, which the user's own code sees, stays unto
 import contextlib
 import hashlib
 import os
+import secrets
 import threading
 from pathlib import Path
 
@@ -37,7 +38,7 @@ import llvmlite.binding as llvm
 import numba
 from llvmlite import ir
 from numba.core import cgutils, compiler, types
-from numba.core.caching import CompileResultCacheImpl, FunctionCache
+from numba.core.caching import CompileResultCacheImpl, FunctionCache, IndexDataCacheFile
 from numba.core.codegen import JITCodeLibrary
 from numba.core.compiler_lock import global_compiler_lock, require_global_compiler_lock
 from numba.core.registry import CPUDispatcher
@@ -152,43 +153,78 @@ _compiling = threading.local()
 
 
 @contextlib.contextmanager
-def _one_writer(cache_path: str):
-    """Hold the cache folder's write lock (an exclusive ``flock`` on a file in it, which other
-    processes' saves wait for) around a save.
-
-    numba saves an entry in three steps: it reads the function's index, writes it back with the
-    new entry and a data file name the index did not hold, then writes that file. Two processes
-    saving entries of one function at once (``gputok compile``'s jobs, DataLoader workers or
-    ranks starting on a cold cache; a kernel's full and link-only compiles are two entries) can
-    both pick the same name: the index can then hold one's entry and the file the other's code,
-    which a later process loads and runs for the wrong argument types. Under the lock each save
-    reads the index the last one wrote. Loads take no lock: the index and data files are replaced
-    whole (numba writes a temporary file and renames it), and an entry whose file is not written
-    yet loads as a miss. Where the lock cannot be had (no ``fcntl``, a folder not writable) the
-    save goes on as numba's does."""
+def _write_lock(folder: str):
+    """The cache folder's write lock: an exclusive ``flock`` on a file in it, which other
+    processes' saves wait for (on NFS, those of the same host only where the mount locks
+    locally). Where it cannot be had (no ``fcntl``, a folder that cannot be written, a file
+    system without ``flock``) the caller goes on unlocked."""
+    fd = None
     try:
         import fcntl
 
-        os.makedirs(cache_path, exist_ok=True)
-        lock = open(os.path.join(cache_path, "gputok-save.lock"), "ab")
+        os.makedirs(folder, exist_ok=True)
+        fd = os.open(os.path.join(folder, "gputok-save.lock"), os.O_RDONLY | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
     except (ImportError, OSError):
+        if fd is not None:
+            os.close(fd)
+            fd = None
+    try:
         yield
-        return
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    finally:
+        if fd is not None:
+            os.close(fd)  # which releases the lock
+
+
+class _SharedCacheFile(IndexDataCacheFile):
+    """numba's index and data files of one kernel, saved so that processes writing one cache at
+    once (``gputok compile``'s jobs, DataLoader workers or ranks on a cold cache) cannot mix its
+    entries up.
+
+    numba saves an entry by reading the kernel's index, writing it back with the entry and the
+    first data-file name the index does not list, then writing that file. Two processes saving
+    entries of one kernel at once (its full and link-only compiles are two, as are two argument
+    types) could both take the same name: the index then held one's entry and the file the
+    other's code, which a later process ran for the wrong argument types. numba also numbers the
+    files from 1 again after an index goes stale (a source file's time stamp changed), over files
+    that processes started before may still load.
+
+    Here a save writes the data file first, under a name no save used before (a random number),
+    then the index, read and written back under the folder's write lock (:func:`_write_lock`):
+    a file never changes under its name, an index lists only whole files, and no save drops
+    another's entry. Loads take no lock (numba replaces both files whole, through a temporary
+    file renamed into place). A file that an entry no longer names is removed; a process that
+    read the older index then misses and compiles."""
+
+    def save(self, key, data):
+        name = self._data_name(secrets.randbits(48))
+        self._save_data(name, data)
+        with _write_lock(self._cache_path):
+            overloads = self._load_index()
+            replaced = overloads.get(key)
+            overloads[key] = name
+            self._save_index(overloads)
+        if replaced is not None and replaced != name:
+            with contextlib.suppress(OSError):
+                os.unlink(self._data_path(replaced))
+
+
+def _shared(cache):
+    """``cache`` (a numba ``FunctionCache``, set up) saving through :class:`_SharedCacheFile`."""
+    cache._cache_file.__class__ = _SharedCacheFile  # the same fields; only ``save`` differs
+    return cache
 
 
 class _FullOnlyCache(FunctionCache):
     """numba's on-disk cache, which does not store link-only compiles."""
 
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        _shared(self)
+
     def save_overload(self, sig, data):
         if not isinstance(data.library, _LinkOnlyLibrary):
-            with _one_writer(self._cache_path):
-                super().save_overload(sig, data)
+            super().save_overload(sig, data)
 
 
 class _LinkOnlyEntries(CompileResultCacheImpl):
@@ -227,6 +263,7 @@ class _KernelCache(FunctionCache):
         if name.startswith("__") or "_impl" in self.__dict__:
             raise AttributeError(name)
         FunctionCache.__init__(self, self._py_func)
+        _shared(self)
         return getattr(self, name)
 
     _impl_class = _LinkOnlyEntries
@@ -247,8 +284,7 @@ class _KernelCache(FunctionCache):
     def save_overload(self, sig, data):
         self._link_only_key = isinstance(data.library, _LinkOnlyLibrary)
         try:
-            with _one_writer(self._cache_path):
-                super().save_overload(sig, data)
+            super().save_overload(sig, data)
         finally:
             self._link_only_key = False
 

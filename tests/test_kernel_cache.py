@@ -1,14 +1,14 @@
 """Two processes saving compiled kernels into one cache at once (``gputok compile``'s jobs,
-DataLoader workers or ranks on a cold cache) leave entries that load the right code
-(``kernels/_numba.py``: ``_one_writer``).
+DataLoader workers or ranks on a cold cache) leave entries that load their own code, and lose
+none (``kernels/_numba.py``: ``_SharedCacheFile``).
 
-numba saves an entry by reading the function's index, writing it back with the new entry and a
-free data file name, then writing the file. The test runs the interleaving that goes wrong
-without a lock between two savers of one function, each with its own cache object as a second
-process would have: A reads the index, B reads it, A writes the index, B writes the index and its
-file, A writes its file. Unlocked, both pick the first file name and the index ends up naming B's
-entry with A's code in its file; under the lock B waits for A and then reads A's index. A fresh
-process then calls the kernel with both argument types."""
+The test runs two savers of one kernel, each with its own cache object as a second process would
+have, in the order that goes wrong: A reads the index, B reads it, A writes the index, B writes
+the index and its data file, A writes its data file. With numba's own save both took the first
+data-file name, and the index named B's entry (float64) over A's code (int64): ``double(1.5)``
+returned 2 (checked). With unique file names but no lock, B's index write dropped A's entry
+(checked). Under the lock B reads the index only after A wrote it. A fresh process then calls the
+kernel with both argument types, and must load both."""
 
 import json
 import os
@@ -22,20 +22,23 @@ SAVE_BOTH = """
     from numba.core.caching import IndexDataCacheFile
     import racing_kernels as k
 
-    save = IndexDataCacheFile.save
-    IndexDataCacheFile.save = lambda self, key, data: None  # compile both types without saving
+    a = k.double._cache
+    cache_file = type(a._cache_file)
+    save = cache_file.save
+    cache_file.save = lambda self, key, data: None  # compile both types without saving
     assert k.double(1) == 2 and k.double(1.5) == 3.0
-    IndexDataCacheFile.save = save
-    a, b = k.double._cache, type(k.double._cache)(k.double.py_func)  # B: another process's cache object
-    steps = {name: threading.Event() for name in ("a_read", "b_read", "a_indexed", "b_done")}
+    cache_file.save = save
+    b = type(a)(k.double.py_func)  # another process's cache object for the same kernel
+    steps = {name: threading.Event() for name in ("a_read", "b_read", "a_indexed", "b_wrote")}
     load_index, save_index, save_data = (IndexDataCacheFile._load_index, IndexDataCacheFile._save_index,
                                          IndexDataCacheFile._save_data)
 
+    # Each wait gives up after 2 s: where saves take turns, the other saver cannot get there.
     def traced_load_index(self):
         got = load_index(self)
         if self is a._cache_file:
             steps["a_read"].set()
-            steps["b_read"].wait(2)  # under the lock B never gets this far while A saves
+            steps["b_read"].wait(2)
         elif self is b._cache_file:
             steps["b_read"].set()
             steps["a_indexed"].wait(2)
@@ -48,10 +51,10 @@ SAVE_BOTH = """
 
     def traced_save_data(self, name, data):
         if self is a._cache_file:
-            steps["b_done"].wait(2)
+            steps["b_wrote"].wait(2)
         save_data(self, name, data)
         if self is b._cache_file:
-            steps["b_done"].set()
+            steps["b_wrote"].set()
 
     IndexDataCacheFile._load_index = traced_load_index
     IndexDataCacheFile._save_index = traced_save_index
@@ -104,4 +107,22 @@ def test_savers_racing_on_one_kernel_leave_entries_that_load_their_own_code(tmp_
     assert loaded.returncode == 0, loaded.stderr
     got, kinds, compiled = json.loads(loaded.stdout.splitlines()[-1])
     assert got == [2, 3.0] and kinds == ["int", "float"]
-    assert compiled == 0  # both entries were saved, each with its own code
+    assert compiled == 0  # both entries were kept
+
+
+def test_a_save_goes_on_unlocked_where_the_file_system_has_no_flock(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    from gputok.kernels import _numba
+
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOSYS, "flock not supported")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    before = len(os.listdir("/proc/self/fd"))
+    ran = []
+    with _numba._write_lock(str(tmp_path / "cache")):
+        ran.append(True)
+    assert ran == [True]
+    assert len(os.listdir("/proc/self/fd")) == before  # the lock file's descriptor closed

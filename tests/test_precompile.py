@@ -37,9 +37,12 @@ def _cli(args: list[str], env: dict) -> str:
     return done.stdout
 
 
-def _kernels_compiled(output: str) -> dict[str, int]:
-    return {name: int(count) for name, count in re.findall(r"^(.+): [\d.]+ s \([\d.]+ s CPU\), (\d+) kernels compiled$",
-                                                           output, re.M)}
+RESULT_LINE = re.compile(r"^(.+): [\d.]+ s \([\d.]+ s CPU\), (\d+) kernels compiled$", re.M)
+
+
+def _kernels_compiled(output: str, as_list: bool = False) -> dict[str, int] | list[tuple[str, int]]:
+    found = [(name, int(count)) for name, count in RESULT_LINE.findall(output)]
+    return found if as_list else dict(found)
 
 
 def test_a_fresh_process_compiles_nothing_for_the_calls_compiled_ahead(compiled):
@@ -75,7 +78,7 @@ def test_jobs_run_each_tokenizer_once_in_processes_of_their_own(compiled):
     vocabs, env, _ = compiled
     output = _cli(["--tokenizer", str(vocabs[0]), str(vocabs[1]), str(vocabs[0]), "--jobs", "2"], env)
     # each file once; both load what the first run compiled (the kernels are the pipeline's, not the vocabulary's)
-    assert _kernels_compiled(output) == {str(vocabs[0]): 0, str(vocabs[1]): 0}
+    assert sorted(_kernels_compiled(output, as_list=True)) == sorted([(str(vocabs[0]), 0), (str(vocabs[1]), 0)])
 
 
 def test_a_tokenizer_that_fails_is_reported_and_the_others_compile(compiled, tmp_path):
@@ -90,6 +93,15 @@ def test_a_tokenizer_that_fails_is_reported_and_the_others_compile(compiled, tmp
     assert done.stdout.rstrip().endswith(f"; failed: {bad}")
 
 
+def test_a_torch_device_is_taken_as_its_name(tmp_path, monkeypatch):
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCAB), encoding="utf-8")
+    jobs = []
+    monkeypatch.setattr(precompile, "_compile_one",
+                        lambda job: jobs.append(job) or precompile.Compiled(job[0], 0, 0, 0))
+    precompile.compile_kernels([str(tmp_path / "vocab.txt")], device=torch.device("cpu"))
+    assert jobs == [(str(tmp_path / "vocab.txt"), "cpu", None)]
+
+
 def test_bad_arguments_are_refused_before_any_work(tmp_path):
     (tmp_path / "vocab.txt").write_text("\n".join(VOCAB), encoding="utf-8")
     with pytest.raises(ValueError, match="neither a gputok bench tokenizer"):
@@ -99,8 +111,8 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device='cuda'"):
             gputok.compile_kernels([str(tmp_path / "vocab.txt")], device="cuda")
-    for device in ("mps", "gpu"):
-        with pytest.raises(ValueError, match=f"device='{device}'"):
+    for device in ("mps", "gpu", 3):
+        with pytest.raises(ValueError, match=re.escape(f"device={device!r}")):
             gputok.compile_kernels([str(tmp_path / "vocab.txt")], device=device)
     for jobs in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match="jobs="):
@@ -130,6 +142,31 @@ def test_a_tiktoken_file_takes_its_split_rule_from_pattern(tmp_path):
     ranks.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)))
     with pytest.raises(SystemExit, match="which split rule"):
         precompile.load(str(ranks))
-    assert precompile.load(str(ranks), pattern="cl100k").encode("ab") == [97, 98]
+    assert precompile.load(str(ranks), pattern="cl100k").pre_tokenizer is not None
     failed = precompile.compile_kernels([str(ranks)], jobs=1)[0]
     assert failed.error.startswith("gputok: which split rule does") and failed.kernels == 0
+
+
+def _dies_on_its_file(job):
+    """A job (run in a spawned process) whose process dies for a file named die.txt."""
+    if job[0].endswith("die.txt"):
+        os._exit(3)
+    return precompile._compile_one(job)
+
+
+def test_a_job_whose_process_dies_is_reported_and_the_call_returns(compiled, tmp_path, monkeypatch):
+    vocabs, env, _ = compiled
+    (tmp_path / "die.txt").write_text("\n".join(VOCAB), encoding="utf-8")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", env["NUMBA_CACHE_DIR"])
+    monkeypatch.setattr(precompile, "_compile_one", _dies_on_its_file)
+    results = precompile.compile_kernels([str(tmp_path / "die.txt"), str(vocabs[0])], jobs=2)
+    assert [r.tokenizer for r in results] == [str(tmp_path / "die.txt"), str(vocabs[0])]
+    assert results[0].error.startswith("not compiled: a job's process died")
+    # the other job finished before the pool broke, or was cut short with it
+    assert results[1].error is None or results[1].error.startswith("not compiled: a job's process died")
+
+
+def test_the_default_tokenizers_are_the_benchs_four():
+    from gputok import bench
+
+    assert sorted(precompile.FAMILIES) == sorted(bench.ALL)
