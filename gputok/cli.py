@@ -317,6 +317,8 @@ def _compile_parser(sub) -> None:
                     help="processes at once (default: one per CPU core, at most one per tokenizer)")
     cp.add_argument("--pattern", default=None, help=".tiktoken files: the split rule (default: from the file name)")
     cp.add_argument("--device", default="cpu", help="cpu, or cuda to compile the Triton kernels too")
+    cp.add_argument("--prune", action="store_true",
+                    help="first remove the compiled kernels of other gputok versions or checkouts from the cache")
 
 
 def _compile(args) -> int:
@@ -326,6 +328,12 @@ def _compile(args) -> int:
 
     names = [n for name in args.tokenizer for n in (precompile.FAMILIES if name == "all" else (name,))]
     start = time.perf_counter()
+    if args.prune:
+        try:
+            folders, freed = precompile.prune_caches()
+        except ValueError as e:
+            raise SystemExit(f"gputok compile --prune: {e}")
+        print(f"removed {folders} cache folder(s) of other kernel sources, {freed / 1e6:.1f} MB", flush=True)
 
     def report(done: "precompile.Compiled") -> None:
         if done.error is not None:

@@ -104,6 +104,27 @@ def _compile_one(job: tuple[str, str, str | None]) -> Compiled:
     return Compiled(name, time.perf_counter() - start, time.process_time() - cpu, compiles[0], error)
 
 
+def prune_caches() -> tuple[int, int]:
+    """Remove gputok's numba cache folders of other kernel sources (other versions or checkouts
+    of gputok; each kernel change starts a new folder, ~80 MB once every family has compiled),
+    keeping the one this process uses. Returns (folders removed, bytes freed). Raises ValueError
+    where the cache is the user's ``NUMBA_CACHE_DIR``, whose folders gputok does not own."""
+    import shutil
+    from pathlib import Path
+
+    from .kernels import _numba
+
+    if _numba.OWN_CACHE_DIR is None:
+        raise ValueError("NUMBA_CACHE_DIR is set: that cache is yours to prune")
+    current = Path(_numba.OWN_CACHE_DIR)
+    folders = [p for p in current.parent.iterdir() if p.is_dir() and p != current] if current.parent.is_dir() else []
+    freed = 0
+    for folder in folders:
+        freed += sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        shutil.rmtree(folder, ignore_errors=True)
+    return len(folders), freed
+
+
 def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = None, device: str = "cpu",
                     on_done: Callable[[Compiled], None] | None = None, pattern: str | None = None) -> list[Compiled]:
     """Compile the kernels each of ``tokenizers`` (``gputok bench``'s names or tokenizer files, each

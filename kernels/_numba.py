@@ -53,10 +53,14 @@ def _sources_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+# The folder this process caches its kernels in, where it is gputok's own (None: the user's
+# NUMBA_CACHE_DIR). Its siblings hold other kernel sources' code (other versions or checkouts of
+# gputok), which ``gputok compile --prune`` removes.
+OWN_CACHE_DIR: str | None = None
 if not os.environ.get("NUMBA_CACHE_DIR"):
     _home = os.environ.get("GPUTOK_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gputok")
     # Read when a cached function is defined: set before any kernel module is imported.
-    numba.config.CACHE_DIR = os.path.join(_home, "numba", _sources_hash())
+    numba.config.CACHE_DIR = OWN_CACHE_DIR = os.path.join(_home, "numba", _sources_hash())
 
 
 class _LinkOnlyLibrary(JITCodeLibrary):

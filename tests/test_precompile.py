@@ -170,3 +170,25 @@ def test_the_default_tokenizers_are_the_benchs_four():
     from gputok import bench
 
     assert sorted(precompile.FAMILIES) == sorted(bench.ALL)
+
+
+def test_prune_removes_the_other_kernel_sources_folders_only(tmp_path):
+    from gputok.kernels import _numba
+
+    numba_home = tmp_path / "home" / "numba"
+    other, current = numba_home / "0123456789abcdef", numba_home / _numba._sources_hash()
+    for folder, size in ((other, 1000), (current, 10)):
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "kernel.nbc").write_bytes(b"x" * size)
+    env = dict(os.environ, GPUTOK_CACHE=str(tmp_path / "home"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    code = "from gputok import precompile; print(*precompile.prune_caches())"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert done.stdout.split() == ["1", "1000"]
+    assert not other.exists() and (current / "sub" / "kernel.nbc").exists()
+    # a cache the user named is theirs
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "theirs")
+    done = subprocess.run([sys.executable, "-m", "gputok", "compile", "--prune", "--tokenizer", "bert"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "NUMBA_CACHE_DIR is set: that cache is yours to prune" in done.stderr
