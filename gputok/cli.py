@@ -334,6 +334,8 @@ def _compile(args) -> int:
         except ValueError as e:
             raise SystemExit(f"gputok compile --prune: {e}")
         print(f"removed {folders} cache folder(s) of other kernel sources, {freed / 1e6:.1f} MB", flush=True)
+    print(f"compiling the kernels of {', '.join(dict.fromkeys(names))} (seconds to a minute each where the cache "
+          "is empty)", flush=True)
 
     def report(done: "precompile.Compiled") -> None:
         if done.error is not None:
