@@ -141,11 +141,11 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
     if not tokenizers:
         raise ValueError("no tokenizers to compile")
     try:
-        kind, index = torch.device(device).type, torch.device(device).index
+        named = torch.device(device)
     except (RuntimeError, TypeError):  # not a device at all
-        kind, index = None, None
-    if kind != "cpu" and (kind != "cuda" or not torch.cuda.is_available()
-                          or (index or 0) >= torch.cuda.device_count()):
+        named = None
+    if named is None or named.type != "cpu" and (named.type != "cuda" or not torch.cuda.is_available()
+                                                 or (named.index or 0) >= torch.cuda.device_count()):
         raise ValueError(f"device={device!r}: pass 'cpu', or 'cuda' on a machine with a CUDA device")
     for name in tokenizers:
         if name not in bench.ANCHORS and not os.path.isfile(name):

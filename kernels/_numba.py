@@ -161,12 +161,12 @@ def _write_lock(folder: str):
     """The cache folder's write lock: an exclusive ``flock`` on a file in it, which other
     processes' saves wait for (on NFS, those of the same host only where the mount locks
     locally). Where it cannot be had (no ``fcntl``, a folder that cannot be written, a file
-    system without ``flock``) the caller goes on unlocked."""
+    system without ``flock``) the caller goes on unlocked. The folder exists: numba made it before
+    the save, which wrote its data file there first."""
     fd = None
     try:
         import fcntl
 
-        os.makedirs(folder, exist_ok=True)
         fd = os.open(os.path.join(folder, "gputok-save.lock"), os.O_RDONLY | os.O_CREAT, 0o666)
         fcntl.flock(fd, fcntl.LOCK_EX)
     except (ImportError, OSError):
@@ -213,10 +213,9 @@ class _SharedCacheFile(IndexDataCacheFile):
                 os.unlink(self._data_path(replaced))
 
 
-def _shared(cache):
-    """``cache`` (a numba ``FunctionCache``, set up) saving through :class:`_SharedCacheFile`."""
+def _shared(cache) -> None:
+    """Make ``cache`` (a numba ``FunctionCache``, set up) save through :class:`_SharedCacheFile`."""
     cache._cache_file.__class__ = _SharedCacheFile  # the same fields; only ``save`` differs
-    return cache
 
 
 class _FullOnlyCache(FunctionCache):

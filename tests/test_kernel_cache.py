@@ -122,7 +122,7 @@ def test_a_save_goes_on_unlocked_where_the_file_system_has_no_flock(tmp_path, mo
     monkeypatch.setattr(fcntl, "flock", no_flock)
     before = len(os.listdir("/proc/self/fd"))
     ran = []
-    with _numba._write_lock(str(tmp_path / "cache")):
+    with _numba._write_lock(str(tmp_path)):  # an existing folder: the lock file opens, flock fails
         ran.append(True)
     assert ran == [True]
     assert len(os.listdir("/proc/self/fd")) == before  # the lock file's descriptor closed
