@@ -53,7 +53,7 @@ def main() -> None:
 
     import gputok
     from gputok import _cpu_threads, assets, bench
-    from gputok.kernels import joined_texts_numba
+    from gputok.tokenizer import _joined_part_starts
 
     gputok.set_num_threads(args.threads)
     lines = assets.english_corpus(20).read_text(encoding="utf-8").splitlines()
@@ -69,12 +69,12 @@ def main() -> None:
         glue_us[name] = per_call(lambda batch: tok(batch, padding=True))
         print(f"{name}: {glue_us[name]:.1f} us of glue per call")
 
-    units = [np.frombuffer("\x00".join(batch).encode("utf-32-le", "surrogatepass"), np.int32) for batch in batches]
+    joined = ["\x00".join(batch) for batch in batches]
     pieces = {
         '"\\x00".join': lambda batch: "\x00".join(batch),
+        "UTF-32 encode (first batch)": lambda batch: joined[0].encode("utf-32-le", "surrogatepass"),
+        "part starts (first batch)": lambda batch: _joined_part_starts(joined[0], len(batches[0]), args.threads),
         "np.fromiter(map(len))": lambda batch: np.fromiter(map(len, batch), dtype=np.int64, count=len(batch)),
-        "split_joined (first batch)": lambda batch: joined_texts_numba.split_joined(
-            units[0], len(batches[0]), args.threads, _cpu_threads.MIN_CHUNK_CHARS, _cpu_threads.PART_CALLER_CHARS),
         "map_chunks (no-op parts)": lambda batch: _cpu_threads.map_chunks(lambda part: part, [0, 1]),
     }
     piece_us = {}

@@ -7,7 +7,9 @@
 shared machine the load moves between them. Here gputok's padded call (as ``gputok bench`` makes
 it: ``tok(batch, padding=True)`` and the mask's tokens counted, the word cache empty at the start
 of each pass) and ``SentencePieceProcessor.encode(batch, num_threads=N)`` alternate pass by pass
-over the bench's corpus (its first ``--megabytes`` of English lines), each engine's fastest of
+over the bench's corpus (its first ``--megabytes`` of English lines), with gputok's ragged call
+(``tok(batch)``: ids and row offsets, ``gputok bench``'s ``gputok-ragged``, what sentencepiece's
+lists of ids hold) beside them, each engine's fastest of
 ``--repeats`` passes counting. Prints each engine's wall MB/s and process CPU seconds per MB, and
 gputok's speed against sentencepiece by both: on a loaded machine the wall ratio moves with the
 load, the CPU ratio much less (it ignores how well each engine keeps its threads busy).
@@ -40,11 +42,16 @@ def engines(threads: int) -> dict:
         for batch in batches:
             np.count_nonzero(tok(batch, padding=True)["attention_mask"].numpy())
 
+    def gputok_ragged_pass(batches):  # the ids and row offsets, as gputok bench's gputok-ragged
+        tok.word_cache = WordCache()
+        for batch in batches:
+            tok(batch)["input_ids"].numel()
+
     def sentencepiece_pass(batches):
         for batch in batches:
             sp.encode(batch, num_threads=threads)
 
-    return {"gputok": gputok_pass, "sentencepiece": sentencepiece_pass}
+    return {"gputok": gputok_pass, "gputok-ragged": gputok_ragged_pass, "sentencepiece": sentencepiece_pass}
 
 
 def main() -> None:
@@ -76,11 +83,14 @@ def main() -> None:
         row = dict(batch_size=batch_size, lines=len(lines), megabytes=megabytes,
                    **{f"{name}_mb_per_s": megabytes / wall[name] for name in runs},
                    **{f"{name}_cpu_s_per_mb": cpu[name] / megabytes for name in runs},
-                   wall_ratio=wall["sentencepiece"] / wall["gputok"], cpu_ratio=cpu["sentencepiece"] / cpu["gputok"])
+                   wall_ratio=wall["sentencepiece"] / wall["gputok"], cpu_ratio=cpu["sentencepiece"] / cpu["gputok"],
+                   ragged_wall_ratio=wall["sentencepiece"] / wall["gputok-ragged"],
+                   ragged_cpu_ratio=cpu["sentencepiece"] / cpu["gputok-ragged"])
         rows.append(row)
-        print(f"batch {batch_size:>6}: gputok {row['gputok_mb_per_s']:6.2f} MB/s {row['gputok_cpu_s_per_mb']:.3f} CPU s/MB"
-              f"  sentencepiece {row['sentencepiece_mb_per_s']:6.2f} MB/s {row['sentencepiece_cpu_s_per_mb']:.3f} CPU s/MB"
-              f"  gputok speed: {row['wall_ratio']:.2f}x wall, {row['cpu_ratio']:.2f}x CPU", flush=True)
+        print(f"batch {batch_size:>6}: " + "  ".join(
+            f"{name} {row[f'{name}_mb_per_s']:6.2f} MB/s {row[f'{name}_cpu_s_per_mb']:.3f} CPU s/MB" for name in runs)
+            + f"  gputok speed: {row['wall_ratio']:.2f}x wall, {row['cpu_ratio']:.2f}x CPU;"
+            f" ragged {row['ragged_wall_ratio']:.2f}x wall, {row['ragged_cpu_ratio']:.2f}x CPU", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"threads": args.threads, "repeats": args.repeats, "rows": rows}, f, indent=1)

@@ -154,7 +154,7 @@ def part_bounds(ends: np.ndarray) -> list[int] | None:
 
 def part_threads(texts: int) -> int:
     """The threads :func:`part_bounds` cuts a batch of ``texts`` texts for; 1 where it gives one
-    part whatever their lengths (``kernels/joined_texts_numba.py`` cuts for this count)."""
+    part whatever their lengths (``tokenizer._joined_part_starts`` cuts for this count)."""
     threads = num_threads()
     return 1 if threads < 2 or getattr(_local, "worker", False) or texts < 2 else threads
 

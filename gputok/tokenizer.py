@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import math
 import os
 import re
 import tempfile
@@ -56,7 +57,7 @@ from .kernels import postprocess_numba
 from .kernels.decode_numba import decode_rows
 from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba, splice_rows, utf8_units_numba
 from .kernels.scatter_numba import scatter_tokens, splice_added_tokens
-from .kernels import cells_numba, joined_texts_numba, wordpiece_texts_numba
+from .kernels import cells_numba, ingest_numba, wordpiece_texts_numba
 
 MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram, WordLevel)}
 # (tokenizer, normalizer, pre_tokenizer, model) -> a whole-pipeline CPU kernel, or None
@@ -964,10 +965,10 @@ class Tokenizer(TransformersAPI):
         ``pattern`` (the added tokens to find: those texts take the other path). ``joined``:
         ``"\x00".join(texts)`` where the caller made it (its join checked the texts' types).
 
-        Joined by NUL, the texts' lengths (and part cuts) come from one kernel pass over the units
-        (``kernels/joined_texts_numba.py``) instead of a Python call per text, from
-        ``SPLIT_JOINED_TEXTS`` texts (the parts path: always). A match of
-        ``pattern`` in that join is one in a text, or one across a separator (an added token
+        The kernel reads the texts joined by NUL (``ingest_numba.JOINED_LENGTHS``: it finds their
+        lengths itself, where a Python call per text would cost ~40 ns each); a text that holds a
+        NUL comes out as two rows, and the batch goes again with the lengths from Python. A match
+        of ``pattern`` in that join is one in a text, or one across a separator (an added token
         holding a NUL), which only sends the batch down the other path, as one across two texts
         in a plain join would."""
         # A batch of that many texts is as many characters unless texts are empty, and either path
@@ -983,16 +984,14 @@ class Tokenizer(TransformersAPI):
         if chars >= 2 * _cpu_threads.MIN_CHUNK_CHARS:
             return self._cells_in_parts(texts, joined, options, padded, truncation, stride, with_types)
         # dtype objects passed by position: numpy parses dtype=np.int32 at each call (~0.2 us)
-        if count == 1:
-            units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
-            lengths = np.array((len(joined),), _INT64)  # 0.3 us less than fromiter
-        elif count < SPLIT_JOINED_TEXTS:
-            units, lengths = _units_and_lengths(texts)
-        else:
-            split = _split_joined(joined, count, 1)
-            units, lengths = split[:2] if split is not None else _units_and_lengths(texts)
+        units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
+        # one text (or none): its length, 0.3 us less than fromiter
+        lengths = ingest_numba.JOINED_LENGTHS if count > 1 else np.array((len(joined),) * count, _INT64)
         kernel, tables = fused
-        return _cell_outputs(kernel(units, lengths, *tables, *options), padded, truncation, stride, with_types)
+        got = kernel(units, lengths, *tables, *options)
+        if count > 1 and not got[-1] and (got[0].shape[1] if padded else got[1].size - 1) != count:
+            got = kernel(*_units_and_lengths(texts), *tables, *options)  # a text held a NUL
+        return _cell_outputs(got, padded, truncation, stride, with_types)
 
     def _cells_in_parts(self, texts: list[str], joined: str, options: tuple, padded: bool,
                         truncation: str | None, stride: int, with_types: bool) -> dict[str, torch.Tensor] | None:
@@ -1015,13 +1014,14 @@ class Tokenizer(TransformersAPI):
     def _ids_in_parts(self, texts: Sequence[str], joined: str | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """The ids and token offsets of a batch of two chunks' worth up to ``PARTS_MAX_CHARS``
         characters where the whole-pipeline kernel encodes parts of one (``encode_part``): the texts
-        UTF-32 encoded once, cut into a part per CPU thread (``_cpu_threads.part_bounds``' cuts, made
-        by ``joined_texts_numba.split_joined``), each part's ids made on its thread in one kernel
-        call; None where that does not apply (no such kernel, a model that samples, whose draws stay
-        in one thread's order, joined surrogate pairs, a batch out of that range, one thread, or one
-        part best). ``joined``: the texts joined by NUL, where the caller made it; else joined here,
-        once the checks that need no join have passed (a batch of as many texts as two chunks'
-        characters is past the range without one)."""
+        joined by NUL and UTF-32 encoded once, cut into a part per CPU thread at separators
+        (:func:`_joined_part_starts`), each part's ids made on its thread in one kernel call, which
+        finds its texts' lengths (``ingest_numba.JOINED_LENGTHS``); None where that does not apply
+        (no such kernel, a model that samples, whose draws stay in one thread's order, joined
+        surrogate pairs, a batch out of that range, one thread, or one part best). ``joined``: the
+        texts joined by NUL, where the caller made it; else joined here, once the checks that need
+        no join have passed (a batch of as many texts as two chunks' characters is past the range
+        without one)."""
         encode_part = getattr(self._whole_pipeline_kernel, "encode_part", None)
         if (encode_part is None or getattr(self.model, "is_sampling", False) or self.join_surrogate_pairs
                 or not 2 <= len(texts) < 2 * _cpu_threads.MIN_CHUNK_CHARS):
@@ -1033,23 +1033,25 @@ class Tokenizer(TransformersAPI):
         threads = _cpu_threads.part_threads(len(texts))
         if threads < 2:
             return None
-        split = _split_joined(joined, len(texts), threads)
-        if split is not None:
-            units, lengths, cuts = split
-            cuts = cuts.tolist()
-            bounds, starts = cuts[::2], cuts[1::2]
-        else:  # a text holds a NUL
+        starts = _joined_part_starts(joined, len(texts), threads)
+        if starts is None:  # one part is best
+            return None
+        units = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32)
+
+        def encode(part: int) -> tuple[np.ndarray, np.ndarray]:  # (the part's units end before its separator)
+            return encode_part(units[starts[part]:starts[part + 1] - 1], ingest_numba.JOINED_LENGTHS)
+
+        done = _cpu_threads.map_chunks(encode, list(range(len(starts) - 1)))
+        if sum(d[1].size - 1 for d in done) != len(texts):  # a text held a NUL: cut by the lengths from Python
             units, lengths = _units_and_lengths(texts)
             ends = np.cumsum(lengths)
-            bounds = _cpu_threads.part_bounds(ends) or []
+            bounds = _cpu_threads.part_bounds(ends) or [0, len(texts)]
             starts = [0, *(int(ends[b - 1]) for b in bounds[1:])]
-        if not bounds:  # one part is best
-            return None
 
-        def encode(part: int) -> tuple[np.ndarray, np.ndarray]:
-            return encode_part(units[starts[part]:starts[part + 1]], lengths[bounds[part]:bounds[part + 1]])
+            def encode(part: int) -> tuple[np.ndarray, np.ndarray]:
+                return encode_part(units[starts[part]:starts[part + 1]], lengths[bounds[part]:bounds[part + 1]])
 
-        done = _cpu_threads.map_chunks(encode, list(range(len(bounds) - 1)))
+            done = _cpu_threads.map_chunks(encode, list(range(len(bounds) - 1)))
         return np.concatenate([d[0] for d in done]), _joined_offsets([d[1] for d in done])
 
     def _padded_call(self, texts: list[str], add_special_tokens: bool, with_types: bool | None,
@@ -1478,23 +1480,34 @@ def _joined_offsets(parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(shifted)
 
 
-def _split_joined(joined: str, count: int, threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``joined_texts_numba.split_joined`` of ``count`` texts joined by NUL (``joined``), cut for
-    ``threads`` (``_cpu_threads.part_bounds``' rule): their UTF-32 units, lengths and cuts, or None
-    where a text holds a NUL. The units are marked read-only, as the codec's buffer is: numba
-    compiles a kernel apart for a writable array (a second cold compile of each pipeline's)."""
-    units, lengths, cuts, ok = joined_texts_numba.split_joined(
-        np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), _INT32), count, threads,
-        _cpu_threads.MIN_CHUNK_CHARS, _cpu_threads.PART_CALLER_CHARS)
-    if not ok:
+def _joined_part_starts(joined: str, count: int, threads: int) -> list[int] | None:
+    """Where each part of ``count`` texts joined by NUL (``joined``) starts, as an index into it,
+    then ``len(joined) + 1``: a part per thread of about equal characters, the caller's (the first)
+    ``PART_CALLER_CHARS`` shorter, by ``_cpu_threads._bounds``' rule on the joined string (each
+    text's end its separator's index: a part ends at the first separator at or past its target);
+    None where one part is best. A ``str.find`` per cut, where cutting by the texts' lengths
+    needed them all."""
+    size = len(joined)
+    parts = min(threads, count, size // _cpu_threads.MIN_CHUNK_CHARS)
+    if parts < 2:
         return None
-    units.flags.writeable = False
-    return units, lengths, cuts
+    caller = min(_cpu_threads.PART_CALLER_CHARS, size / (2 * parts))
+    starts = [0]
+    for part in range(1, parts):
+        separator = joined.find("\x00", max(math.ceil((size + caller) * part / parts - caller), 0))
+        if separator < 0:
+            break
+        if separator + 1 > starts[-1]:
+            starts.append(separator + 1)
+    if len(starts) < 2:  # one text holds nearly all the characters
+        return None
+    starts.append(size + 1)
+    return starts
 
 
 def _units_and_lengths(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_split_joined`'s units and lengths (no cuts) from Python: a batch whose lengths cost
-    less so, or whose texts hold a NUL, which the kernel would take for a separator."""
+    """The texts' UTF-32 units back to back and their lengths, from Python: for a batch whose
+    texts hold a NUL, which the joined form (``ingest_numba.JOINED_LENGTHS``) takes for a separator."""
     units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), _INT32)
     return units, np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
 
@@ -1616,11 +1629,6 @@ _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)
 _CPU = torch.device("cpu")
 _INT32, _INT64 = np.dtype(np.int32), np.dtype(np.int64)
-# The fewest texts whose lengths joined_texts_numba.split_joined finds faster than a second join and
-# np.fromiter(map(len, texts)): the kernel call's fixed cost (~1.5 us: five arguments, four results)
-# against ~40 ns a text (English lines, best of 7: 32 texts 3.5 us against 2.7, 256 texts 11.1 against
-# 10.7, 512 texts 19.6 against 20.4).
-SPLIT_JOINED_TEXTS = 512
 # The most characters a batch encoded in parts (Tokenizer._ids_in_parts) holds: its rows are
 # post-processed on one thread, which a larger batch does in row ranges on every thread instead.
 PARTS_MAX_CHARS = 1 << 18

@@ -263,7 +263,7 @@ def encode_padded_cells(data, lengths, model, options, slot_keys, slot_entry, en
     scalars = _part(model, SCALARS)
     table_values = _part(model, TABLE_VALUES).view(np.int32)[:scalars[TABLE_SIZE]]
     classes = _part(model, CLASSES).view(np.uint8)[:scalars[CLASSES_SIZE]]
-    if lengths.size == 1 and lengths[0] < 0:
+    if lengths.size == 1 and lengths[0] == -1:
         ends = np.empty(1, np.int64)
         ends[0] = len(data)
         units, lengths, _ = utf8_units_numba(data, np.zeros(1, np.int64), ends)

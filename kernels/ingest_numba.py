@@ -1,10 +1,17 @@
 """Ingest on the CPU: UTF-32 code units to ragged codepoints, and codepoints to UTF-8 bytes.
 
 ``codepoints_numba(units, lengths)``: ``units`` is the whole batch joined and encoded by CPython's
-UTF-32 codec with ``surrogatepass`` (one C call; read-only), ``lengths`` each text's characters.
-Returns the int32 codepoints (a writable copy, lone surrogates as U+FFFD) and the int64 row
-offsets. Reference: ``gputok.ingest.codepoints`` under the torch backend (``_join`` replaces the
-surrogates with a regex, then the codec's output is copied).
+UTF-32 codec with ``surrogatepass`` (one C call; read-only), ``lengths`` each text's characters;
+or ``lengths`` is ``JOINED_LENGTHS`` ([``JOINED``]) and the texts in ``units`` are joined by NUL
+(``"\x00".join(texts)`` encoded): each NUL ends a text. Returns the int32 codepoints (a writable
+copy, lone surrogates as U+FFFD, no separators) and the int64 row offsets, one row per text found
+(a text that held a NUL comes out as two: the caller compares the count with its own). Reference:
+``gputok.ingest.codepoints`` under the torch backend (``_join`` replaces the surrogates with a
+regex, then the codec's output is copied). Why the joined form: a batch's lengths from Python are
+a call per text (``np.fromiter(map(len, texts))``: ~30 us of 1,024 lines, the GIL held), and
+finding them in a kernel before the encode was a pass on the calling thread while the other
+threads waited (20-38 us of a two-part call of 1,024 lines); inside each part's kernel it is a
+count of the NULs in that part, on that part's thread.
 
 ``codepoints_pairs_numba(units, lengths)``: the same, but a high surrogate followed by a low one
 in the same text becomes the one codepoint the pair stands for (and the text a character shorter),
@@ -42,8 +49,16 @@ import numpy as np
 from ._numba import kernel
 
 
+# ``lengths`` [JOINED]: the units hold the texts joined by NUL (see the module notes). (-1 is
+# bpe_texts_numba.encode_padded_cells' one text of UTF-8.)
+JOINED = -2
+JOINED_LENGTHS = np.array([JOINED], np.int64)
+
+
 @kernel
 def codepoints_numba(units, lengths):
+    if lengths.size == 1 and lengths[0] == JOINED:
+        return _split_at_nuls(units)
     n = units.size
     values = np.empty(n, np.int32)
     for i in range(n):
@@ -53,6 +68,30 @@ def codepoints_numba(units, lengths):
     offsets[0] = 0
     for t in range(lengths.size):
         offsets[t + 1] = offsets[t] + lengths[t]
+    return values, offsets
+
+
+@kernel
+def _split_at_nuls(units):
+    """``codepoints_numba`` of texts joined by NUL."""
+    # The separators counted first (a loop LLVM vectorises), so that the copy's loop holds no exit.
+    separators = 0
+    for i in range(units.size):
+        separators += units[i] == 0
+    values = np.empty(units.size - separators, np.int32)
+    offsets = np.empty(separators + 2, np.int64)
+    offsets[0] = 0
+    at = 0
+    t = 1
+    for i in range(units.size):
+        c = units[i]
+        if c == 0:
+            offsets[t] = at
+            t += 1
+        else:
+            values[at] = 0xFFFD if 0xD800 <= c < 0xE000 else c
+            at += 1
+    offsets[t] = at
     return values, offsets
 
 

@@ -61,7 +61,9 @@ def test_one_kernel_call_matches_the_chunked_path(tok, lines, monkeypatch):
             tok.word_cache = WordCache()  # cold, then warm from the batches before
         calls.clear()
         got = tok(batch, **kwargs)
-        assert calls == [1], (batch, kwargs)  # one kernel call, text to outputs
+        # one kernel call, text to outputs; a second where a text holds a NUL (the kernel reads the texts
+        # joined by NUL, and a row more than the batch has sends it again with their lengths)
+        assert calls == [1] * (1 + (len(batch) > 1 and any("\x00" in text for text in batch))), (batch, kwargs)
         want = _without_cells(tok, batch, kwargs, monkeypatch)
         assert got.keys() == want.keys(), (batch, kwargs)
         for key in want:

@@ -6,6 +6,7 @@ import pickle
 import random
 import threading
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -15,7 +16,11 @@ from test_unigram import EDGE_CASES, trained_model
 import gputok
 from gputok import _whole_unigram, assets
 from gputok.ingest import utf32_units
+from gputok.kernels import unigram_cache_numba
 from gputok.kernels.ingest_numba import codepoints_numba
+from gputok.kernels.unigram_cache_numba import segment_cached
+from gputok.kernels.unigram_sentence import unigram_sentences_encode
+from gputok.models.unigram import SCORE_RESET_THRESHOLD, WHOLE_SENTENCE_CHARS
 from gputok.ragged import Ragged
 from gputok.word_cache import WordCache
 
@@ -151,3 +156,40 @@ def test_forked_workers_start_with_their_own_cache(lines):
     loader = DataLoader(texts, batch_size=16, num_workers=2, multiprocessing_context="fork",
                         collate_fn=tok.encode_batch)
     assert [ids for batch in loader for ids in batch] == want
+
+
+def test_cache_key_forms_read_back_as_written():
+    """The cache's three forms of a word (a short word whose alphabet codes fit is its own key, its
+    tokens in its slot where they are one or two, else in the store; any other word hashed, its
+    codepoints and tokens in the store) each read back as SentencePiece's tokens, on the kernel."""
+    tok = gputok.Tokenizer.from_sentencepiece(assets.fetch("sp-test-model"))
+    model = tok.model
+    rng = random.Random(11)
+    # low-code letters (most fit a packed key), rarer ones (codes past the 7 bits) and CJK (several tokens)
+    letters = "etaoinsrhldcumfpgwybvkxjqz"
+    alphabets = [letters] * 6 + [letters + "ÀÉÎõüßæ", letters + "".join(chr(c) for c in range(0x4E00, 0x4E40))]
+    words = ["▁" + "".join(rng.choice(alphabet) for _ in range(rng.choice((1, 2, 3, 5, 6, 7, 8, 11))))
+             for alphabet in (rng.choice(alphabets) for _ in range(4000))]
+    words += ["▁" + word for word in "the of and to in is was for on that with as by at from his her an it".split()]
+    values = np.frombuffer("".join(words).encode("utf-32-le"), np.int32).copy()
+    ends = np.cumsum([len(w) for w in words]).astype(np.int64)
+    starts = ends - np.array([len(w) for w in words], np.int64)
+    sentences = np.arange(0, len(words) + 1, 4, dtype=np.int64)  # four words a sentence
+    score64 = model.score64.numpy()
+    max_abs = max(float(np.abs(score64).max()), abs(model.unk_score))
+    args = (*model.trie.walk_arrays, model.score32, score64, model.unk_score, model.unk_id, SCORE_RESET_THRESHOLD,
+            max_abs, WHOLE_SENTENCE_CHARS, _whole_unigram.MAX_CACHED_CHARS, _whole_unigram.CACHE_FULL_MISSES)
+    want = unigram_sentences_encode(values, starts, ends, sentences, *model.trie.walk_arrays, model.score32,
+                                    model.unk_score, model.unk_id, SCORE_RESET_THRESHOLD)
+    cache = _whole_unigram._new_cache()
+    for _ in range(2):  # cold, then every word from the cache
+        got = segment_cached(values, starts, ends, sentences, *args, *cache)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    slot_ints, _, used = cache
+    keys, entries = slot_ints[:, 0], slot_ints[:, 1]
+    packed = (keys != 0) & (keys % 2 == 0)
+    inline = packed & (entries & unigram_cache_numba.INLINE != 0)
+    two = inline & (entries & unigram_cache_numba.TWO_TOKENS != 0)
+    assert used[2] == 0 and used[0] == (keys != 0).sum()  # every word stored, none since a fill
+    assert (keys % 2 == 1).sum() > 100 and (packed & ~inline).sum() > 100 and two.sum() > 100
+    assert (inline & ~two).sum() > 40
