@@ -27,9 +27,10 @@ at most half full), one 32-byte row per word, read through two views of the same
   the ids, the first token's end, ``TWO_TOKENS``), and a hit reads one cache line;
 - any other word: an odd 63-bit hash of its codepoints, and a hit only where its codepoints equal
   the stored ones (a hash collision costs a miss).
-Other tokens are in ``store``: a record of the word's codepoints, its token ids, then its token
-ends (int32), ``slot_ints[s, 1]`` holding where it starts (``<< 16``), its tokens (``<< 8``) and
-its length. Packed keys and inline tokens: ``segment_cached`` 13.6-13.9 -> 12.2-12.6 ns per
+Other tokens are in ``store``: a record of the word's codepoints (unread for a packed key, kept so
+that every record has one layout), its token ids, then its token ends (int32), ``slot_ints[s, 1]``
+holding where it starts (``<< 16``), its tokens (``<< 8``) and its length; only a hashed word's
+record is prefetched. Packed keys and inline tokens: ``segment_cached`` 13.6-13.9 -> 12.2-12.6 ns per
 character with every word a hit, 21.3-21.4 -> 20.1-20.4 from a cold cache (``--lines 200000``
 of the bench's English in batches of 512, one thread, a scratch script timing this kernel alone,
 two alternated runs of each). Words over ``max_cached`` (< 256) characters are not stored. When
@@ -64,7 +65,7 @@ INLINE, TWO_TOKENS, INLINE_ID_LIMIT = 1 << 62, 1 << 56, 1 << 24
 def _word_key(values, lo, n, code_of):
     """The word's key in the table: non-zero, even for a short word (its alphabet codes packed, see
     the module notes: exact), odd for another (a 63-bit hash of its codepoints)."""
-    if n <= PACKED_CHARS:
+    if 1 <= n <= PACKED_CHARS:
         code = code_of[values[lo]]
         packed = (n << FIRST_CODE_BITS) | code
         fits = 1 <= code < 1 << FIRST_CODE_BITS
@@ -132,6 +133,8 @@ def _insert(values, lo, n, key, slot, ids, ends, first_token, tokens, margin, sc
         slot_ints[:, 0] = 0
         used[:] = 0
         slot = _home(key, slot_ints.shape[0] - 1)
+        if size > store.size:  # (a store smaller than one record)
+            return
     if inline:
         entry = INLINE | ids[first_token]
         if tokens == 2:
@@ -152,8 +155,8 @@ def _insert(values, lo, n, key, slot, ids, ends, first_token, tokens, margin, sc
     slot_ints[slot, 0] = key
 
 
-# Words hashed and prefetched at a time: their slots and records (~3 cache lines a word) stay in
-# the core's L2 cache until the lookups read them.
+# Words keyed and prefetched at a time: their slots and records (one to three cache lines a word)
+# stay in the core's L2 cache until the lookups read them.
 PREFETCH_WORDS = 512
 
 

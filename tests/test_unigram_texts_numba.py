@@ -158,19 +158,29 @@ def test_forked_workers_start_with_their_own_cache(lines):
     assert [ids for batch in loader for ids in batch] == want
 
 
-def test_cache_key_forms_read_back_as_written():
+@pytest.mark.parametrize("name", ["sp-test-model", "trained-8000"])
+def test_cache_key_forms_read_back_as_written(name):
     """The cache's three forms of a word (a short word whose alphabet codes fit is its own key, its
     tokens in its slot where they are one or two, else in the store; any other word hashed, its
-    codepoints and tokens in the store) each read back as SentencePiece's tokens, on the kernel."""
-    tok = gputok.Tokenizer.from_sentencepiece(assets.fetch("sp-test-model"))
+    codepoints and tokens in the store) each read back as SentencePiece's tokens, on the kernel:
+    words of the model's characters by their codes (small ones, and past the packed bits where the
+    alphabet has them), with '▁' first or not."""
+    tok = gputok.Tokenizer.from_sentencepiece(MODELS[name]())
     model = tok.model
+    code_of = model.trie.walk_arrays[0]
+    coded = np.flatnonzero(code_of)
+    by_code = coded[np.argsort(code_of[coded])]  # the alphabet's characters, commonest first
+    small, large = by_code[:40], by_code[code_of[by_code] >= 1 << unigram_cache_numba.PACKED_CODE_BITS]
     rng = random.Random(11)
-    # low-code letters (most fit a packed key), rarer ones (codes past the 7 bits) and CJK (several tokens)
-    letters = "etaoinsrhldcumfpgwybvkxjqz"
-    alphabets = [letters] * 6 + [letters + "ÀÉÎõüßæ", letters + "".join(chr(c) for c in range(0x4E00, 0x4E40))]
-    words = ["▁" + "".join(rng.choice(alphabet) for _ in range(rng.choice((1, 2, 3, 5, 6, 7, 8, 11))))
-             for alphabet in (rng.choice(alphabets) for _ in range(4000))]
+    pools = [small] * 6 + [np.concatenate([small, large[:200]])]  # (the test model's codes all fit 7 bits)
+    words = []
+    for pool in (rng.choice(pools) for _ in range(4000)):
+        chars = "".join(chr(int(rng.choice(pool))) for _ in range(rng.choice((1, 2, 3, 5, 6, 7, 8, 11))))
+        # without '▁' only first in a sentence, as a text's first word without a dummy prefix: a token
+        # may cross no other word's start
+        words.append(chars if len(words) % 4 == 0 and rng.random() < 0.5 else "▁" + chars)
     words += ["▁" + word for word in "the of and to in is was for on that with as by at from his her an it".split()]
+    words = words[:len(words) // 4 * 4]
     values = np.frombuffer("".join(words).encode("utf-32-le"), np.int32).copy()
     ends = np.cumsum([len(w) for w in words]).astype(np.int64)
     starts = ends - np.array([len(w) for w in words], np.int64)
@@ -193,3 +203,31 @@ def test_cache_key_forms_read_back_as_written():
     assert used[2] == 0 and used[0] == (keys != 0).sum()  # every word stored, none since a fill
     assert (keys % 2 == 1).sum() > 100 and (packed & ~inline).sum() > 100 and two.sum() > 100
     assert (inline & ~two).sum() > 40
+
+
+def test_word_keys():
+    """``_word_key``: a short word whose codes fit (the first's in FIRST_CODE_BITS, the others' in
+    PACKED_CODE_BITS, none 0) gets an even key, one per sequence of codes and length; any other an
+    odd one; none 0. Codes of every size, so that a packing without the length, or with a wider
+    field than it checks, would give two words one key."""
+    first_bits, other_bits = unigram_cache_numba.FIRST_CODE_BITS, unigram_cache_numba.PACKED_CODE_BITS
+    code_of = np.zeros(0x2000, np.int32)
+    code_of[0x100:0x100 + 5000] = np.arange(1, 5001, dtype=np.int32)  # character 0x100 + c - 1 has code c
+    rng = random.Random(4)
+    edges = [1, 2, 44, (1 << other_bits) - 1, 1 << other_bits, 300, (1 << first_bits) - 1, 1 << first_bits, 5000]
+    words = [[0x100 + 300 - 1], [0x100 + 2 - 1, 0x100 + 44 - 1], [0x41], [0x100, 0x41]]  # 300 == 2 << 7 | 44
+    for _ in range(20000):
+        codes = [rng.choice(edges) if rng.random() < 0.5 else rng.randrange(1, 5001)
+                 for _ in range(rng.choice((1, 2, 3, 4, 7, 8, 9)))]
+        words.append([0x100 + c - 1 for c in codes])
+    seen = {}
+    for word in words:
+        values = np.array(word, np.int32)
+        key = unigram_cache_numba._word_key(values, 0, values.size, code_of)
+        codes = tuple(int(code_of[v]) for v in word)
+        fits = (len(codes) <= unigram_cache_numba.PACKED_CHARS and 1 <= codes[0] < 1 << first_bits
+                and all(1 <= c < 1 << other_bits for c in codes[1:]))
+        assert key != 0 and key % 2 == (0 if fits else 1), codes
+        if fits:
+            assert seen.setdefault(key, codes) == codes  # one key, one word
+    assert len(seen) > 1000
