@@ -308,13 +308,15 @@ def _encode_corpus_parser(sub) -> None:
 
 
 def _compile_parser(sub) -> None:
-    cp = sub.add_parser("compile", help="compile the CPU kernels into the cache ahead of use, a process per tokenizer")
+    cp = sub.add_parser("compile", help="compile the CPU kernels into the cache ahead of use, in processes of "
+                                        "their own (two per tokenizer where the cores allow)")
     cp.add_argument("--tokenizer", nargs="+", default=["all"],
                     help="gputok bench's tokenizers (bert, cl100k, unigram, mistral, gpt2; all: the first four, "
                          "the default) "
                          "or tokenizer files: tokenizer.json, vocab.txt, .tiktoken or SentencePiece .model")
     cp.add_argument("--jobs", type=int, default=None,
-                    help="processes at once (default: one per CPU core, at most one per tokenizer)")
+                    help="processes at once (default: one per CPU core; with two or more per tokenizer, each "
+                         "tokenizer's calls are split between two)")
     cp.add_argument("--pattern", default=None, help=".tiktoken files: the split rule (default: from the file name)")
     cp.add_argument("--device", default="cpu", help="cpu, or cuda to compile the Triton kernels too")
     cp.add_argument("--prune", action="store_true",

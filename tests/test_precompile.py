@@ -49,6 +49,23 @@ def test_a_fresh_process_compiles_nothing_for_the_calls_compiled_ahead(compiled)
     vocabs, env, output = compiled
     assert _kernels_compiled(output)[str(vocabs[0])] > 0  # the cache started empty
     assert re.search(r"^compiled in [\d.]+ s$", output, re.M)
+    _assert_nothing_compiles(vocabs[0], env)
+
+
+def test_a_tokenizer_split_between_two_jobs_compiles_every_call(tmp_path):
+    # two jobs for one tokenizer: its batch sizes split between them (SPLIT_BATCH_SIZES), reported once
+    assert sorted(size for sizes in precompile.SPLIT_BATCH_SIZES for size in sizes) == sorted(
+        precompile.WARM_BATCH_SIZES)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    found = _kernels_compiled(_cli(["--tokenizer", str(vocab), "--jobs", "2"], env), as_list=True)
+    assert len(found) == 1 and found[0][0] == str(vocab) and found[0][1] > 0
+    _assert_nothing_compiles(vocab, env)
+
+
+def _assert_nothing_compiles(vocab, env: dict) -> None:
+    """A fresh process on ``env``'s cache compiles no kernel for the warm-up calls or a user's."""
     code = f"""
         from numba.core import event
         from gputok import precompile
@@ -61,7 +78,7 @@ def test_a_fresh_process_compiles_nothing_for_the_calls_compiled_ahead(compiled)
             def on_end(self, event_):
                 pass
 
-        tok = precompile.load({str(vocabs[0])!r})
+        tok = precompile.load({str(vocab)!r})
         with event.install_listener("numba:compile", Counter()):
             precompile.warm_calls(tok)
             # the same shapes as a user's calls reach them: default options, padded or ragged
@@ -85,8 +102,9 @@ def test_a_tokenizer_that_fails_is_reported_and_the_others_compile(compiled, tmp
     vocabs, env, _ = compiled
     bad = tmp_path / "vocab.json"  # a GPT-2 vocab.json without its merges: load_tokenizer refuses it
     bad.write_text('{"a": 0}', encoding="utf-8")
+    # four jobs: each tokenizer split between two, the bad one failing in both (reported once)
     done = subprocess.run([sys.executable, "-m", "gputok", "compile", "--tokenizer", str(bad), str(vocabs[0]),
-                           "--jobs", "2"], env=env, capture_output=True, text=True, timeout=600)
+                           "--jobs", "4"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1
     assert f"{bad}: failed: gputok: {bad} has no \"model\"" in done.stderr
     assert _kernels_compiled(done.stdout) == {str(vocabs[0]): 0}
@@ -98,8 +116,8 @@ def test_a_torch_device_is_taken_as_its_name(tmp_path, monkeypatch):
     jobs = []
     monkeypatch.setattr(precompile, "_compile_one",
                         lambda job: jobs.append(job) or precompile.Compiled(job[0], 0, 0, 0))
-    precompile.compile_kernels([str(tmp_path / "vocab.txt")], device=torch.device("cpu"))
-    assert jobs == [(str(tmp_path / "vocab.txt"), "cpu", None)]
+    precompile.compile_kernels([str(tmp_path / "vocab.txt")], device=torch.device("cpu"), jobs=1)
+    assert jobs == [(str(tmp_path / "vocab.txt"), "cpu", None, None)]
 
 
 def test_bad_arguments_are_refused_before_any_work(tmp_path):
