@@ -139,10 +139,10 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
     this process may use; with two or more per tokenizer, each tokenizer's batch sizes are split
     between two jobs, see the module notes). With ``jobs=1`` they compile in this process, one
     after the other. ``on_done`` sees each tokenizer's result as it finishes (of a split tokenizer:
-    the longer job's wall seconds, both jobs' CPU seconds and compiles, the first error); ``pattern``: the split rule of .tiktoken files
-    whose names do not tell it. Returns the results in ``tokenizers``' order (a job whose process
-    died reports it as its error). Spawned processes import the caller's main module: in a
-    script, call this under ``if __name__ == "__main__":``."""
+    the longer job's wall seconds, both jobs' CPU seconds and compiles, the first error);
+    ``pattern``: the split rule of .tiktoken files whose names do not tell it. Returns the results
+    in ``tokenizers``' order (a job whose process died reports it as its error). Spawned processes
+    import the caller's main module: in a script, call this under ``if __name__ == "__main__":``."""
     import torch
 
     from . import bench
@@ -164,16 +164,16 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
     names = list(dict.fromkeys(tokenizers))
     if jobs is None:
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    split = jobs >= 2 * len(names)
-    work = [(name, str(device), pattern, sizes) for name in names
-            for sizes in (SPLIT_BATCH_SIZES if split else (None,))]
+    # each tokenizer's batch sizes, one job each (None: all of them)
+    shares = SPLIT_BATCH_SIZES if jobs >= 2 * len(names) else (None,)
+    work = [(name, str(device), pattern, sizes) for name in names for sizes in shares]
     done: dict[str, Compiled] = {}
     parts: dict[str, list[Compiled]] = {}
 
     def finished(result: Compiled) -> None:
         got = parts.setdefault(result.tokenizer, [])
         got.append(result)
-        if len(got) < (len(SPLIT_BATCH_SIZES) if split else 1):
+        if len(got) < len(shares):
             return
         errors = [part.error for part in got if part.error is not None]
         done[result.tokenizer] = merged = Compiled(
@@ -182,7 +182,7 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
         if on_done is not None:
             on_done(merged)
 
-    if jobs == 1:  # (never split: one job per tokenizer)
+    if jobs == 1:  # (one share per tokenizer: never split)
         for job in work:
             finished(_compile_one(job))
     else:
