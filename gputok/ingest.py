@@ -30,6 +30,7 @@ from . import _dispatch
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
 from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba
 from .kernels.ingest_numba import rows_matching, utf8_numba
+from .literals import LiteralPattern
 
 TextInput = str | bytes
 ByteBuffer = np.ndarray | torch.Tensor | bytes | bytearray | memoryview
@@ -190,17 +191,22 @@ def utf8_rows(data: ByteBuffer, offsets: np.ndarray | torch.Tensor | Sequence[in
     return data, offsets
 
 
-def rows_with(pattern: re.Pattern, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def rows_with(pattern: re.Pattern | LiteralPattern, data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """A bool per row of ragged UTF-8 bytes: True where ``pattern`` (a ``str`` regex of literal
-    strings, searched as UTF-8 bytes) may match. One search over all the rows' bytes; a match
-    across rows marks every row it touches, so a match inside a row that an earlier one across
-    rows overlapped is still marked. A literal's UTF-8 bytes decode to it wherever they occur,
-    even beside invalid bytes (a UTF-8 character never starts with a continuation byte).
+    strings, or a :class:`gputok.literals.LiteralPattern`, searched as UTF-8 bytes) may match. One
+    search over all the rows' bytes; a match across rows marks every row it touches, so a match
+    inside a row that an earlier one across rows overlapped is still marked. A literal's UTF-8
+    bytes decode to it wherever they occur, even beside invalid bytes (a UTF-8 character never
+    starts with a continuation byte).
     """
-    found = [m.span() for m in _as_bytes_pattern(pattern).finditer(memoryview(data[offsets[0]:offsets[-1]]))]
-    if not found:
+    rows = data[offsets[0]:offsets[-1]]
+    if isinstance(pattern, LiteralPattern):
+        spans = pattern.utf8_spans(rows)
+    else:
+        spans = np.asarray([m.span() for m in _as_bytes_pattern(pattern).finditer(memoryview(rows))], np.int64)
+    if not spans.size:
         return np.zeros(offsets.size - 1, dtype=bool)
-    spans = np.asarray(found, dtype=np.int64) + offsets[0]
+    spans = spans.reshape(-1, 2) + offsets[0]
     return rows_matching(spans[:, 0], spans[:, 1], offsets)
 
 

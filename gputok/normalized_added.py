@@ -11,9 +11,9 @@ to the raw text through the normalizer's source index, as huggingface maps it th
 alignments.
 
 :func:`encode_pieces` does the second pass for a batch of raw pieces: one normalizer call over all
-of them, Python work per piece and per match (the regex), and one encode of all the normalized
-sub-pieces by the pipeline without its normalizer. Memory: the normalized text and its source
-index once.
+of them, one search of all of them (``gputok.literals.match_spans``), Python work per piece and per
+match, and one encode of all the normalized sub-pieces by the pipeline without its normalizer.
+Memory: the normalized text and its source index once.
 """
 
 from __future__ import annotations
@@ -26,12 +26,14 @@ import torch
 
 from .ingest import codepoints
 from .kernels.scatter_numba import splice_added_tokens
+from .literals import LiteralPattern, literal_pattern
 from .ragged import Ragged
 
 if TYPE_CHECKING:
     from .tokenizer import AddedToken, Encoded, Tokenizer
 
 _NO_SPANS = np.zeros((0, 2), np.int64)
+_NO_INDEX = np.zeros(0, np.int64)
 
 
 def normalized_contents(tok: Tokenizer) -> dict[str, AddedToken]:
@@ -61,10 +63,12 @@ def normalize(tok: Tokenizer, texts: list[str]) -> tuple[list[str], Ragged, np.n
     return forms, norm, source.numpy().astype(np.int64) - raw.offsets.numpy()[row]
 
 
-def pattern(tokens: dict[str, AddedToken], allowed: frozenset[str] | None) -> re.Pattern | None:
-    """A regex of the normalized contents of the tokens in ``allowed`` (None: all), longest first."""
-    chosen = sorted((form for form, t in tokens.items() if allowed is None or t.content in allowed), key=lambda c: -len(c))
-    return re.compile("|".join(map(re.escape, chosen))) if chosen else None
+def pattern(tokens: dict[str, AddedToken], allowed: frozenset[str] | None) -> re.Pattern | LiteralPattern | None:
+    """What finds the normalized contents of the tokens in ``allowed`` (None: all), longest first
+    (:func:`gputok.literals.literal_pattern`; with the tokens' ids where none has options)."""
+    chosen = {form: t for form, t in tokens.items() if allowed is None or t.content in allowed}
+    plain = not any(t.single_word or t.lstrip or t.rstrip for t in chosen.values())
+    return literal_pattern(chosen, {form: t.id for form, t in chosen.items()} if plain else None)
 
 
 def encode_pieces(tok: Tokenizer, pieces: list[str], allowed: frozenset[str] | None, device: torch.device | str,
@@ -72,30 +76,24 @@ def encode_pieces(tok: Tokenizer, pieces: list[str], allowed: frozenset[str] | N
     """:meth:`Tokenizer.encode_ragged` of raw ``pieces`` (no unnormalized added token in them)
     with the normalized added tokens of ``allowed`` cut out after the normalizer: ids per piece,
     spans into each raw piece."""
-    from .tokenizer import Encoded
+    from .tokenizer import Encoded, cut_at_matches
 
-    tokens = tok._normalized_added_tokens
-    found = pattern(tokens, allowed)
+    found = tok._normalized_pattern(allowed)
     forms, norm, source = normalize(tok, pieces)
-    sub_pieces: list[str] = []
-    item_piece, item_id, item_text, item_start, item_end = [], [], [], [], []
-    sub_base = []  # where each sub-piece starts in the flat normalized text
     starts = norm.offsets.numpy()
-    for row, form in enumerate(forms):
-        position = 0
-        matches = tok._added_matches(form, found, tokens) if found is not None else []
-        for m in [*matches, None]:
-            end = len(form) if m is None else m[0]
-            if end > position:
-                item_piece.append(len(sub_pieces)), item_id.append(-1), item_text.append(row)
-                item_start.append(0), item_end.append(0)
-                sub_pieces.append(form[position:end])
-                sub_base.append(starts[row] + position)
-            if m is not None:
-                flat = starts[row]
-                item_piece.append(-1), item_id.append(m[2]), item_text.append(row)
-                item_start.append(source[flat + m[0]]), item_end.append(source[flat + m[1] - 1] + 1)
-                position = m[1]
+    matched = (tok._matched_added_tokens(forms, found, tok._normalized_added_tokens) if found is not None
+               else (_NO_INDEX, _NO_INDEX, _NO_INDEX, np.zeros(len(forms) + 1, np.int64)))
+    item_piece, item_id, item_text, item_start, item_end = cut_at_matches(np.diff(starts), *matched)
+    is_piece = item_piece >= 0
+    sub_base = starts[item_text[is_piece]] + item_start[is_piece]  # where each sub-piece starts in the flat text
+    sub_pieces = [forms[row][start:end] for row, start, end in
+                  zip(item_text[is_piece].tolist(), item_start[is_piece].tolist(), item_end[is_piece].tolist())]
+    # a token's span: its first and last normalized characters' sources in the raw piece; a sub-piece's: none here
+    token = ~is_piece
+    flat = starts[item_text[token]]
+    token_start, token_end = source[flat + item_start[token]], source[flat + item_end[token] - 1] + 1
+    item_start[token], item_end[token] = token_start, token_end
+    item_start[is_piece] = item_end[is_piece] = 0
     plain = tok._without_normalizer.encode_ragged(sub_pieces, device="cpu", with_spans=with_spans, allowed=frozenset())
     spans = _NO_SPANS
     if with_spans and len(sub_pieces):

@@ -45,6 +45,7 @@ from ._whole_unigram import whole_unigram_kernel
 from ._validate import FileFormatError
 from .dedup import gather_words, span_hashes, unique_gathered, unique_words
 from .ingest import ByteBuffer, TextInput, as_texts, codepoints, row_chunks, rows_with, utf8_rows, utf32_units
+from .literals import LiteralPattern, literal_pattern, match_spans
 from .models.bpe import BPE
 from .models.unigram import Unigram
 from .models.wordlevel import WordLevel
@@ -132,7 +133,8 @@ class Tokenizer(TransformersAPI):
         self.decoder = decoder
         self.added_tokens = list(added_tokens)
         self._extra = extra or {}  # truncation/padding settings of a loaded file, written back on save
-        self._patterns: dict[frozenset[str] | None, re.Pattern | None] = {}
+        # _pattern's by contents, and _normalized_pattern's by ("normalized", contents)
+        self._patterns: dict[Any, re.Pattern | LiteralPattern | None] = {}
         self._added_ids = {t.content: t.id for t in self.added_tokens}
         self._special_ids = {t.id for t in self.added_tokens if t.special}
         self._id_to_token = model.id_to_token()
@@ -545,30 +547,57 @@ class Tokenizer(TransformersAPI):
             return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(token_offsets)),
                            torch.from_numpy(spans) if with_spans else None)
 
-    def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | None:
-        """A regex matching the added tokens in ``contents`` (None: all), longest first; in the raw
-        text, so not those matched after the normalizer (:mod:`gputok.normalized_added`)."""
+    def _pattern(self, contents: frozenset[str] | None) -> re.Pattern | LiteralPattern | None:
+        """What finds the added tokens in ``contents`` (None: all) in the raw text, longest first
+        (:func:`gputok.literals.literal_pattern`: a regex, or a trie walk for many), so not those
+        matched after the normalizer (:mod:`gputok.normalized_added`)."""
         if contents not in self._patterns:
             after_normalizer = self.normalizer is not None
-            chosen = sorted((t.content for t in self.added_tokens if (contents is None or t.content in contents)
-                             and not (after_normalizer and t.normalized)), key=lambda c: -len(c))
-            self._patterns[contents] = re.compile("|".join(map(re.escape, chosen))) if chosen else None
+            chosen = [t.content for t in self.added_tokens
+                      if (contents is None or t.content in contents) and not (after_normalizer and t.normalized)]
+            plain = not any(content in self._added_options for content in chosen)  # each match is its token
+            self._patterns[contents] = literal_pattern(
+                chosen, {content: self._added_ids[content] for content in chosen} if plain else None)
         return self._patterns[contents]
 
-    def _added_matches(self, text: str, pattern: re.Pattern,
+    def _normalized_pattern(self, contents: frozenset[str] | None) -> re.Pattern | LiteralPattern | None:
+        """What finds the normalized contents of the added tokens in ``contents`` (None: all) that
+        are matched after the normalizer (:func:`gputok.normalized_added.pattern`), made once."""
+        key = ("normalized", contents)
+        if key not in self._patterns:
+            self._patterns[key] = normalized_added.pattern(self._normalized_added_tokens, contents)
+        return self._patterns[key]
+
+    def _matched_added_tokens(self, texts: list[str], pattern: re.Pattern | LiteralPattern,
+                              tokens: dict[str, AddedToken] | None = None) -> tuple[np.ndarray, ...]:
+        """:meth:`_added_matches` of every text as int64 arrays (starts, ends, ids, match_offsets:
+        text ``t``'s from ``match_offsets[t]`` to ``match_offsets[t + 1]``): from one kernel call
+        where ``pattern`` is a :class:`LiteralPattern` whose every match is its token's (it has
+        ``values``: no token of it has ``single_word``, ``lstrip`` or ``rstrip``)."""
+        if isinstance(pattern, LiteralPattern) and pattern.values is not None:
+            starts, ends, literals, match_offsets = pattern.matches(texts)
+            return starts, ends, pattern.values[literals], match_offsets
+        found = [self._added_matches(text, spans, tokens) for text, spans in zip(texts, match_spans(pattern, texts))]
+        match_offsets = np.zeros(len(texts) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, found), np.int64, len(found)), out=match_offsets[1:])
+        flat = np.array([m for matches in found for m in matches], np.int64).reshape(-1, 3)
+        return flat[:, 0], flat[:, 1], flat[:, 2], match_offsets
+
+    def _added_matches(self, text: str, spans: list[tuple[int, int]],
                        tokens: dict[str, AddedToken] | None = None) -> list[tuple[int, int, int]]:
-        """``(start, end, id)`` of the added tokens in ``text`` as huggingface takes them: the
-        leftmost-longest matches, less those of a ``single_word`` token with a word character
-        (``\\w``) right before or after; an ``lstrip`` / ``rstrip`` token takes the whitespace
-        before / after it (not what an earlier token took). ``tokens``: the token of each text the
-        pattern matches, where that is not its content (normalized contents)."""
+        """``(start, end, id)`` of the added tokens in ``text`` as huggingface takes them, from the
+        leftmost-longest matches of their pattern (``spans``, :func:`gputok.literals.match_spans`):
+        less those of a ``single_word`` token with a word character (``\\w``) right before or
+        after; an ``lstrip`` / ``rstrip`` token takes the whitespace before / after it (not what
+        an earlier token took). ``tokens``: the token of each text the pattern matches, where that
+        is not its content (normalized contents)."""
         options = self._added_options if tokens is None else tokens
         matches, position = [], 0
-        for m in pattern.finditer(text):
-            start, end = m.span()
-            token = options.get(m.group())
+        for start, end in spans:
+            matched = text[start:end]
+            token = options.get(matched)
             if token is None:
-                matches.append((start, end, self._added_ids[m.group()]))
+                matches.append((start, end, self._added_ids[matched]))
                 position = end
                 continue
             if token.single_word and (_WORD_CHAR.match(text[start - 1:start]) or _WORD_CHAR.match(text[end:end + 1])):
@@ -608,40 +637,37 @@ class Tokenizer(TransformersAPI):
         """The added tokens with single_word, lstrip or rstrip, by content."""
         return {t.content: t for t in self.added_tokens if t.single_word or t.lstrip or t.rstrip}
 
-    def _encode_with_added_tokens(self, texts: Sequence[str], pattern: re.Pattern | None, device: torch.device | str,
-                                  with_spans: bool, allowed: frozenset[str] | None = None) -> Encoded:
+    def _encode_with_added_tokens(self, texts: Sequence[str], pattern: re.Pattern | LiteralPattern | None,
+                                  device: torch.device | str, with_spans: bool,
+                                  allowed: frozenset[str] | None = None) -> Encoded:
         """Cut each text at the added tokens written in it, as huggingface does, encode the pieces
         between them as texts of their own, and lay pieces and added tokens back in order.
 
-        Python work per text and per match only: the pieces are encoded as one batch.
+        The cut is numpy over the matches (:func:`cut_at_matches`), and the pieces are encoded as
+        one batch: Python work per piece (its ``str``), and per match only where a token has
+        options or the pattern is a regex (:meth:`_matched_added_tokens`).
         """
-        pieces: list[str] = []  # the plain text between added tokens, all texts together
-        item_piece, item_id, item_text, item_start, item_end = [], [], [], [], []
-        for row, text in enumerate(texts):
-            position = 0
-            for m in [*(self._added_matches(text, pattern) if pattern is not None else []), None]:
-                end = len(text) if m is None else m[0]
-                if end > position:
-                    item_piece.append(len(pieces)), item_id.append(-1)
-                    item_text.append(row), item_start.append(position), item_end.append(end)
-                    pieces.append(text[position:end])
-                if m is not None:
-                    item_piece.append(-1), item_id.append(m[2])
-                    item_text.append(row), item_start.append(m[0]), item_end.append(m[1])
-                    position = m[1]
+        texts = list(texts)
+        matched = (self._matched_added_tokens(texts, pattern) if pattern is not None
+                   else (_EMPTY_INDEX, _EMPTY_INDEX, _EMPTY_INDEX, np.zeros(len(texts) + 1, np.int64)))
+        item_piece, item_id, item_text, item_start, item_end = cut_at_matches(
+            np.fromiter(map(len, texts), np.int64, len(texts)), *matched)
+        is_piece = item_piece >= 0
+        pieces = [texts[row][start:end] for row, start, end in
+                  zip(item_text[is_piece].tolist(), item_start[is_piece].tolist(), item_end[is_piece].tolist())]
         if self._normalized_added_tokens:  # matched in each piece after the normalizer
             plain = normalized_added.encode_pieces(self, pieces, allowed, device, with_spans)
         else:
             plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
         if torch.device(device).type == "cpu" and _dispatch.on_cpu_kernels(torch.device(device)):
-            items = [np.asarray(v, dtype=np.int64) for v in (item_piece, item_id, item_text, item_start, item_end)]
             ids, token_offsets, spans = splice_added_tokens(
-                *items, plain.ids.values.numpy(), plain.ids.offsets.numpy(),
+                item_piece, item_id, item_text, item_start, item_end, plain.ids.values.numpy(),
+                plain.ids.offsets.numpy(),
                 plain.spans.numpy() if with_spans else _NO_SPANS, len(texts), with_spans)
             return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(token_offsets)),
                            torch.from_numpy(spans) if with_spans else None)
         item_piece, item_id, item_text, item_start, item_end = (
-            torch.tensor(v, dtype=torch.int64, device=device) for v in (item_piece, item_id, item_text, item_start, item_end))
+            torch.from_numpy(v).to(device) for v in (item_piece, item_id, item_text, item_start, item_end))
         is_piece = item_piece >= 0
         piece_lengths = plain.ids.lengths()
         lengths = torch.where(is_piece, piece_lengths[item_piece.clamp(min=0)] if pieces else 0, 1)
@@ -955,8 +981,8 @@ class Tokenizer(TransformersAPI):
                                               truncation=truncation, stride=stride, overflow=overflow,
                                               with_types=with_types, with_offsets=with_offsets)
 
-    def _cells_in_one_call(self, texts: list[str], pattern: re.Pattern | None, fused: tuple, options: tuple,
-                           padded: bool, truncation: str | None, stride: int, with_types: bool,
+    def _cells_in_one_call(self, texts: list[str], pattern: re.Pattern | LiteralPattern | None, fused: tuple,
+                           options: tuple, padded: bool, truncation: str | None, stride: int, with_types: bool,
                            joined: str | None = None) -> dict[str, torch.Tensor] | None:
         """:meth:`__call__`'s tensors from one call of a whole-pipeline kernel's ``padded_cells`` or
         ``ragged_cells`` (``fused``: (kernel, tables)) with the post-processing ``options`` after
@@ -1467,6 +1493,32 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[np.nd
 
     encode.encode_part = encode_part
     return encode
+
+
+def cut_at_matches(lengths: np.ndarray, starts: np.ndarray, ends: np.ndarray, ids: np.ndarray,
+                   match_offsets: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Texts of ``lengths`` characters cut at their added tokens (text ``t``'s matches from
+    ``match_offsets[t]`` to ``match_offsets[t + 1]`` of ``starts`` / ``ends`` / ``ids``, in order,
+    none overlapping, none empty): the items in order, as int64 arrays (piece, id, text, start,
+    end), an item the text between two matches (or a text's end), where not empty (``piece`` its
+    number among the pieces, ``id`` -1), or a match (``piece`` -1). Numpy, no loop per match."""
+    counts = np.diff(match_offsets)
+    match_text = np.repeat(np.arange(lengths.size), counts)
+    before = np.empty_like(starts)  # where the text before each match starts: the previous match's end
+    before[1:] = ends[:-1]
+    before[match_offsets[:-1][counts > 0]] = 0
+    last_end = np.zeros(lengths.size, np.int64)
+    last_end[counts > 0] = ends[match_offsets[1:][counts > 0] - 1]
+    gap, tail = starts > before, lengths > last_end
+    text = np.concatenate([match_text[gap], match_text, np.flatnonzero(tail)])
+    start = np.concatenate([before[gap], starts, last_end[tail]])
+    order = np.lexsort((start, text))  # (a piece starts at the previous match's end: no two items start alike)
+    end = np.concatenate([starts[gap], ends, lengths[tail]])[order]
+    no_id = np.full(int(gap.sum() + tail.sum()), -1, np.int64)
+    item_id = np.concatenate([no_id[:int(gap.sum())], ids, no_id[int(gap.sum()):]])[order]
+    is_piece = item_id < 0
+    item_piece = np.where(is_piece, np.cumsum(is_piece) - 1, -1)
+    return item_piece, item_id, text[order], start[order], end
 
 
 def _joined_offsets(parts: list[np.ndarray]) -> np.ndarray:

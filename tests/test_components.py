@@ -145,6 +145,30 @@ def test_added_token_options_match_huggingface(hf_trained_models):
         _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, True)
 
 
+
+@pytest.mark.parametrize("normalized", [0.0, 0.5, 1.0])
+def test_many_added_tokens_match_huggingface(hf_trained_models, texts, normalized):
+    """Hundreds of added tokens (past ``gputok.literals.REGEX_MAX_LITERALS``: found by the trie
+    walk, in the raw text and after the normalizer), words of the text and pieces that overlap
+    them, with random options: the same ids, offsets and decode as huggingface."""
+    from gputok.literals import LiteralPattern
+
+    rnd = random.Random(int(10 * normalized))
+    words = sorted({word for text in texts for word in text.split()})
+    # Each content once, and none two that lowercase alike (huggingface keeps a repeat's options in
+    # memory but writes the first's; two normalized tokens of one form are not settled here).
+    chosen = rnd.sample(words, 400) + ["<m>", "x y", "é", "ab", "a", "①", "<m><m>", "the"]
+    contents = {content.lower(): content for content in chosen}.values()
+    hf = _pipeline(hf_trained_models, "wordpiece", normalizer=N.Lowercase(), pre_tokenizer=P.Whitespace())
+    hf.add_tokens([AddedToken(content, single_word=rnd.random() < 0.2, lstrip=rnd.random() < 0.2,
+                              rstrip=rnd.random() < 0.2, normalized=rnd.random() < normalized,
+                              special=rnd.random() < 0.2) for content in contents])
+    ours = Tokenizer.from_str(hf.to_str())
+    found = [ours._pattern(None), ours._normalized_pattern(None)]
+    assert any(isinstance(pattern, LiteralPattern) for pattern in found)
+    _check(hf, ours, texts, None, True)
+
+
 NORMALIZED_ADDED_CASES = {
     "Lowercase": ("wordpiece", N.Lowercase(), P.Whitespace()),
     "BertNormalizer": ("wordpiece", N.BertNormalizer(), P.BertPreTokenizer()),
