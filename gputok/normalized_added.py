@@ -71,11 +71,12 @@ def pattern(tokens: dict[str, AddedToken], allowed: frozenset[str] | None) -> re
     return literal_pattern(chosen, {form: t.id for form, t in chosen.items()} if plain else None)
 
 
-def encode_pieces(tok: Tokenizer, pieces: list[str], allowed: frozenset[str] | None, device: torch.device | str,
-                  with_spans: bool) -> Encoded:
+def encode_pieces(tok: Tokenizer, pieces: list[str], at_start: np.ndarray, allowed: frozenset[str] | None,
+                  device: torch.device | str, with_spans: bool) -> Encoded:
     """:meth:`Tokenizer.encode_ragged` of raw ``pieces`` (no unnormalized added token in them)
     with the normalized added tokens of ``allowed`` cut out after the normalizer: ids per piece,
-    spans into each raw piece."""
+    spans into each raw piece. ``at_start``: whether each piece starts its text (a Metaspace with
+    ``prepend_scheme`` "first" prepends only to the sub-piece that starts a piece that does)."""
     from .tokenizer import Encoded, cut_at_matches
 
     found = tok._normalized_pattern(allowed)
@@ -86,6 +87,7 @@ def encode_pieces(tok: Tokenizer, pieces: list[str], allowed: frozenset[str] | N
     item_piece, item_id, item_text, item_start, item_end = cut_at_matches(np.diff(starts), *matched)
     is_piece = item_piece >= 0
     sub_base = starts[item_text[is_piece]] + item_start[is_piece]  # where each sub-piece starts in the flat text
+    sub_at_start = at_start[item_text[is_piece]] & (item_start[is_piece] == 0)
     sub_pieces = [forms[row][start:end] for row, start, end in
                   zip(item_text[is_piece].tolist(), item_start[is_piece].tolist(), item_end[is_piece].tolist())]
     # a token's span: its first and last normalized characters' sources in the raw piece; a sub-piece's: none here
@@ -94,7 +96,8 @@ def encode_pieces(tok: Tokenizer, pieces: list[str], allowed: frozenset[str] | N
     token_start, token_end = source[flat + item_start[token]], source[flat + item_end[token] - 1] + 1
     item_start[token], item_end[token] = token_start, token_end
     item_start[is_piece] = item_end[is_piece] = 0
-    plain = tok._without_normalizer.encode_ragged(sub_pieces, device="cpu", with_spans=with_spans, allowed=frozenset())
+    plain = tok._encode_pieces(tok._without_normalizer, tok._not_first and tok._not_first[1], sub_pieces, sub_at_start,
+                               "cpu", with_spans)
     spans = _NO_SPANS
     if with_spans and len(sub_pieces):
         # spans in the normalized sub-piece, mapped back into the raw piece through the source index

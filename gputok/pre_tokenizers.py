@@ -585,8 +585,10 @@ class Metaspace:
     does not start with it (``prepend_scheme`` "always" or "first"; "never"), then with ``split``
     a word starts at every ``▁`` (merged with what follows), else each text is one word.
 
-    Added tokens cut a text into pieces that gputok encodes as texts of their own, so "first"
-    prepends to every piece, as "always" does (huggingface: only to the text's first piece).
+    "first" prepends only where the text starts: added tokens cut a text into pieces that gputok
+    encodes as texts of their own, those after an added token by a twin pipeline whose Metaspace
+    prepends never (``Tokenizer._not_first``), as huggingface prepends to no split but the one
+    that starts the text.
 
     >>> m = Metaspace()
     >>> text, src = m.rewrite(Ragged.from_lengths(torch.tensor([104, 32, 32, 105]), torch.tensor([4])))

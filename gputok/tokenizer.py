@@ -633,6 +633,43 @@ class Tokenizer(TransformersAPI):
         return twin
 
     @functools.cached_property
+    def _not_first(self) -> tuple[Tokenizer, Tokenizer] | None:
+        """Where the pre-tokenizer is (or starts with) a Metaspace with ``prepend_scheme`` "first":
+        this pipeline and :attr:`_without_normalizer`, less their added tokens, with that Metaspace
+        prepending never. huggingface prepends '▁' only to a split that starts the text (whose first
+        character is the text's first), so not to the text after an added token, which gputok
+        encodes as a text of its own (:meth:`_encode_pieces`). None for any other pre-tokenizer."""
+        pre = self.pre_tokenizer
+        steps = pre.pretokenizers if isinstance(pre, pre_tokenizers.Sequence) else [pre]
+        if not (steps and isinstance(steps[0], pre_tokenizers.Metaspace) and steps[0].prepend_scheme == "first"):
+            return None
+        never = pre_tokenizers.Metaspace(replacement=steps[0].replacement, prepend_scheme="never", split=steps[0].split)
+        pre = pre_tokenizers.Sequence([never, *steps[1:]]) if isinstance(pre, pre_tokenizers.Sequence) else never
+        twins = (Tokenizer(self.model, normalizer=self.normalizer, pre_tokenizer=pre),
+                 Tokenizer(self.model, pre_tokenizer=pre))
+        for twin in twins:
+            twin.join_surrogate_pairs = self.join_surrogate_pairs
+        return twins
+
+    def _encode_pieces(self, pipeline: Tokenizer, twin: Tokenizer | None, pieces: list[str], at_start: np.ndarray,
+                       device: torch.device | str, with_spans: bool) -> Encoded:
+        """``pipeline.encode_ragged(pieces)`` (pieces of texts cut at added tokens), where the pieces
+        not ``at_start`` of their text are encoded by ``twin`` (:attr:`_not_first`'s: its Metaspace
+        prepends nothing to them) if given."""
+        if twin is None or at_start.all():
+            return pipeline.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
+        first = pipeline.encode_ragged([piece if start else "" for piece, start in zip(pieces, at_start.tolist())],
+                                       device=_CPU, with_spans=with_spans, allowed=frozenset())
+        later = twin.encode_ragged([piece for piece, start in zip(pieces, at_start.tolist()) if not start],
+                                   device=_CPU, with_spans=with_spans, allowed=frozenset())
+        ids, offsets, spans = splice_rows(
+            first.ids.values.numpy(), first.ids.offsets.numpy(), first.spans.numpy() if with_spans else _NO_SPANS,
+            later.ids.values.numpy(), later.ids.offsets.numpy(), later.spans.numpy() if with_spans else _NO_SPANS,
+            ~at_start, with_spans)
+        return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)).to(device),
+                       torch.from_numpy(spans).to(device) if with_spans else None)
+
+    @functools.cached_property
     def _added_options(self) -> dict[str, AddedToken]:
         """The added tokens with single_word, lstrip or rstrip, by content."""
         return {t.content: t for t in self.added_tokens if t.single_word or t.lstrip or t.rstrip}
@@ -655,10 +692,12 @@ class Tokenizer(TransformersAPI):
         is_piece = item_piece >= 0
         pieces = [texts[row][start:end] for row, start, end in
                   zip(item_text[is_piece].tolist(), item_start[is_piece].tolist(), item_end[is_piece].tolist())]
+        at_start = item_start[is_piece] == 0  # (Metaspace's prepend_scheme "first" reads it: _not_first)
         if self._normalized_added_tokens:  # matched in each piece after the normalizer
-            plain = normalized_added.encode_pieces(self, pieces, allowed, device, with_spans)
+            plain = normalized_added.encode_pieces(self, pieces, at_start, allowed, device, with_spans)
         else:
-            plain = self.encode_ragged(pieces, device=device, with_spans=with_spans, allowed=frozenset())
+            plain = self._encode_pieces(self, self._not_first and self._not_first[0], pieces, at_start, device,
+                                        with_spans)
         if torch.device(device).type == "cpu" and _dispatch.on_cpu_kernels(torch.device(device)):
             ids, token_offsets, spans = splice_added_tokens(
                 item_piece, item_id, item_text, item_start, item_end, plain.ids.values.numpy(),

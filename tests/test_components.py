@@ -169,6 +169,28 @@ def test_many_added_tokens_match_huggingface(hf_trained_models, texts, normalize
     _check(hf, ours, texts, None, True)
 
 
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+@pytest.mark.parametrize("steps", ["Metaspace", "Sequence"])
+def test_metaspace_first_prepends_only_where_the_text_starts(hf_trained_models, texts, kind, steps):
+    """Metaspace with ``prepend_scheme`` "first" and added tokens written in the text: huggingface
+    prepends '▁' to the piece that starts the text, not to the text after an added token (raw or
+    matched after the normalizer), nor after a lone added token at the start; ids and offsets."""
+    rnd = random.Random(len(kind) + len(steps))
+    metaspace = P.Metaspace(prepend_scheme="first", split=rnd.random() < 0.5)
+    pre = metaspace if steps == "Metaspace" else P.Sequence([metaspace, P.Punctuation("merged_with_previous")])
+    pieces = ["<X>", "[INST]", "yy", "hello", "World", " ", "  ", "a", "b.", "\n", "é", "中"]
+    lines = texts[::3] + ["".join(rnd.choice(pieces) for _ in range(rnd.randrange(8))) for _ in range(400)] + [
+        "<X>hello", "hello<X>world<X>again", " <X>x", "<X>", "[INST]what[INST] is", "yyb", "ayyb", "<X>yyb"]
+    for normalizer in (None, N.Lowercase()):
+        hf = _pipeline(hf_trained_models, kind, pre_tokenizer=pre)
+        if normalizer is not None:
+            hf.normalizer = normalizer
+        hf.add_tokens([AddedToken("<X>", normalized=False, special=True), AddedToken("[INST]", normalized=False),
+                       AddedToken("yy", normalized=True)])
+        _check(hf, Tokenizer.from_str(hf.to_str()), lines, None, True)
+
+
 NORMALIZED_ADDED_CASES = {
     "Lowercase": ("wordpiece", N.Lowercase(), P.Whitespace()),
     "BertNormalizer": ("wordpiece", N.BertNormalizer(), P.BertPreTokenizer()),
