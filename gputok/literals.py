@@ -25,6 +25,8 @@ from .kernels.literal_match_numba import literal_matches
 REGEX_MAX_LITERALS = 16
 # The root's children along codes below this are one table lookup (256 KB of int32).
 DENSE_ROOT_CODES = 1 << 16
+# LiteralPattern.search reads a text this many characters at a time.
+SEARCH_CHARS = 1 << 16
 
 
 def literal_pattern(literals: Iterable[str],
@@ -77,6 +79,7 @@ class LiteralPattern:
         self.pattern = source
         self.values = values
         self._literals = literals
+        self._longest = max(map(len, literals))
         self._utf8: LiteralPattern | None = None
         edges: dict[tuple[int, int], int] = {}  # (node, code) -> child
         literal_of = [-1]
@@ -117,19 +120,26 @@ class LiteralPattern:
         """[matches, 2] int64 spans of the literals' UTF-8 bytes in ``data`` (uint8), as the regex
         of them on bytes finds them (``re.compile(pattern.encode())``: the same leftmost-longest
         rule, one byte a step)."""
-        if self._utf8 is None:  # each byte a code below 256: the literals' bytes as latin-1 text
+        if self._utf8 is None:  # the literals' bytes as latin-1 text, a code below 256 per byte (internal:
+            # the trie is all it is for; a trie's match does not depend on the literals' order)
             self._utf8 = LiteralPattern([literal.encode("utf-8", "surrogatepass").decode("latin-1")
-                                         for literal in self._literals], self.pattern)
+                                         for literal in self._literals], "")
         utf8 = self._utf8
-        starts, ends, _, _ = literal_matches(data.astype(np.int32), np.array([0, data.size], np.int64),
-                                             utf8._dense_root, utf8._child_offsets, utf8._child_codes,
-                                             utf8._child_rows, utf8._literal_of, False)
+        # the bytes as they are (a uint8 compile of the kernel): no int32 copy of a large input
+        starts, ends, _, _ = literal_matches(data, np.array([0, data.size], np.int64), utf8._dense_root,
+                                             utf8._child_offsets, utf8._child_codes, utf8._child_rows,
+                                             utf8._literal_of, False)
         return np.stack([starts, ends], 1)
 
     def search(self, text: str) -> LiteralMatch | None:
-        """The first match in ``text``, or None."""
-        starts, ends, _, _ = self.matches([text], True)
-        return LiteralMatch(text, int(starts[0]), int(ends[0])) if starts.size else None
+        """The first match in ``text``, or None: read ``SEARCH_CHARS`` characters at a time (with
+        the longest literal's length less one more, for a match that crosses into the next), so
+        that a match early in a long text costs no UTF-32 copy of all of it."""
+        for at in range(0, max(len(text), 1), SEARCH_CHARS):
+            starts, ends, _, _ = self.matches([text[at:at + SEARCH_CHARS + self._longest - 1]], True)
+            if starts.size and starts[0] < SEARCH_CHARS:  # (one starting later is the next read's)
+                return LiteralMatch(text, at + int(starts[0]), at + int(ends[0]))
+        return None
 
     def finditer(self, text: str) -> Iterator[LiteralMatch]:
         """The matches in ``text``, left to right, none overlapping."""

@@ -67,6 +67,8 @@ _WHOLE_PIPELINE_FACTORIES = (whole_bpe_kernel, whole_unigram_kernel, whole_sente
 # size; below this many characters a batch for a CUDA device is encoded on the CPU, where small
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
 CUDA_FROM_CHARS = 16384
+# The most added-token patterns a tokenizer keeps (Tokenizer._bound_patterns).
+MAX_PATTERNS = 64
 PADDING_STRATEGIES = ("longest", "max_length", "do_not_pad")
 _PADDING_NAMES = {True: "longest", False: "do_not_pad"}
 _TRUNCATION_NAMES = {True: "longest_first", False: None}
@@ -552,6 +554,7 @@ class Tokenizer(TransformersAPI):
         (:func:`gputok.literals.literal_pattern`: a regex, or a trie walk for many), so not those
         matched after the normalizer (:mod:`gputok.normalized_added`)."""
         if contents not in self._patterns:
+            self._bound_patterns()
             after_normalizer = self.normalizer is not None
             chosen = [t.content for t in self.added_tokens
                       if (contents is None or t.content in contents) and not (after_normalizer and t.normalized)]
@@ -560,11 +563,18 @@ class Tokenizer(TransformersAPI):
                 chosen, {content: self._added_ids[content] for content in chosen} if plain else None)
         return self._patterns[contents]
 
+    def _bound_patterns(self) -> None:
+        """Empty the patterns made so far once there are ``MAX_PATTERNS``: one is made per set of
+        allowed special tokens a caller passes, and a trie's can hold a 256 KB table."""
+        if len(self._patterns) >= MAX_PATTERNS:
+            self._patterns.clear()
+
     def _normalized_pattern(self, contents: frozenset[str] | None) -> re.Pattern | LiteralPattern | None:
         """What finds the normalized contents of the added tokens in ``contents`` (None: all) that
         are matched after the normalizer (:func:`gputok.normalized_added.pattern`), made once."""
         key = ("normalized", contents)
         if key not in self._patterns:
+            self._bound_patterns()
             self._patterns[key] = normalized_added.pattern(self._normalized_added_tokens, contents)
         return self._patterns[key]
 
@@ -1537,8 +1547,9 @@ def _whole_wordpiece_kernel(normalizer, pre_tokenizer, model) -> Callable[[np.nd
 def cut_at_matches(lengths: np.ndarray, starts: np.ndarray, ends: np.ndarray, ids: np.ndarray,
                    match_offsets: np.ndarray) -> tuple[np.ndarray, ...]:
     """Texts of ``lengths`` characters cut at their added tokens (text ``t``'s matches from
-    ``match_offsets[t]`` to ``match_offsets[t + 1]`` of ``starts`` / ``ends`` / ``ids``, in order,
-    none overlapping, none empty): the items in order, as int64 arrays (piece, id, text, start,
+    ``match_offsets[t]`` to ``match_offsets[t + 1]`` of ``starts`` / ``ends`` / ``ids``, none empty,
+    their starts rising; an ``rstrip`` token's end may pass the next one's start, as
+    :meth:`Tokenizer._added_matches` makes them): the items in order, as int64 arrays (piece, id, text, start,
     end), an item the text between two matches (or a text's end), where not empty (``piece`` its
     number among the pieces, ``id`` -1), or a match (``piece`` -1). Numpy, no loop per match."""
     counts = np.diff(match_offsets)

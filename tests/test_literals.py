@@ -46,6 +46,21 @@ def test_trie_walk_finds_what_the_regex_finds():
             [m.span() for m in regex.finditer(text)] for text in texts]
 
 
+def test_search_reads_a_long_text_in_pieces(monkeypatch):
+    """``search`` reads ``SEARCH_CHARS`` characters at a time: with a tiny read, a match that
+    crosses from one read into the next, or starts past the first, is still the regex's first."""
+    import gputok.literals
+
+    monkeypatch.setattr(gputok.literals, "SEARCH_CHARS", 3)
+    rnd = random.Random(6)
+    for _ in range(30):
+        literals, texts = _random_case(rnd)
+        pattern, regex = literal_pattern(literals), _regex(literals)
+        for text in texts + ["q" * 10 + max(literals, key=len)]:
+            first, got = regex.search(text), pattern.search(text)
+            assert (got is None) == (first is None) and (got is None or got.span() == first.span()), (literals, text)
+
+
 def test_longest_at_the_leftmost_position_then_on_from_its_end():
     literals = ["ab", "abc", "bcd", "c", "d"] + [f"<{k}>" for k in range(REGEX_MAX_LITERALS)]
     pattern = literal_pattern(literals)
