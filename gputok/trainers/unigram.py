@@ -53,8 +53,9 @@ seed search holds ~10 arrays (int32 or int64) of the positions for one length at
 candidates' occurrences (8 bytes each); the lattice takes 13 bytes per edge and 4 per position (14M edges
 there at the start: 200 MB), and an E-step ~16 bytes per edge of one batch. Freed heap pages go
 back to the system between phases (:func:`gputok._memory.release_free_memory`). Peak RSS on that
-set, vocab 8000, 2 threads: ~930 MB, of which ~230 MB is torch itself (``benchmarks/train_unigram.py``,
-2026-11-27).
+set, vocab 8000, 2 threads: ~780-830 MB, of which ~230 MB is torch itself, in the first pruning
+round (``benchmarks/train_unigram.py``, 2026-11-27; ~930 MB before :meth:`_Trainer._prune` kept
+its temporaries short).
 
 :func:`unigram_training_words` makes the unique words from text lines as SentencePiece sees them
 (nmt_nfkc normalization, whitespace rules, words cut at spaces with a ``▁`` in front), and
@@ -773,18 +774,39 @@ class _Trainer:
         self.seconds["m_step"] += time.perf_counter() - t2
 
     def _prune(self) -> None:
+        """One pruning round: the pieces ranked by the loss of segmenting their text with the others
+        (:meth:`_pruned_order`), the lattices then compacted. Training's peak memory is here: the
+        E-steps' freed scratch goes back to the system first, the ranking's before the compaction
+        (~930 -> 780-830 MB on 20 MB of English with both and the round's temporaries kept short)."""
         t = time.perf_counter()
-        unk = self._unk_score()
-        score = self._piece_scores(unk)
+        release_free_memory()
+        self.order = self._pruned_order()
+        self.alive[:] = False
+        self.alive[self.order] = True
+        release_free_memory()
+        self._compact()
+        self.seconds["prune"] += time.perf_counter() - t
+
+    def _viterbi_frequencies(self, score: torch.Tensor) -> torch.Tensor:
+        """How often each seed piece is in the words' best segmentations under ``score`` (float64,
+        counted by the words' counts; removed pieces none)."""
         alive = torch.cat([self.alive, torch.tensor([False])])
         freq = torch.zeros(self.num_seeds, dtype=torch.float64)
-        # torch ops stay on this thread: only the kernels run on the pool's
-        edge_scores = [score.index_select(0, lat.edge_piece) for lat in self.lattices]
-        paths = _map_batches(lambda item: _viterbi(*item), list(zip(self.lattices, edge_scores)))
+        table = score.numpy()
+        # Each batch's edge scores are gathered on its pool thread (numpy: torch ops stay on this
+        # thread) and freed with its Viterbi: one batch's at a time, not every batch's at once.
+        paths = _map_batches(lambda lat: _viterbi(lat, torch.from_numpy(table[lat.edge_piece.numpy()])), self.lattices)
         for lat, w0, (edges, owner) in zip(self.lattices, self.batch_start.tolist(), paths):
             used = lat.edge_piece[edges].long()
             ok = alive[used]
             freq.index_add_(0, used[ok], self.counts[owner[ok] + w0].double())
+        return freq
+
+    def _pruned_order(self) -> torch.Tensor:
+        """The pieces a pruning round keeps, in :attr:`order`'s sense (the reference's rule)."""
+        unk = self._unk_score()
+        score = self._piece_scores(unk)
+        freq = self._viterbi_frequencies(score)
         vsum = float(self.counts.sum())
         total = float(freq.sum())
         order = self.order
@@ -809,11 +831,7 @@ class _Trainer:
         size = order.numel()
         pruned_size = max(self.desired, int(np.float32(self.shrinking) * np.float32(size)))
         take = pruned_size - keep_first.numel() if keep_first.numel() <= pruned_size else ranked.numel()
-        self.order = torch.cat([keep_first, order[ranked[: max(take, 0)]]])
-        self.alive[:] = False
-        self.alive[self.order] = True
-        self._compact()
-        self.seconds["prune"] += time.perf_counter() - t
+        return torch.cat([keep_first, order[ranked[: max(take, 0)]]])
 
     def _by_batch(self, word: torch.Tensor, start: torch.Tensor) -> list:
         """Queries at character ``start`` of word ``word`` (global ids), grouped by lattice batch once
@@ -864,15 +882,15 @@ class _Trainer:
         word = torch.searchsorted(self.offsets, start, right=True) - 1
         in_word = start - self.offsets[word]  # characters before the piece in its word
         M = self.max_len
+        groups = self._by_batch(word, in_word)  # once: each k reads a prefix of the same queries
+        if _dispatch.on_cpu_kernels(L0.device):  # (before the tables below, which the kernel does not read)
+            return self._alternatives_kernel(groups, by_length, L0, score)
         table = torch.cat([torch.tensor([-math.inf], dtype=torch.float64), score])  # id -1: no edge
         best = torch.full((n, M + 1), -math.inf, dtype=torch.float64)
         best[:, 0] = 0.0
         back_len = torch.zeros((n, M + 1), dtype=torch.int8)  # small types: n is up to the seed count
         back_piece = torch.full((n, M + 1), -1, dtype=torch.int32)
         at_least = torch.bincount(L0, minlength=M + 1).flip(0).cumsum(0).flip(0).tolist()
-        groups = self._by_batch(word, in_word)  # once: each k reads a prefix of the same queries
-        if _dispatch.on_cpu_kernels(L0.device):
-            return self._alternatives_kernel(groups, by_length, L0, score)
         for k in range(1, int(L0[0]) + 1):
             a = at_least[k]
             # Columns 0 .. k - 1 hold the pieces of length k .. 1 ending here; they start at
