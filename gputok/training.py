@@ -280,9 +280,10 @@ def train(files_or_iterator, *, model: str | None = None, preset: str | None = N
     ``tokenizers`` loads and encodes with identically.
 
     Memory: on glibc, training fixes the C heap's mmap threshold (4 MB during training, 32 MB
-    after, for the rest of the process) so that freed temporaries leave the process
-    (:func:`gputok._memory.big_blocks_unmapped_when_freed`); ``MALLOC_MMAP_THRESHOLD_`` or a
-    ``glibc.malloc.mmap_threshold`` tunable keeps your own setting.
+    after, for the rest of the process) so that freed temporaries leave the process, and its trim
+    threshold at 64 MB (:func:`gputok._memory.big_blocks_unmapped_when_freed`);
+    ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` or their glibc tunables keep your own
+    settings.
     """
     tok, summary = train_with_summary(files_or_iterator, model=model, preset=preset, vocab_size=vocab_size,
                                       min_frequency=min_frequency, special_tokens=special_tokens, score=score,

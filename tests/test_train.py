@@ -159,8 +159,17 @@ def test_training_unmaps_big_blocks_and_restores_the_threshold(monkeypatch):
 
     monkeypatch.setattr(_memory, "_libc", FakeLibc)
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    train(iter(["hug pug pun bun hugs"] * 20), preset="bert-wordpiece", vocab_size=60, progress=False)
+    # and the trim threshold where glibc's own rule puts it at most (it stops raising it once the
+    # mmap threshold is set: at its 128 KB default, freed heap tops went back and faulted in again)
+    assert calls == [(-3, 4 << 20), (-1, 64 << 20), (-3, 32 << 20)]
+    calls.clear()
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")  # the user's trim threshold stands
     train(iter(["hug pug pun bun hugs"] * 20), preset="bert-wordpiece", vocab_size=60, progress=False)
     assert calls == [(-3, 4 << 20), (-3, 32 << 20)]
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_")
     calls.clear()
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")  # the user's own choice stands
     train(iter(["hug pug pun bun hugs"] * 20), preset="bert-wordpiece", vocab_size=60, progress=False)
