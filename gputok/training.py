@@ -55,6 +55,8 @@ from .tokenizer import Tokenizer
 from .trainers import counting
 
 MODELS = ("bpe", "wordpiece", "unigram")
+# The mmap threshold while Unigram's trainer runs (_train_unigram): glibc's own largest.
+_UNIGRAM_MMAP_THRESHOLD = 32 << 20
 SCORES = ("frequency", "likelihood")
 
 
@@ -474,10 +476,14 @@ def _train_unigram(files_or_iterator, *, vocab_size: int, special_tokens: Sequen
         raise ValueError("the training corpus holds no words (empty, or only whitespace); nothing to train on")
     read = time.perf_counter()
     stats = UnigramTrainStats()
-    pieces = learn_unigram(words, counts, vocab_size=vocab_size, character_coverage=character_coverage,
-                           max_piece_length=max_piece_length, byte_fallback=byte_fallback,
-                           special_tokens=specials, unk_token="<unk>", sentence_final_counts=final,
-                           progress=progress, stats=stats)
+    # Blocks under 32 MB from the heap, as glibc would have them: the trainer gives freed memory back
+    # between its phases itself, and a block of its own per 4 MB cost its seed search ~1 s on 20 MB
+    # of English (10.0 against 8.8-9.1 s in all) for 25 MB less at the peak (749 against 774-776).
+    with big_blocks_unmapped_when_freed(_UNIGRAM_MMAP_THRESHOLD):
+        pieces = learn_unigram(words, counts, vocab_size=vocab_size, character_coverage=character_coverage,
+                               max_piece_length=max_piece_length, byte_fallback=byte_fallback,
+                               special_tokens=specials, unk_token="<unk>", sentence_final_counts=final,
+                               progress=progress, stats=stats)
     learned = time.perf_counter()
     tok = unigram_tokenizer(pieces, byte_fallback=byte_fallback, special_tokens=specials)
     seconds = {"reading": read - start, **(stats.seconds or {}), "building": time.perf_counter() - learned}
