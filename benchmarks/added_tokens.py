@@ -7,7 +7,7 @@ over three letters in the first 100,000 lines of the bench's English corpus, as
 ``tokenizer.add_tokens`` adds them (``normalized: true``: matched in the lowercased text) and with
 ``normalized: false`` (matched in the raw text). Both engines encode ``--lines`` later lines of
 that corpus in batches of 1,024 without special tokens, gputok ragged (``padding=False``), each
-engine's best of ``--passes`` passes; the ids are compared row by row. Up to
+engine's best of ``--passes`` passes after an untimed one, whose ids are compared row by row. Up to
 ``gputok.literals.REGEX_MAX_LITERALS`` literals in one pattern (BERT's 5 special tokens count
 among the unnormalized) gputok finds them with a Python regex, past that by a walk of their trie
 (``kernels/literal_match_numba.py``): 11 words stay a regex either way. Prints MB/s and the ratio,
@@ -20,8 +20,9 @@ import argparse
 import collections
 import json
 import tempfile
-import time
 from pathlib import Path
+
+from _timing import best_of
 
 
 def main() -> None:
@@ -54,16 +55,15 @@ def main() -> None:
                 path = Path(tmp) / f"added-{count}-{normalized}.json"
                 hf.save(str(path))
                 ours = Tokenizer.from_file(path)
-                ours(batches[0][:2], padding=False)  # compiled, and the added tokens' trie built
-
                 def hf_pass() -> list[list[int]]:
                     return [e.ids for batch in batches for e in hf.encode_batch(batch, add_special_tokens=False)]
 
                 def gputok_pass() -> list[dict]:
                     return [ours(batch, padding=False, add_special_tokens=False) for batch in batches]
 
-                hf_best, want = _best(hf_pass, args.passes)
-                gputok_best, outs = _best(gputok_pass, args.passes)
+                want, outs = hf_pass(), gputok_pass()  # compared below; gputok's kernels compiled, its trie built
+                hf_best = best_of(hf_pass, args.passes, warmup=False)
+                gputok_best = best_of(gputok_pass, args.passes, warmup=False)
                 got = []
                 for out in outs:
                     ids, bounds = out["input_ids"].tolist(), out["row_offsets"].tolist()
@@ -80,15 +80,6 @@ def main() -> None:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps({"lines": args.lines, "megabytes": megabytes, "rows": rows}, indent=1))
     print(f"wrote {args.json}")
-
-
-def _best(run, passes: int):
-    best, out = float("inf"), None
-    for _ in range(passes):
-        start = time.perf_counter()
-        out = run()
-        best = min(best, time.perf_counter() - start)
-    return best, out
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from os import PathLike
+from typing import TYPE_CHECKING
 
 import functools
 import re
@@ -30,7 +31,9 @@ from . import _dispatch
 from .ragged import Ragged, offsets_from_lengths, positions_in_rows, row_ids, segment_sum
 from .kernels.ingest_numba import codepoints_numba, codepoints_pairs_numba
 from .kernels.ingest_numba import rows_matching, utf8_numba
-from .literals import LiteralPattern
+
+if TYPE_CHECKING:
+    from .literals import LiteralPattern
 
 TextInput = str | bytes
 ByteBuffer = np.ndarray | torch.Tensor | bytes | bytearray | memoryview
@@ -199,6 +202,8 @@ def rows_with(pattern: re.Pattern | LiteralPattern, data: np.ndarray, offsets: n
     bytes decode to it wherever they occur, even beside invalid bytes (a UTF-8 character never
     starts with a continuation byte).
     """
+    from .literals import LiteralPattern  # (which reads this module's utf32_units)
+
     rows = data[offsets[0]:offsets[-1]]
     if isinstance(pattern, LiteralPattern):
         spans = pattern.utf8_spans(rows)

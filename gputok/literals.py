@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from .ingest import utf32_units
 from .kernels.literal_match_numba import literal_matches
 
 # Up to this many literals, a regex (see the module notes); the walk's call costs ~1-2 us more.
@@ -110,9 +111,13 @@ class LiteralPattern:
         match_offsets), text ``t``'s from ``match_offsets[t]`` to ``match_offsets[t + 1]``, its
         starts and ends counted from its start, ``literals`` indices into the literals (longest
         first); ``first_only``: the first match of all, only."""
-        units = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), np.int32)
+        units, lengths = utf32_units(texts)
         bounds = np.zeros(len(texts) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=bounds[1:])
+        np.cumsum(lengths, out=bounds[1:])
+        return self._scan(units, bounds, first_only)
+
+    def _scan(self, units: np.ndarray, bounds: np.ndarray, first_only: bool) -> tuple[np.ndarray, ...]:
+        """``kernels/literal_match_numba.literal_matches`` of this trie over ``units``."""
         return literal_matches(units, bounds, self._dense_root, self._child_offsets, self._child_codes,
                                self._child_rows, self._literal_of, first_only)
 
@@ -124,11 +129,8 @@ class LiteralPattern:
             # the trie is all it is for; a trie's match does not depend on the literals' order)
             self._utf8 = LiteralPattern([literal.encode("utf-8", "surrogatepass").decode("latin-1")
                                          for literal in self._literals], "")
-        utf8 = self._utf8
         # the bytes as they are (a uint8 compile of the kernel): no int32 copy of a large input
-        starts, ends, _, _ = literal_matches(data, np.array([0, data.size], np.int64), utf8._dense_root,
-                                             utf8._child_offsets, utf8._child_codes, utf8._child_rows,
-                                             utf8._literal_of, False)
+        starts, ends, _, _ = self._utf8._scan(data, np.array([0, data.size], np.int64), False)
         return np.stack([starts, ends], 1)
 
     def search(self, text: str) -> LiteralMatch | None:

@@ -49,14 +49,12 @@ import torch
 
 from . import _dispatch, normalizers, pre_tokenizers
 from ._cpu_threads import with_gputok_threads
-from ._memory import big_blocks_unmapped_when_freed, release_free_memory
+from ._memory import _GLIBC_MAX_DYNAMIC_THRESHOLD, big_blocks_unmapped_when_freed, release_free_memory
 from .ragged import Ragged
 from .tokenizer import Tokenizer
 from .trainers import counting
 
 MODELS = ("bpe", "wordpiece", "unigram")
-# The mmap threshold while Unigram's trainer runs (_train_unigram): glibc's own largest.
-_UNIGRAM_MMAP_THRESHOLD = 32 << 20
 SCORES = ("frequency", "likelihood")
 
 
@@ -479,7 +477,7 @@ def _train_unigram(files_or_iterator, *, vocab_size: int, special_tokens: Sequen
     # Blocks under 32 MB from the heap, as glibc would have them: the trainer gives freed memory back
     # between its phases itself, and a block of its own per 4 MB cost its seed search ~1 s on 20 MB
     # of English (10.0 against 8.8-9.1 s in all) for 25 MB less at the peak (749 against 774-776).
-    with big_blocks_unmapped_when_freed(_UNIGRAM_MMAP_THRESHOLD):
+    with big_blocks_unmapped_when_freed(_GLIBC_MAX_DYNAMIC_THRESHOLD):
         pieces = learn_unigram(words, counts, vocab_size=vocab_size, character_coverage=character_coverage,
                                max_piece_length=max_piece_length, byte_fallback=byte_fallback,
                                special_tokens=specials, unk_token="<unk>", sentence_final_counts=final,
