@@ -30,6 +30,9 @@ def _bpe_merge_kernel(tokens_ptr, offsets_ptr, lengths_ptr, slot_keys_ptr, slot_
     lane = tl.arange(0, BLOCK).to(tl.int64)
     go = n > 1
     while go:
+        # The last merge's stores before this scan's loads: a merge of the row's last pair shifts
+        # nothing, so no barrier of the shift loop separates its store from other lanes' loads.
+        tl.debug_barrier()
         best = tl.full([], NO_RANK, dtype=tl.int64)
         best_at = n
         best_id = tl.full([], 0, dtype=tl.int64)

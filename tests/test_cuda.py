@@ -84,6 +84,25 @@ def test_tokenizers_give_the_cpu_ids_on_cuda(name, texts):
     _assert_equal(_encode(tok, texts[:4000], "cuda", cold=False, **options), want)
 
 
+def test_many_added_tokens_give_the_cpu_ids_on_cuda(texts):
+    """BERT with 400 added words (found by the literal trie walk, raw and after the normalizer) on
+    the GPU: the CPU's ids and offsets."""
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as HFTokenizer
+
+    from gputok.literals import LiteralPattern
+
+    rnd = random.Random(7)
+    words = sorted({word.lower() for text in texts[:4000] for word in text.split() if word.isalpha()})
+    hf = HFTokenizer.from_file(str(assets.fetch("bert-tokenizer-json")))
+    hf.add_tokens([AddedToken(word, normalized=rnd.random() < 0.5, lstrip=rnd.random() < 0.2)
+                   for word in rnd.sample(words, 400)])
+    tok = gputok.Tokenizer.from_str(hf.to_str())
+    assert any(isinstance(pattern, LiteralPattern) for pattern in (tok._pattern(None), tok._normalized_pattern(None)))
+    options = dict(padding=True, return_offsets=True)
+    _assert_equal(_encode(tok, texts, "cuda", **options), _encode(tok, texts, "cpu", **options))
+
+
 def test_tokenizer_from_a_cuda_trained_char_bpe_matches_the_cpu(parity_lines):
     lines = parity_lines[:20000]
     on_cpu = gputok.train(iter(lines), preset="char-bpe", vocab_size=3000, progress=False)
@@ -211,6 +230,31 @@ def test_unigram_expect_kernel_compiled():
     got, got_z = unigram_expect_triton(*args)
     torch.testing.assert_close(got_z, log_z, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_bpe_merge_kernel_compiled_gives_the_twin_on_every_launch(parity_lines):
+    """The one-word-per-program merge kernel (the stage-by-stage path's: gpt2, o200k) on every
+    word of 100,000 real lines, launched 200 times: each launch gives the numba twin's tokens. A
+    merge of a word's last pair once left its store unseparated from the next step's loads: on an
+    H100 about one launch in 45 of this size gave one wrong token (2026-11-27)."""
+    from gputok.ingest import utf8
+    from gputok.kernels.bpe_merge import bpe_merge_triton
+    from gputok.models.bpe import bpe_merge_one_at_a_time
+
+    model = _tokenizer("gpt2").model
+    words = [word for line in parity_lines[::2][:100000] for word in line.split(" ") if 0 < len(word) < 60]
+    data = utf8(words)
+    tokens = model.byte_to_id[data.values.long()]
+    table = dict(hash_mask=model.pairs.mask, max_probes=model.pairs.max_probes, vocab_size=model.vocab_size)
+    want, want_offsets = bpe_merge_one_at_a_time(tokens, data.offsets, slot_keys=model.pairs.slot_keys,
+                                                 slot_values=model.pairs.slot_values, **table)
+    keys, values = model.pairs.tensors("cuda")
+    on_gpu, offsets = tokens.cuda(), data.offsets.cuda()
+    differing = 0
+    for _ in range(200):
+        got, got_offsets = bpe_merge_triton(on_gpu, offsets, slot_keys=keys, slot_values=values, **table)
+        differing += not (torch.equal(got_offsets.cpu(), want_offsets) and torch.equal(got.cpu(), want))
+    assert differing == 0, f"{differing} of 200 launches differ from the twin"
 
 
 def test_pair_count_kernel_compiled():
