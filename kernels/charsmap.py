@@ -117,7 +117,8 @@ def _charsmap_rewrite_kernel(values_ptr, offsets_ptr, direct_ptr, table_values_p
         single = alive & ~from_row
         tl.store(out_ptr + at, (d & CODEPOINT).to(tl.int32), mask=single)
         tl.store(units_ptr + at, i, mask=single)
-        for k in range(0, EXPAND):
+        # A row can be longer than EXPAND (a longer rule's output counts per codepoint it reads).
+        for k in range(0, tl.max(tl.where(from_row, row_hi - row_lo, 0), 0)):
             put = from_row & (row_lo + k < row_hi)
             rule_value = tl.load(rule_values_ptr + row_lo + k, mask=put & by_rule, other=0)
             table_value = tl.load(table_values_ptr + row_lo + k, mask=put & ~by_rule, other=0)

@@ -84,6 +84,10 @@ def _unigram_texts_kernel(values_ptr, offsets_ptr, lengths_ptr, code_of_ptr, tri
     frontier = tl.zeros([BLOCK], dtype=tl.int64)  # the furthest node a candidate has reached
 
     for s in range(0, longest):
+        # The last step's stores (its unk candidate at s) before this step's loads: with more
+        # threads than lanes, a lane's copy in another warp loads best[s] too, and a stale value
+        # there would feed the re-centring's reach (a reduction over every warp).
+        tl.debug_barrier()
         active = inside & (s < n)
         base = tl.load(best_ptr + lo + s, mask=active, other=0.0)
         # Re-centre (rare): every node from s to the frontier loses the score at s, in float32.

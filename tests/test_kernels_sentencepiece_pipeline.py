@@ -93,6 +93,29 @@ def test_charsmap_equals_twin(texts, rules):
     assert any(np.diff(want_units[a:b]).tolist().count(2) for a, b in bounds)  # a longer rule ran
 
 
+def test_charsmap_rule_longer_than_the_expansion(rules):
+    """A longer rule that writes more codepoints than ``expand`` (the most it writes per codepoint
+    it reads): the kernel writes all of them, as the twin (it wrote ``expand`` and left holes)."""
+    direct, table_values, table_offsets, hashes, order, key_values, key_offsets, rule_values, rule_offsets, longest = (
+        rules)
+    written = rule_offsets[1] - rule_offsets[0]
+    rule_values = np.concatenate([np.arange(0x41, 0x41 + 40, dtype=rule_values.dtype), rule_values[written:]])
+    rule_offsets = np.concatenate([[0], rule_offsets[1:] - written + 40]).astype(rule_offsets.dtype)
+    rules = (direct, table_values, table_offsets, hashes, order, key_values, key_offsets, rule_values, rule_offsets,
+             longest)
+    key = "".join(map(chr, key_values[key_offsets[0]:key_offsets[1]]))
+    texts = [key, "x" + key + "y" + key, key * 3, "plain", ""]
+    units, offsets = _ragged(texts)
+    want, want_offsets, want_units = charsmap_rewrite_numba(units, offsets, *rules)
+    tables = device_rules(rules, torch.device("cpu"))
+    assert tables["expand"] < 40 and np.diff(want_offsets)[0] == 40  # the rule ran, longer than expand
+    out, out_units, lengths = charsmap_rewrite_triton(torch.from_numpy(units), torch.from_numpy(offsets), **tables)
+    starts = [tables["expand"] * offsets[t] + 2 * t for t in range(len(texts))]
+    bounds = list(zip(want_offsets[:-1], want_offsets[1:]))
+    assert _cut(out.numpy(), starts, lengths.tolist()) == [want[a:b].tolist() for a, b in bounds]
+    assert _cut(out_units.numpy(), starts, lengths.tolist()) == [want_units[a:b].tolist() for a, b in bounds]
+
+
 def test_charsmap_no_texts(rules):
     *_, lengths = charsmap_rewrite_triton(torch.zeros(0, dtype=torch.int32), torch.zeros(1, dtype=torch.int64),
                                           **device_rules(rules, torch.device("cpu")))
