@@ -88,6 +88,8 @@ def encode_pieces(tok: Tokenizer, pieces: list[str], at_start: np.ndarray, allow
     is_piece = item_piece >= 0
     sub_base = starts[item_text[is_piece]] + item_start[is_piece]  # where each sub-piece starts in the flat text
     sub_at_start = at_start[item_text[is_piece]] & (item_start[is_piece] == 0)
+    if tok._first_reads_source:  # not where the normalizer removed the piece's first characters
+        sub_at_start &= source[np.minimum(sub_base, max(source.size - 1, 0))] == 0
     sub_pieces = [forms[row][start:end] for row, start, end in
                   zip(item_text[is_piece].tolist(), item_start[is_piece].tolist(), item_end[is_piece].tolist())]
     # a token's span: its first and last normalized characters' sources in the raw piece; a sub-piece's: none here

@@ -645,5 +645,22 @@ NORMALIZERS = {cls.type: cls for cls in (BertNormalizer, Precompiled, Lowercase,
                                       NFC, NFD, NFKC, NFKD, Sequence, StripAccents, Nmt, ByteLevelNormalizer)}
 
 
+def may_remove_leading(normalizer: Normalizer | None) -> bool:
+    """Whether ``normalizer`` can remove a text's first characters, so that its output starts later
+    in the raw text (Strip, a Replace by nothing, BertNormalizer's cleaning, StripAccents, a
+    charsmap, Nmt): huggingface's Metaspace with ``prepend_scheme`` "first" then prepends nothing,
+    as it prepends only to a split whose raw offset is 0 (``Tokenizer._first_reads_source``)."""
+    if normalizer is None:
+        return False
+    if isinstance(normalizer, Sequence):
+        return any(may_remove_leading(step) for step in normalizer.normalizers)
+    if isinstance(normalizer, Strip):
+        return normalizer.strip_left
+    if isinstance(normalizer, Replace):
+        return normalizer.content == ""
+    # The others rewrite each character into one or more (a replaced run's first keeps its start).
+    return not isinstance(normalizer, (Lowercase, UnicodeForm, Prepend, ByteLevelNormalizer))
+
+
 def from_json(spec: dict[str, Any] | None) -> Normalizer | None:
     return _components.from_json(spec, NORMALIZERS, "normalizer")

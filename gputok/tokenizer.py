@@ -363,7 +363,7 @@ class Tokenizer(TransformersAPI):
             return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                            None if spans is None else torch.from_numpy(spans))
         pattern = self._pattern(allowed) if allowed != frozenset() else None
-        if (pattern is not None and pattern.search("".join(texts))) or (
+        if (pattern is not None and pattern.search("".join(texts))) or self._first_reads_source or (
                 allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
             return self._encode_with_added_tokens(texts, pattern, device, with_spans, allowed)
         parts = (_cpu_threads.chunks(texts) if torch.device(device).type == "cpu"
@@ -383,7 +383,7 @@ class Tokenizer(TransformersAPI):
         ``in_parts`` is False: a chunk of a larger call already on a CPU thread), any other large
         batch in chunks on the CPU threads (:mod:`gputok._cpu_threads`)."""
         pattern = self._pattern(allowed) if allowed != frozenset() else None
-        if (pattern is not None and pattern.search("".join(texts))) or (
+        if (pattern is not None and pattern.search("".join(texts))) or self._first_reads_source or (
                 allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
             return _as_arrays(self._encode_with_added_tokens(texts, pattern, _CPU, with_spans, allowed))
         if in_parts and not with_spans:
@@ -522,7 +522,8 @@ class Tokenizer(TransformersAPI):
             as_text = np.zeros(rows, dtype=bool) if pattern is None else rows_with(pattern, data, offsets)
             if pattern is not None and "\ufffd" in pattern.pattern:  # such a token can match a replaced byte
                 as_text |= utf8_units_numba(data, offsets[:-1], offsets[1:])[2]
-            if not _dispatch.on_cpu_kernels(torch.device(device)):
+            if (not _dispatch.on_cpu_kernels(torch.device(device)) or self._first_reads_source
+                    or (allowed != frozenset() and self._normalized_added_tokens)):  # these show after the normalizer
                 as_text[:] = True
             texts = [data[offsets[t]:offsets[t + 1]].tobytes().decode("utf-8", errors="replace")
                      for t in np.flatnonzero(as_text).tolist()]
@@ -661,6 +662,36 @@ class Tokenizer(TransformersAPI):
             twin.join_surrogate_pairs = self.join_surrogate_pairs
         return twins
 
+    @functools.cached_property
+    def _first_reads_source(self) -> bool:
+        """Whether a Metaspace with ``prepend_scheme`` "first" must see where the normalizer starts
+        each text: huggingface prepends '▁' only to a split whose raw offset is 0, so not to a text
+        whose normalizer removed its first characters (``normalizers.may_remove_leading``). Then
+        every text takes :meth:`_encode_with_added_tokens`, which finds those texts
+        (:meth:`_keeps_first`) and encodes them with the twin that prepends never."""
+        return self._not_first is not None and normalizers.may_remove_leading(self.normalizer)
+
+    @functools.cached_property
+    def _prepending(self) -> Tokenizer:
+        """This pipeline less its added tokens, its "first" Metaspace prepending always: what encodes
+        the pieces that start their text once :meth:`_keeps_first` has picked them (``self`` would
+        pick again)."""
+        pre = self.pre_tokenizer
+        steps = pre.pretokenizers if isinstance(pre, pre_tokenizers.Sequence) else [pre]
+        always = pre_tokenizers.Metaspace(replacement=steps[0].replacement, prepend_scheme="always",
+                                          split=steps[0].split)
+        pre = pre_tokenizers.Sequence([always, *steps[1:]]) if isinstance(pre, pre_tokenizers.Sequence) else always
+        twin = Tokenizer(self.model, normalizer=self.normalizer, pre_tokenizer=pre)
+        twin.join_surrogate_pairs = self.join_surrogate_pairs
+        return twin
+
+    def _keeps_first(self, pieces: list[str]) -> np.ndarray:
+        """Whether the normalizer keeps each piece's first character (or leaves nothing of it)."""
+        _, norm, source = normalized_added.normalize(self, pieces)
+        starts = norm.offsets.numpy()
+        empty = starts[1:] == starts[:-1]
+        return empty | (source[np.minimum(starts[:-1], max(source.size - 1, 0))] == 0)
+
     def _encode_pieces(self, pipeline: Tokenizer, twin: Tokenizer | None, pieces: list[str], at_start: np.ndarray,
                        device: torch.device | str, with_spans: bool) -> Encoded:
         """``pipeline.encode_ragged(pieces)`` (pieces of texts cut at added tokens), where the pieces
@@ -705,6 +736,10 @@ class Tokenizer(TransformersAPI):
         at_start = item_start[is_piece] == 0  # (Metaspace's prepend_scheme "first" reads it: _not_first)
         if self._normalized_added_tokens:  # matched in each piece after the normalizer
             plain = normalized_added.encode_pieces(self, pieces, at_start, allowed, device, with_spans)
+        elif self._first_reads_source:
+            if at_start.any():
+                at_start &= self._keeps_first(pieces)
+            plain = self._encode_pieces(self._prepending, self._not_first[0], pieces, at_start, device, with_spans)
         else:
             plain = self._encode_pieces(self, self._not_first and self._not_first[0], pieces, at_start, device,
                                         with_spans)
@@ -1007,7 +1042,7 @@ class Tokenizer(TransformersAPI):
             options = ((budget, None if truncation is None else strategy, stride, item_seq, item_id, item_type,
                         *post_padded, with_types) if padded
                        else (budget, strategy, stride, item_seq, item_id, item_type, with_types))
-            out = (None if allowed != frozenset() and self._normalized_added_tokens
+            out = (None if (allowed != frozenset() and self._normalized_added_tokens) or self._first_reads_source
                    else self._cells_in_one_call(texts, self._pattern(allowed) if allowed != frozenset() else None,
                                                 fused, options, padded, truncation, stride, with_types))
             if out is not None:

@@ -12,6 +12,7 @@ import json
 import os
 import random
 
+import numpy as np
 import pytest
 from tokenizers import AddedToken, Regex, Tokenizer as HFTokenizer
 from tokenizers import decoders as D, models as M, normalizers as N, pre_tokenizers as P, processors as PP
@@ -119,6 +120,16 @@ def _check(hf: HFTokenizer, ours: Tokenizer, texts: list[str], pairs: list[str] 
     assert decoded == hf.decode_batch([e.ids for e in expected])
 
 
+def _check_utf8(ours: Tokenizer, texts: list[str]) -> None:
+    """``encode_utf8`` (what ``gputok encode`` reads) of the texts gives ``encode_ragged``'s ids and spans."""
+    valid = [text for text in texts if text.encode("utf-8", "replace").decode() == text]  # no lone surrogates
+    offsets = np.cumsum([0] + [len(text.encode()) for text in valid])
+    got = ours.encode_utf8("".join(valid).encode(), offsets, with_spans=True)
+    want = ours.encode_ragged(valid, with_spans=True)
+    assert got.ids.offsets.tolist() == want.ids.offsets.tolist() and got.ids.values.tolist() == want.ids.values.tolist()
+    assert got.spans.tolist() == want.spans.tolist()
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_component_matches_huggingface(case, hf_trained_models, texts):
     kind, components = CASES[case]
@@ -175,20 +186,30 @@ def test_many_added_tokens_match_huggingface(hf_trained_models, texts, normalize
 def test_metaspace_first_prepends_only_where_the_text_starts(hf_trained_models, texts, kind, steps):
     """Metaspace with ``prepend_scheme`` "first" and added tokens written in the text: huggingface
     prepends '▁' to the piece that starts the text, not to the text after an added token (raw or
-    matched after the normalizer), nor after a lone added token at the start; ids and offsets."""
+    matched after the normalizer), nor after a lone added token at the start, nor to a text whose
+    normalizer removed its first characters (its raw offset is then not 0); ids and offsets, the
+    padded call and the UTF-8 entry point too."""
     rnd = random.Random(len(kind) + len(steps))
     metaspace = P.Metaspace(prepend_scheme="first", split=rnd.random() < 0.5)
     pre = metaspace if steps == "Metaspace" else P.Sequence([metaspace, P.Punctuation("merged_with_previous")])
-    pieces = ["<X>", "[INST]", "yy", "hello", "World", " ", "  ", "a", "b.", "\n", "é", "中"]
+    pieces = ["<X>", "[INST]", "yy", "hello", "World", " ", "  ", "a", "b.", "\n", "é", "中", "\u0301", "\x01", "\t"]
     lines = texts[::3] + ["".join(rnd.choice(pieces) for _ in range(rnd.randrange(8))) for _ in range(400)] + [
-        "<X>hello", "hello<X>world<X>again", " <X>x", "<X>", "[INST]what[INST] is", "yyb", "ayyb", "<X>yyb"]
-    for normalizer in (None, N.Lowercase()):
+        "<X>hello", "hello<X>world<X>again", " <X>x", "<X>", "[INST]what[INST] is", "yyb", "ayyb", "<X>yyb",
+        "  hello", " <X>", "a<X>b", "\u0301x", "  ", "a"]
+    for normalizer in (None, N.Lowercase(), N.Strip(), N.Sequence([N.Replace("a", ""), N.Lowercase()]),
+                       N.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=True)):
         hf = _pipeline(hf_trained_models, kind, pre_tokenizer=pre)
         if normalizer is not None:
             hf.normalizer = normalizer
         hf.add_tokens([AddedToken("<X>", normalized=False, special=True), AddedToken("[INST]", normalized=False),
                        AddedToken("yy", normalized=True)])
-        _check(hf, Tokenizer.from_str(hf.to_str()), lines, None, True)
+        ours = Tokenizer.from_str(hf.to_str())
+        _check(hf, ours, lines, None, True)
+        ragged = ours.encode_ragged(lines)
+        want = [ragged.ids.values[a:b].tolist() for a, b in zip(ragged.ids.offsets[:-1], ragged.ids.offsets[1:])]
+        padded = ours(lines, padding=True, add_special_tokens=False)
+        assert [row[mask.bool()].tolist() for row, mask in zip(padded["input_ids"], padded["attention_mask"])] == want
+        _check_utf8(ours, lines)
 
 
 NORMALIZED_ADDED_CASES = {
@@ -217,6 +238,7 @@ def test_normalized_added_tokens_match_in_the_normalized_text(case, hf_trained_m
                        for content in rnd.sample(contents, 4)])
         ours = Tokenizer.from_str(hf.to_str())
         _check(hf, ours, lines, None, offsets="NFKC" not in case)
+        _check_utf8(ours, lines)
         assert HFTokenizer.from_str(json.dumps(ours.to_json(), ensure_ascii=False)).to_str() == hf.to_str()
 
 
