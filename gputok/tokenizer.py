@@ -687,10 +687,11 @@ class Tokenizer(TransformersAPI):
 
     def _keeps_first(self, pieces: list[str]) -> np.ndarray:
         """Whether the normalizer keeps each piece's first character (or leaves nothing of it)."""
-        _, norm, source = normalized_added.normalize(self, pieces)
-        starts = norm.offsets.numpy()
+        raw = codepoints(pieces, "cpu", join_surrogate_pairs=self.join_surrogate_pairs)
+        norm, source = self.normalizer(raw)
+        starts, source = norm.offsets.numpy(), source.numpy()
         empty = starts[1:] == starts[:-1]
-        return empty | (source[np.minimum(starts[:-1], max(source.size - 1, 0))] == 0)
+        return empty | (source[np.minimum(starts[:-1], max(source.size - 1, 0))] == raw.offsets.numpy()[:-1])
 
     def _encode_pieces(self, pipeline: Tokenizer, twin: Tokenizer | None, pieces: list[str], at_start: np.ndarray,
                        device: torch.device | str, with_spans: bool) -> Encoded:
