@@ -188,6 +188,9 @@ def _serialize_normalizer(spec: NormalizerSpec) -> bytes:
     return bytes(out)
 
 
+_MAX_FIELD = (1 << 29) - 1  # protobuf's parser (SentencePiece's) refuses a larger field number
+
+
 def _read_varint(data: bytes, i: int) -> tuple[int, int]:
     result = shift = 0
     while True:
@@ -211,6 +214,8 @@ def _records(data: bytes) -> list[tuple[int, int, object]]:
         field, wire = key >> 3, key & 7
         if field == 0:
             raise ValueError("field number 0")
+        if field > _MAX_FIELD:
+            raise ValueError(f"field number {field} is above protobuf's largest, 2**29 - 1")
         if wire == _VARINT:
             value, i = _read_varint(data, i)
         elif wire in (_FIXED64, _FIXED32, _BYTES):

@@ -581,6 +581,26 @@ def test_sentencepiece_model_checks_match_sentencepiece(tmp_path, case):
         Tokenizer.from_sentencepiece(path)
 
 
+@pytest.mark.parametrize("field", [(1 << 29) - 1, 1 << 29, 542639937785])
+def test_sentencepiece_model_field_numbers_as_protobuf(tmp_path, field):
+    """A record with a field number above protobuf's 2**29 - 1 (the fuzz campaign's sp-insert-junk
+    made one): SentencePiece refuses the file, and so does gputok, naming it; at 2**29 - 1 both
+    load it (an unknown field)."""
+    spm = pytest.importorskip("sentencepiece")
+    from gputok.sentencepiece_model import _varint
+
+    path = _sp_model(tmp_path)
+    path.write_bytes(path.read_bytes() + _varint(field << 3) + _varint(7))  # a varint record
+    if field < 1 << 29:
+        reference = spm.SentencePieceProcessor(model_file=str(path))
+        assert Tokenizer.from_sentencepiece(path).encode("a b ab") == reference.encode("a b ab")
+        return
+    with pytest.raises(RuntimeError):
+        spm.SentencePieceProcessor(model_file=str(path))
+    with pytest.raises(FileFormatError, match=rf"test\.model is not a valid SentencePiece model: field number {field}"):
+        Tokenizer.from_sentencepiece(path)
+
+
 def test_bpe_unk_token_outside_the_vocabulary_is_an_error():
     """huggingface loads such a file and fails on the first unknown character ('Unk token
     `<unk>` not found in the vocabulary'); gputok refuses it at load (the fuzz campaign's
