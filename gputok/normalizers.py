@@ -646,10 +646,13 @@ NORMALIZERS = {cls.type: cls for cls in (BertNormalizer, Precompiled, Lowercase,
 
 
 def may_remove_leading(normalizer: Normalizer | None) -> bool:
-    """Whether ``normalizer`` can remove a text's first characters, so that its output starts later
-    in the raw text (Strip, a Replace by nothing, BertNormalizer's cleaning, StripAccents, a
-    charsmap, Nmt): huggingface's Metaspace with ``prepend_scheme`` "first" then prepends nothing,
-    as it prepends only to a split whose raw offset is 0 (``Tokenizer._first_reads_source``)."""
+    """Whether ``normalizer`` can make a text's first output character come from past its first
+    raw one (Strip, BertNormalizer's cleaning, StripAccents, Nmt, and Replace: by nothing, or a
+    match of several characters, which huggingface aligns to the match's last): huggingface's
+    Metaspace with ``prepend_scheme`` "first" then prepends nothing, as it prepends only to a split
+    whose raw offset is 0 (``Tokenizer._first_reads_source``). Not Precompiled: huggingface gives a
+    character a charsmap removes to the one before it, and the text's first removed characters to
+    none, so its first output keeps offset 0."""
     if normalizer is None:
         return False
     if isinstance(normalizer, Sequence):
@@ -657,9 +660,9 @@ def may_remove_leading(normalizer: Normalizer | None) -> bool:
     if isinstance(normalizer, Strip):
         return normalizer.strip_left
     if isinstance(normalizer, Replace):
-        return normalizer.content == ""
-    # The others rewrite each character into one or more (a replaced run's first keeps its start).
-    return not isinstance(normalizer, (Lowercase, UnicodeForm, Prepend, ByteLevelNormalizer))
+        return normalizer.content == "" or len(normalizer.pattern.get("String", "..")) != 1
+    # The others rewrite each character into one or more.
+    return not isinstance(normalizer, (Lowercase, UnicodeForm, Prepend, ByteLevelNormalizer, Precompiled))
 
 
 def from_json(spec: dict[str, Any] | None) -> Normalizer | None:

@@ -981,6 +981,8 @@ class Tokenizer(TransformersAPI):
         if not cuda_pipeline.supports(self, pairs=pairs, return_offsets=with_offsets, overflow=overflow,
                                       truncation=truncation):
             return None
+        if (allowed != frozenset() and self._normalized_added_tokens) or self._first_reads_source:
+            return None  # added tokens found after the normalizer; texts cut where it removes their start
         pattern = self._pattern(allowed) if allowed != frozenset() else None
         if pattern is not None and pattern.search("".join(texts)):
             return None

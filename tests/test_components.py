@@ -17,7 +17,8 @@ import pytest
 from tokenizers import AddedToken, Regex, Tokenizer as HFTokenizer
 from tokenizers import decoders as D, models as M, normalizers as N, pre_tokenizers as P, processors as PP
 
-from gputok import Tokenizer
+from gputok import Tokenizer, bench
+from gputok.sentencepiece_model import read_model
 
 FULL = bool(os.environ.get("GPUTOK_FULL"))
 STEP = int(os.environ.get("GPUTOK_COMPONENTS_STEP") or (1 if FULL else 600))
@@ -196,15 +197,21 @@ def test_metaspace_first_prepends_only_where_the_text_starts(hf_trained_models, 
     lines = texts[::3] + ["".join(rnd.choice(pieces) for _ in range(rnd.randrange(8))) for _ in range(400)] + [
         "<X>hello", "hello<X>world<X>again", " <X>x", "<X>", "[INST]what[INST] is", "yyb", "ayyb", "<X>yyb",
         "  hello", " <X>", "a<X>b", "\u0301x", "  ", "a"]
+    charsmap = read_model(bench.model_path("unigram")).normalizer.precompiled_charsmap  # nmt_nfkc: removes \x01
     for normalizer in (None, N.Lowercase(), N.Strip(), N.Sequence([N.Replace("a", ""), N.Lowercase()]),
-                       N.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=True)):
+                       N.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=True),
+                       N.Sequence([N.Replace("ab", "x"), N.Replace(Regex(r"\s+"), "Q")]), N.Precompiled(charsmap)):
         hf = _pipeline(hf_trained_models, kind, pre_tokenizer=pre)
         if normalizer is not None:
             hf.normalizer = normalizer
         hf.add_tokens([AddedToken("<X>", normalized=False, special=True), AddedToken("[INST]", normalized=False),
                        AddedToken("yy", normalized=True)])
         ours = Tokenizer.from_str(hf.to_str())
-        _check(hf, ours, lines, None, True)
+        # A charsmap's offsets around a character it removes, and its rules on a combining mark after
+        # a space, are huggingface's own (README, Limitations): its case checks ids, on other texts.
+        charsmapped = isinstance(normalizer, N.Precompiled)
+        _check(hf, ours, [line for line in lines if "\u0301" not in line] if charsmapped else lines, None,
+               not charsmapped)
         ragged = ours.encode_ragged(lines)
         want = [ragged.ids.values[a:b].tolist() for a, b in zip(ragged.ids.offsets[:-1], ragged.ids.offsets[1:])]
         padded = ours(lines, padding=True, add_special_tokens=False)

@@ -84,9 +84,11 @@ def test_tokenizers_give_the_cpu_ids_on_cuda(name, texts):
     _assert_equal(_encode(tok, texts[:4000], "cuda", cold=False, **options), want)
 
 
-def test_many_added_tokens_give_the_cpu_ids_on_cuda(texts):
-    """BERT with 400 added words (found by the literal trie walk, raw and after the normalizer) on
-    the GPU: the CPU's ids and offsets."""
+@pytest.mark.parametrize("normalized", [0.0, 0.5])
+def test_many_added_tokens_give_the_cpu_ids_on_cuda(texts, normalized):
+    """BERT with 400 added words (found by the literal trie walk) on the GPU: the CPU's ids and
+    offsets. All matched in the raw text (the whole-call path searches them), or half after the
+    normalizer (the stage-by-stage path)."""
     from tokenizers import AddedToken
     from tokenizers import Tokenizer as HFTokenizer
 
@@ -95,12 +97,12 @@ def test_many_added_tokens_give_the_cpu_ids_on_cuda(texts):
     rnd = random.Random(7)
     words = sorted({word.lower() for text in texts[:4000] for word in text.split() if word.isalpha()})
     hf = HFTokenizer.from_file(str(assets.fetch("bert-tokenizer-json")))
-    hf.add_tokens([AddedToken(word, normalized=rnd.random() < 0.5, lstrip=rnd.random() < 0.2)
+    hf.add_tokens([AddedToken(word, normalized=rnd.random() < normalized, lstrip=rnd.random() < 0.2)
                    for word in rnd.sample(words, 400)])
     tok = gputok.Tokenizer.from_str(hf.to_str())
-    assert any(isinstance(pattern, LiteralPattern) for pattern in (tok._pattern(None), tok._normalized_pattern(None)))
-    options = dict(padding=True, return_offsets=True)
-    _assert_equal(_encode(tok, texts, "cuda", **options), _encode(tok, texts, "cpu", **options))
+    assert isinstance(tok._pattern(None), LiteralPattern)
+    for options in (dict(padding=True), dict(padding=True, return_offsets=True)):
+        _assert_equal(_encode(tok, texts, "cuda", **options), _encode(tok, texts, "cpu", **options))
 
 
 def test_tokenizer_from_a_cuda_trained_char_bpe_matches_the_cpu(parity_lines):

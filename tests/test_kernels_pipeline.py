@@ -242,3 +242,21 @@ def test_pipeline_partial_unk_and_added_tokens(bert_vocab_path):
         assert not cuda_pipeline.supports(tok, pairs=["x"], return_offsets=False, overflow=False, truncation=None)
     for key in want:
         assert torch.equal(got[key], want[key]), key
+
+
+def test_pipeline_finds_added_tokens_matched_after_the_normalizer():
+    """An added token with ``normalized: true`` shows only after the normalizer ("NewWord" is
+    "newword" there): the CUDA code path takes the stage-by-stage path for such a tokenizer, and
+    gives the CPU's ids (the whole-call kernels searched the raw text alone and split the word)."""
+    from tokenizers import AddedToken, Tokenizer as HFTokenizer
+
+    hf = HFTokenizer.from_file(str(assets.fetch("bert-tokenizer-json")))
+    hf.add_tokens([AddedToken("newword", normalized=True)])
+    tok = gputok.Tokenizer.from_str(hf.to_str())
+    chosen = ["NewWord here", "a newword b", "nothing", ""]
+    want = tok(chosen, padding=True)
+    assert want["input_ids"][0, 1] == hf.token_to_id("newword")
+    with _dispatch.use_backend("triton"):
+        got = tok(chosen, padding=True)
+    for key in want:
+        assert torch.equal(got[key], want[key]), key
