@@ -397,14 +397,15 @@ class Replace(Normalizer):
         self.char = literal if literal is not None and len(literal) == 1 else None
         try:
             self.regex = (regex.compile(regex.escape(literal)) if literal is not None
-                          else regex_split.compile_with_table_classes(pattern["Regex"]))
+                          else regex_split.compile_huggingface(pattern["Regex"]))
         except regex.error as e:
             raise ValueError(f"Replace normalizer: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         if self.char is None:
             return _rewrite_per_text(text, lambda s: self.regex.sub(lambda m: self.content, s),
-                                     matcher=self.regex, content=self.content)
+                                     matcher=self.regex, content=self.content,
+                                     skip=lambda s: not s)  # huggingface leaves an empty text as it is ('^')
         if _dispatch.on_cpu_kernels(text.device):
             values = text.values.numpy()
             return _wrap(replace_char_numba(values, text.offsets.numpy(), ord(self.char),
@@ -615,7 +616,11 @@ def _rewrite_per_text_numba(text: Ragged, texts: list[str], rewrite, matcher, co
         return Ragged(text.values.int(), text.offsets), torch.arange(text.values.numel())
     out, mode, match_counts, match_bounds = [], [], [], []
     for s in texts:
-        if matcher is not None:  # one scan: the matches give both the new text and its sources
+        if skip is not None and skip(s):
+            out.append(s)
+            mode.append(0)
+            match_counts.append(0)
+        elif matcher is not None:  # one scan: the matches give both the new text and its sources
             bounds = [b for m in matcher.finditer(s) for b in m.span()]
             if bounds:  # the text between the matches, joined by the replacement
                 s = content.join([s[a:b] for a, b in zip([0, *bounds[1::2]], [*bounds[::2], len(s)])])
@@ -623,10 +628,6 @@ def _rewrite_per_text_numba(text: Ragged, texts: list[str], rewrite, matcher, co
             mode.append(2)
             match_counts.append(len(bounds) // 2)
             match_bounds += bounds
-        elif skip is not None and skip(s):
-            out.append(s)
-            mode.append(0)
-            match_counts.append(0)
         else:
             out.append(rewrite(s))
             mode.append(1)

@@ -472,11 +472,50 @@ def word_as_oniguruma(pattern: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def compile_with_table_classes(pattern: str):
-    """``regex.compile(with_table_classes(pattern))``, once per pattern (a ``regex.Pattern``)."""
+def compile_with_table_classes(pattern: str, flags: int = 0):
+    """``regex.compile(with_table_classes(pattern), flags)``, once per pattern (a ``regex.Pattern``)."""
     import regex
 
-    return regex.compile(with_table_classes(pattern))
+    return regex.compile(with_table_classes(pattern), flags)
+
+
+def ruby_anchors(pattern: str) -> tuple[str, int]:
+    r"""A huggingface (Oniguruma, Ruby syntax) ``pattern``'s anchors as the ``regex`` module reads
+    them: the pattern, and the flags to compile it with, ``regex.MULTILINE``: ``^`` and ``$`` match
+    at every line's start and end in Ruby (huggingface's ``Replace(Regex("^\s+"), "")`` on
+    ``"a\n\n b"`` gives ``"a\nb"``), but ``^`` not at the end of a text after its last newline
+    (spelled ``^(?!\z)``), and Ruby's ``\Z`` is the end or before a newline that ends the text
+    (spelled ``(?=\n?\z)``).
+
+    >>> ruby_anchors(r"^a\Z|[^\Z]")[0]
+    '^(?!\\z)a(?=\\n?\\z)|[^\\Z]'
+    """
+    import regex
+
+    if "^" in pattern or "\\Z" in pattern:
+        out: list[str] = []
+        i = 0
+        while i < len(pattern):
+            if pattern[i] == "\\" and i + 1 < len(pattern):
+                end = _escape_end(pattern, i)
+                out.append("(?=\\n?\\z)" if pattern[i:end] == "\\Z" else pattern[i:end])
+                i = end
+            elif pattern[i] == "[":
+                end = _set_end(pattern, i)[0]
+                out.append(pattern[i:end])
+                i = end
+            else:
+                out.append("^(?!\\z)" if pattern[i] == "^" else pattern[i])
+                i += 1
+        pattern = "".join(out)
+    return pattern, regex.MULTILINE
+
+
+def compile_huggingface(pattern: str):
+    """A tokenizer.json ``Regex`` (a Replace normalizer's or decoder's; a Split's, to recognise it)
+    compiled as huggingface reads it: its classes from the stored tables
+    (:func:`with_table_classes`), its anchors Ruby's (:func:`ruby_anchors`)."""
+    return compile_with_table_classes(*ruby_anchors(pattern))
 
 
 @functools.lru_cache(maxsize=256)
@@ -1050,7 +1089,9 @@ def split_with_regex(texts: list[str], pattern: str, *, behavior: str = "Isolate
     # The pattern as written where the regex module reads every character as the tables do (the
     # usual case, and faster), else with the tables' classes (:func:`with_table_classes`).
     agrees = all(map(regex_module_agrees, texts))
-    compiled = regex.compile(word_as_oniguruma(pattern)) if agrees else compile_with_table_classes(pattern)
+    pattern, flags = ruby_anchors(pattern)
+    compiled = (regex.compile(word_as_oniguruma(pattern), flags) if agrees
+                else compile_with_table_classes(pattern, flags))
     # Pieces in text order: (start, end, is a match), the text between matches included.
     starts: list[int] = []
     ends: list[int] = []

@@ -45,7 +45,7 @@ from .ingest import codepoints
 
 #: The rules a pattern is compared with, in order (gpt2's aliases r50k/p50k are the same rule).
 CANDIDATES = ("cl100k", "llama3", "qwen2", "gpt2", "o200k")
-_VERDICT_VERSION = 1  # of the cached verdicts: bump when the decision procedure changes
+_VERDICT_VERSION = 2  # of the cached verdicts: bump when the decision procedure changes (2: Ruby anchors)
 
 _PROBE_TEXTS = [
     regex_split.PATTERNS["gpt2"], "Hello world, it's 2024! x=1+2; foo_bar\n\t  Ünïcode 中文字 😀 ...",
@@ -87,7 +87,7 @@ def _cached_verdict(pattern: str) -> str | None:
 
 def _verdict(pattern: str) -> dict[str, np.ndarray]:
     try:
-        compiled = regex_split.compile_with_table_classes(pattern)
+        compiled = regex_split.compile_huggingface(pattern)
     except Exception:  # noqa: BLE001 - any pattern the module refuses is no rule (the caller reports it)
         return {"rule": np.array([-1])}
     for index, rule in enumerate(CANDIDATES):
@@ -115,7 +115,7 @@ def equivalent(pattern: str, rule: str, *, random_texts: int = 20_000, seed: int
     atoms = pattern_atoms(pattern)
     if atoms is None:
         return False
-    compiled = regex_split.compile_with_table_classes(pattern)
+    compiled = regex_split.compile_huggingface(pattern)
     low, high = _representatives(rule, tuple(sorted(set(atoms))))
     return _agrees(compiled, rule, _texts(low, high, random_texts, seed) + _PROBE_TEXTS)
 

@@ -336,3 +336,27 @@ def test_added_tokens_that_collide_are_refused(hf_trained_models):
     spec["added_tokens"] = [dict(token, id=size, content="<m>"), dict(token, id=size, content="<n>")]
     with pytest.raises(ValueError, match=r"added_tokens\[1\]\.id = \d+: added_tokens\[0\] has this id too"):
         Tokenizer.from_str(json.dumps(spec))
+
+
+ANCHORED = [r"^\s+", r"^a", r"a$", r"\s+$", r"^", r"$", r"\Aa", r"a\z", r"a\Z", r"[\n]^a", r"\ba$", r"[\^a]b"]
+
+
+@pytest.mark.parametrize("pattern", ANCHORED)
+def test_regex_anchors_read_as_huggingface(pattern):
+    """A tokenizer.json Regex is Oniguruma's, in Ruby syntax: ``^`` and ``$`` match at each line's
+    start and end (not ``^`` after a text's last newline), ``\\Z`` before a final newline. A Replace
+    normalizer, a Split pre-tokenizer (each behavior) and a Replace decoder with such a pattern give
+    huggingface's ids, offsets and text (``regex_split.ruby_anchors``; they read ``^`` as the text's
+    start only)."""
+    texts = ["a\n\n b", "ab\nab", "ba\nba\n", " a \n a", "a", "", "\n", "a\r\nb\ra", "^ab\n^a\n\n"]
+    vocab = {c: i for i, c in enumerate(["[UNK]", *sorted(set("abX \n\r^"))])}
+    for behavior in ("isolated", "removed", "merged_with_previous", "merged_with_next", "contiguous"):
+        hf = HFTokenizer(M.WordLevel(vocab, unk_token="[UNK]"))
+        hf.pre_tokenizer = P.Split(Regex(pattern), behavior=behavior)
+        _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, True)
+    hf = HFTokenizer(M.WordLevel(vocab, unk_token="[UNK]"))
+    hf.normalizer = N.Replace(Regex(pattern), "X")
+    hf.pre_tokenizer = P.Split(Regex("."), behavior="isolated")
+    hf.decoder = D.Replace(Regex(pattern), "X")
+    # (what an empty match inserts takes the next character's offsets, huggingface's the previous one's)
+    _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, pattern not in ("^", "$"))
