@@ -479,6 +479,7 @@ def compile_with_table_classes(pattern: str, flags: int = 0):
     return regex.compile(with_table_classes(pattern), flags)
 
 
+@functools.lru_cache(maxsize=256)
 def ruby_anchors(pattern: str) -> tuple[str, int]:
     r"""A huggingface (Oniguruma, Ruby syntax) ``pattern``'s anchors as the ``regex`` module reads
     them: the pattern, and the flags to compile it with, ``regex.MULTILINE``: ``^`` and ``$`` match

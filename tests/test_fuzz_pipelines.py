@@ -31,7 +31,8 @@ from gputok import Tokenizer  # noqa: E402
 FULL = bool(os.environ.get("GPUTOK_FUZZ_FULL"))
 PIPELINES, TEXTS = (300, 200) if FULL else (30, 50)
 BEHAVIORS = ["removed", "isolated", "merged_with_previous", "merged_with_next", "contiguous"]
-REGEXES = [r"\s+", r"\w+|[^\w\s]+", r"\p{N}{1,3}", r"[\p{P}\p{S}]+", r"'s|'t|'re|\p{L}+", r" ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"]
+REGEXES = [r"\s+", r"\w+|[^\w\s]+", r"\p{N}{1,3}", r"[\p{P}\p{S}]+", r"'s|'t|'re|\p{L}+",
+           r" ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+", r"^\s+|\p{L}+|\s+$"]
 UNICODE_FORMS = (N.NFC, N.NFD, N.NFKC, N.NFKD)
 
 
@@ -44,7 +45,7 @@ def _normalizers():
         st.builds(N.Strip, left=st.booleans(), right=st.booleans()),
         st.builds(N.Prepend, st.sampled_from(["\u2581", " ", "x"])),
         st.builds(N.Replace, st.sampled_from(["a", " ", "th", "\u2581"]), st.sampled_from(["", "A", "\u2581", "  "])),
-        st.builds(lambda p, c: N.Replace(Regex(p), c), st.sampled_from([r"\s+", r"\d", r"[aeiou]+"]),
+        st.builds(lambda p, c: N.Replace(Regex(p), c), st.sampled_from([r"\s+", r"\d", r"[aeiou]+", r"^\s+", r"\s+$"]),
                   st.sampled_from(["", " ", "#"])),
         st.builds(N.BertNormalizer, clean_text=st.booleans(), handle_chinese_chars=st.booleans(),
                   strip_accents=st.sampled_from([None, True, False]), lowercase=st.booleans()),
@@ -147,6 +148,9 @@ def _random_text(rnd: random.Random) -> str:
 def _texts(parity_lines: list[str], seed: int) -> list[str]:
     rnd = random.Random(seed)
     real = [rnd.choice(parity_lines)[:300] for _ in range(TEXTS // 2)]
+    # documents of a few lines: a regex's ^ and $ match at each line (huggingface's Ruby syntax)
+    real[::5] = ["\n".join(rnd.choice(["", " ", "  "]) + line for line in rnd.sample(parity_lines, 3))[:300]
+                 for _ in real[::5]]
     return real + [_random_text(rnd) for _ in range(TEXTS - len(real))]
 
 
