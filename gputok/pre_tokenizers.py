@@ -275,6 +275,8 @@ _REPEAT_COUNT = regex.compile(r"(?<!\\)\{(\d*)(?:,(\d*))?\}")
 
 def _check_split_regex(pattern: str, *, probe: bool) -> None:
     """A Split regex compiles (and, with ``probe``, matches some text); otherwise say which names exist."""
+    from . import regex_split
+
     names = pattern_names()
     counts = [int(c) for m in _REPEAT_COUNT.finditer(pattern) for c in m.groups() if c]
     if counts and max(counts) > MAX_REPEAT:
@@ -282,7 +284,7 @@ def _check_split_regex(pattern: str, *, probe: bool) -> None:
                          f"{MAX_REPEAT} (its regex engine refuses it: 'too big number for repeat range'); "
                          "pass a smaller repeat count")
     try:
-        compiled = regex.compile(pattern)
+        compiled = regex.compile(*regex_split.ruby_anchors(pattern))  # as huggingface's Oniguruma reads it
     except regex.error as e:
         raise ValueError(f"Split pattern {pattern!r} is neither a known name {names} nor a valid regex ({e}); "
                          "pass one of the names or a regex") from e

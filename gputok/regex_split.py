@@ -479,21 +479,28 @@ def compile_with_table_classes(pattern: str, flags: int = 0):
     return regex.compile(with_table_classes(pattern), flags)
 
 
+_GROUP_OPTIONS = None  # "(?" then option letters, then ":" or ")": compiled on first use
+
+
 @functools.lru_cache(maxsize=256)
 def ruby_anchors(pattern: str) -> tuple[str, int]:
-    r"""A huggingface (Oniguruma, Ruby syntax) ``pattern``'s anchors as the ``regex`` module reads
-    them: the pattern, and the flags to compile it with, ``regex.MULTILINE``: ``^`` and ``$`` match
-    at every line's start and end in Ruby (huggingface's ``Replace(Regex("^\s+"), "")`` on
-    ``"a\n\n b"`` gives ``"a\nb"``), but ``^`` not at the end of a text after its last newline
-    (spelled ``^(?!\z)``), and Ruby's ``\Z`` is the end or before a newline that ends the text
-    (spelled ``(?=\n?\z)``).
+    r"""A huggingface (Oniguruma, Ruby syntax) ``pattern`` as the ``regex`` module reads it: the
+    pattern, and the flags to compile it with, ``regex.MULTILINE``. In Ruby ``^`` and ``$`` match
+    at every line's start and end (huggingface's ``Replace(Regex("^\s+"), "")`` on ``"a\n\n b"``
+    gives ``"a\nb"``), but ``^`` not at the end of a text after its last newline (spelled
+    ``^(?!\z)``); ``\Z`` is the end or before a newline that ends the text (spelled ``(?=\n?\z)``);
+    the option ``m`` is the module's ``s`` (``.`` matches a newline), and ``s`` is no option
+    (a ``regex.error``, as huggingface refuses the pattern).
 
-    >>> ruby_anchors(r"^a\Z|[^\Z]")[0]
-    '^(?!\\z)a(?=\\n?\\z)|[^\\Z]'
+    >>> ruby_anchors(r"^a\Z|[^\Z](?m:.)")[0]
+    '^(?!\\z)a(?=\\n?\\z)|[^\\Z](?s:.)'
     """
     import regex
 
-    if "^" in pattern or "\\Z" in pattern:
+    global _GROUP_OPTIONS
+    if "^" in pattern or "\\Z" in pattern or "(?" in pattern:
+        if _GROUP_OPTIONS is None:
+            _GROUP_OPTIONS = regex.compile(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?([:)])")
         out: list[str] = []
         i = 0
         while i < len(pattern):
@@ -505,6 +512,11 @@ def ruby_anchors(pattern: str) -> tuple[str, int]:
                 end = _set_end(pattern, i)[0]
                 out.append(pattern[i:end])
                 i = end
+            elif pattern.startswith("(?", i) and (options := _GROUP_OPTIONS.match(pattern, i)) is not None:
+                if "s" in options.group(0):
+                    raise regex.error(f"undefined group option in {options.group(0)!r} (Ruby's dot-all is 'm')")
+                out.append(options.group(0).replace("m", "s"))
+                i = options.end()
             else:
                 out.append("^(?!\\z)" if pattern[i] == "^" else pattern[i])
                 i += 1

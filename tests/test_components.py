@@ -338,7 +338,8 @@ def test_added_tokens_that_collide_are_refused(hf_trained_models):
         Tokenizer.from_str(json.dumps(spec))
 
 
-ANCHORED = [r"^\s+", r"^a", r"a$", r"\s+$", r"^", r"$", r"\Aa", r"a\z", r"a\Z", r"[\n]^a", r"\ba$", r"[\^a]b"]
+ANCHORED = [r"^\s+", r"^a", r"a$", r"\s+$", r"^", r"$", r"\Aa", r"a\z", r"a\Z", r"[\n]^a", r"\ba$", r"[\^a]b",
+            r"(?m)a.b", r"(?m:\s.)b|(?i)A"]
 
 
 @pytest.mark.parametrize("pattern", ANCHORED)
@@ -360,3 +361,15 @@ def test_regex_anchors_read_as_huggingface(pattern):
     hf.decoder = D.Replace(Regex(pattern), "X")
     # (what an empty match inserts takes the next character's offsets, huggingface's the previous one's)
     _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, pattern not in ("^", "$"))
+
+
+def test_ruby_has_no_s_option():
+    """Ruby's dot-all option is ``m``; ``(?s)`` is an error to huggingface, and so at load to gputok."""
+    hf = HFTokenizer(M.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    hf.pre_tokenizer = P.Split(Regex("a"), behavior="isolated")
+    spec = json.loads(hf.to_str())
+    spec["pre_tokenizer"]["pattern"]["Regex"] = "(?s)a.b"
+    with pytest.raises(Exception, match="undefined group option"):
+        HFTokenizer.from_str(json.dumps(spec))
+    with pytest.raises(ValueError, match="undefined group option"):
+        Tokenizer.from_str(json.dumps(spec))
