@@ -251,7 +251,10 @@ class ReplaceDecoder(_Chain):
             raise ValueError(f"Replace decoder: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
 
     def decode_chain(self, tokens: list[str]) -> list[str]:
-        return [self._regex.sub(lambda m: self.content, t) for t in tokens]
+        from . import regex_split
+
+        # an empty token stays empty, as huggingface leaves it ('$' matches in it)
+        return [regex_split.replace_matches(self._regex, t, self.content) if t else t for t in tokens]
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "pattern": self.pattern, "content": self.content}

@@ -155,7 +155,7 @@ class SentencePieceNormalizer(Normalizer):
     a ``▁`` prefix (``add_dummy_prefix``), spaces as ``▁`` (``escape_whitespaces``).
 
     Saved to tokenizer.json as the huggingface Sequence that does the same on ordinary text:
-    Precompiled, Replace("^ +| +$" -> ""), Replace(" {2,}" -> " "), Prepend("▁"), Replace(" " -> "▁").
+    Precompiled, Replace("\\A +| +\\z" -> ""), Replace(" {2,}" -> " "), Prepend("▁"), Replace(" " -> "▁").
 
     >>> n = SentencePieceNormalizer(b"")
     >>> out, src = n(Ragged.from_lengths(torch.tensor([32, 104, 32, 32, 105, 32]), torch.tensor([6])))
@@ -201,7 +201,8 @@ class SentencePieceNormalizer(Normalizer):
     def to_json(self) -> dict[str, Any]:
         steps = [self.precompiled.to_json()] if self.precompiled is not None else []
         if self.remove_extra_whitespaces:
-            steps += [{"type": "Replace", "pattern": {"Regex": "^ +| +$"}, "content": ""},
+            # \A and \z: the text's ends (huggingface reads ^ and $ at every line, SentencePiece strips the text)
+            steps += [{"type": "Replace", "pattern": {"Regex": r"\A +| +\z"}, "content": ""},
                       {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
         if self.add_dummy_prefix:
             steps.append({"type": "Prepend", "prepend": "\u2581" if self.escape_whitespaces else " "})
@@ -403,8 +404,10 @@ class Replace(Normalizer):
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         if self.char is None:
-            return _rewrite_per_text(text, lambda s: self.regex.sub(lambda m: self.content, s),
-                                     matcher=self.regex, content=self.content,
+            from . import regex_split
+
+            spans = functools.partial(regex_split._matches, self.regex)  # Oniguruma's find_iter
+            return _rewrite_per_text(text, None, matcher=spans, content=self.content,
                                      skip=lambda s: not s)  # huggingface leaves an empty text as it is ('^')
         if _dispatch.on_cpu_kernels(text.device):
             values = text.values.numpy()
@@ -567,10 +570,11 @@ def _rewrite_per_text(text: Ragged, rewrite, *, matcher=None, content: str = "",
                       ) -> tuple[Ragged, torch.Tensor]:
     """Apply a Python ``str -> str`` rewrite to each text (the fallback for what is no codepoint map).
 
-    With ``matcher`` (the regex replaced by ``content``), unchanged characters keep their index and
-    the replacement's point at the match's last character, as huggingface aligns them; otherwise a
-    changed text's characters are spread evenly over the original's. ``skip(s)``: the text is left
-    as it is.
+    With ``matcher`` (a text's match spans, replaced by ``content``; ``rewrite`` unused),
+    unchanged characters keep their index and the replacement's point at the match's last
+    character, as huggingface aligns them (an empty match's at the character before it, the text's
+    first at its start); otherwise a changed text's characters are spread evenly over the
+    original's. ``skip(s)``: the text is left as it is.
     """
     import numpy as np
 
@@ -580,19 +584,22 @@ def _rewrite_per_text(text: Ragged, rewrite, *, matcher=None, content: str = "",
     starts = text.offsets[:-1].tolist()
     out, sources = [], []
     for s, start in zip(texts, starts):
-        if (skip is not None and skip(s)) or (matcher is not None and matcher.search(s) is None):
+        spans = matcher(s) if matcher is not None and not (skip is not None and skip(s)) else None
+        if (skip is not None and skip(s)) or (matcher is not None and not spans):
             out.append(s)
             sources.append(np.arange(start, start + len(s)))
             continue
-        new = rewrite(s)
         if matcher is not None:
-            parts, pos = [], 0
-            for m in matcher.finditer(s):
-                parts += [np.arange(pos, m.start()), np.repeat(max(m.start(), m.end() - 1), len(content))]
-                pos = m.end()
+            parts, pos, pieces = [], 0, []
+            for a, b in spans:
+                parts += [np.arange(pos, a), np.repeat(b - 1 if b > a else max(a - 1, 0), len(content))]
+                pieces += [s[pos:a], content]
+                pos = b
             parts.append(np.arange(pos, len(s)))
+            new = "".join(pieces) + s[pos:]
             src = np.concatenate(parts) + start
         else:
+            new = rewrite(s)
             src = start + (np.arange(len(new)) * len(s)) // max(len(new), 1)
         out.append(new)
         sources.append(src)
@@ -621,7 +628,7 @@ def _rewrite_per_text_numba(text: Ragged, texts: list[str], rewrite, matcher, co
             mode.append(0)
             match_counts.append(0)
         elif matcher is not None:  # one scan: the matches give both the new text and its sources
-            bounds = [b for m in matcher.finditer(s) for b in m.span()]
+            bounds = [b for span in matcher(s) for b in span]
             if bounds:  # the text between the matches, joined by the replacement
                 s = content.join([s[a:b] for a, b in zip([0, *bounds[1::2]], [*bounds[::2], len(s)])])
             out.append(s)

@@ -161,29 +161,32 @@ class Split:
 
     type = "Split"
 
-    def __init__(self, pattern: str, *, byte_level: bool = False, behavior: str = "Isolated", invert: bool = False) -> None:
+    def __init__(self, pattern: str, *, byte_level: bool = False, behavior: str = "Isolated", invert: bool = False,
+                 ruby: bool = True) -> None:
         """``byte_level``: the words feed a byte-level BPE; saved as huggingface writes that,
         ``Sequence[Split(regex), ByteLevel(use_regex=false)]``. ``pattern``: a rule name, one of
         tiktoken's encoding names (:data:`TIKTOKEN_NAMES`), or any regex huggingface compiles
         (one that never matches is valid here as there: :meth:`tiktoken` is where a pattern
         argument that matches nothing is refused). ``behavior`` and ``invert``: huggingface's, what becomes of the matches and the text between them
-        (:func:`gputok.regex_split.split_with_regex`)."""
+        (:func:`gputok.regex_split.split_with_regex`). ``ruby``: a regex reads as huggingface's
+        Oniguruma reads a tokenizer.json's (``^`` and ``$`` at each line: ``regex_split.ruby_anchors``),
+        else as tiktoken reads its own (:meth:`tiktoken`)."""
         from . import regex_split
 
         if not isinstance(pattern, str):
             raise ValueError(f"Split pattern {pattern!r} is a {type(pattern).__name__}; pass a rule name or a regex string")
         if behavior not in regex_split.BEHAVIORS:
             raise ValueError(f"Split behavior {behavior!r} is not one of {list(regex_split.BEHAVIORS)}")
-        self.byte_level, self.behavior, self.invert = byte_level, behavior, bool(invert)
+        self.byte_level, self.behavior, self.invert, self.ruby = byte_level, behavior, bool(invert), ruby
         self.literal_string: str | None = None  # a huggingface String pattern, written back as one
         name = TIKTOKEN_NAMES.get(pattern, pattern)
         self.rule = name if name in regex_split.PATTERNS else None
         self.pattern = regex_split.PATTERNS.get(name, pattern)
         if self.rule is None:
-            _check_split_regex(pattern, probe=False)
+            _check_split_regex(pattern, probe=False, ruby=ruby)
             from .split_recognition import rule_for
 
-            self.rule = rule_for(pattern)  # a named rule spelled another way takes its fast path
+            self.rule = rule_for(pattern, ruby)  # a named rule spelled another way takes its fast path
 
     @classmethod
     def tiktoken(cls, pattern: str) -> Split:
@@ -196,8 +199,8 @@ class Split:
         if isinstance(pattern, str) and TIKTOKEN_NAMES.get(pattern, pattern) in regex_split.PATTERNS:
             return cls(pattern, byte_level=True)
         if isinstance(pattern, str):
-            _check_split_regex(pattern, probe=True)
-        return cls(pattern, byte_level=True, behavior="Removed", invert=True)
+            _check_split_regex(pattern, probe=True, ruby=False)
+        return cls(pattern, byte_level=True, behavior="Removed", invert=True, ruby=False)
 
     @property
     def tiles(self) -> bool:
@@ -217,7 +220,8 @@ class Split:
                 empty = torch.zeros(0, dtype=torch.int64)
                 return Words(empty, empty.clone(), torch.zeros(len(text) + 1, dtype=torch.int64))
             return whole_texts(text) if self.behavior == "Contiguous" else regex_split.split(text, self.rule)
-        words = regex_split.split_with_regex(strings(text), self.pattern, behavior=self.behavior, invert=self.invert)
+        words = regex_split.split_with_regex(strings(text), self.pattern, behavior=self.behavior, invert=self.invert,
+                                             ruby=self.ruby)
         return Words(words.starts.to(text.device), words.ends.to(text.device), words.text_offsets.to(text.device))
 
     def words_of(self, texts: list[str]) -> list[list[str]]:
@@ -273,8 +277,9 @@ MAX_REPEAT = 100_000
 _REPEAT_COUNT = regex.compile(r"(?<!\\)\{(\d*)(?:,(\d*))?\}")
 
 
-def _check_split_regex(pattern: str, *, probe: bool) -> None:
-    """A Split regex compiles (and, with ``probe``, matches some text); otherwise say which names exist."""
+def _check_split_regex(pattern: str, *, probe: bool, ruby: bool) -> None:
+    """A Split regex compiles (and, with ``probe``, matches some text); otherwise say which names
+    exist. ``ruby``: as :class:`Split` reads it."""
     from . import regex_split
 
     names = pattern_names()
@@ -284,7 +289,7 @@ def _check_split_regex(pattern: str, *, probe: bool) -> None:
                          f"{MAX_REPEAT} (its regex engine refuses it: 'too big number for repeat range'); "
                          "pass a smaller repeat count")
     try:
-        compiled = regex.compile(*regex_split.ruby_anchors(pattern))  # as huggingface's Oniguruma reads it
+        compiled = regex.compile(*regex_split.read_pattern(pattern, ruby))
     except regex.error as e:
         raise ValueError(f"Split pattern {pattern!r} is neither a known name {names} nor a valid regex ({e}); "
                          "pass one of the names or a regex") from e

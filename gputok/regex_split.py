@@ -512,6 +512,11 @@ def ruby_anchors(pattern: str) -> tuple[str, int]:
                 end = _set_end(pattern, i)[0]
                 out.append(pattern[i:end])
                 i = end
+            elif pattern.startswith("(?#", i):  # a comment, to its ")"
+                end = pattern.find(")", i)
+                end = len(pattern) if end < 0 else end + 1
+                out.append(pattern[i:end])
+                i = end
             elif pattern.startswith("(?", i) and (options := _GROUP_OPTIONS.match(pattern, i)) is not None:
                 if "s" in options.group(0):
                     raise regex.error(f"undefined group option in {options.group(0)!r} (Ruby's dot-all is 'm')")
@@ -522,6 +527,42 @@ def ruby_anchors(pattern: str) -> tuple[str, int]:
                 i += 1
         pattern = "".join(out)
     return pattern, regex.MULTILINE
+
+
+@functools.lru_cache(maxsize=256)
+def tiktoken_anchors(pattern: str) -> tuple[str, int]:
+    r"""A tiktoken ``pattern`` (Rust's regex syntax) as the ``regex`` module reads it, and its flags
+    (none): ``$`` is the text's end there, where the module's also matches before a final newline
+    (spelled ``\z``).
+
+    >>> tiktoken_anchors(r"\s+$|[$]|\$")[0]
+    '\\s+\\z|[$]|\\$'
+    """
+    if "$" in pattern:
+        out: list[str] = []
+        i = 0
+        while i < len(pattern):
+            if pattern[i] == "\\" and i + 1 < len(pattern):
+                end = _escape_end(pattern, i)
+            elif pattern[i] == "[":
+                end = _set_end(pattern, i)[0]
+            else:
+                end = i + 1
+            out.append("\\z" if pattern[i:end] == "$" else pattern[i:end])
+            i = end
+        pattern = "".join(out)
+    return pattern, 0
+
+
+def read_pattern(pattern: str, ruby: bool = True) -> tuple[str, int]:
+    """``pattern`` and its flags for the ``regex`` module, read as huggingface reads a tokenizer.json's
+    (``ruby``: :func:`ruby_anchors`) or as tiktoken reads its own (:func:`tiktoken_anchors`)."""
+    return ruby_anchors(pattern) if ruby else tiktoken_anchors(pattern)
+
+
+def compile_pattern(pattern: str, ruby: bool = True):
+    """``pattern`` compiled (:func:`read_pattern`), its classes from the stored tables."""
+    return compile_with_table_classes(*read_pattern(pattern, ruby))
 
 
 def compile_huggingface(pattern: str):
@@ -1074,9 +1115,11 @@ def split_torch(text: Ragged, rule: str) -> Words:
 BEHAVIORS = ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous")
 
 
-def split_with_regex(texts: list[str], pattern: str, *, behavior: str = "Isolated", invert: bool = False) -> Words:
+def split_with_regex(texts: list[str], pattern: str, *, behavior: str = "Isolated", invert: bool = False,
+                     ruby: bool = True) -> Words:
     """The slow, general fallback: huggingface's ``Split(pattern, behavior, invert)`` for each
-    text, as :class:`Words`, with the classes huggingface and tiktoken read (:func:`with_table_classes`).
+    text, as :class:`Words`, with the classes huggingface and tiktoken read (:func:`with_table_classes`);
+    ``ruby``: the pattern is a tokenizer.json's (:func:`ruby_anchors`), else tiktoken's.
 
     The matches of ``pattern`` (found as huggingface's Oniguruma finds them, :func:`_matches`) and
     the text between them cut each text into pieces; ``invert`` swaps which pieces are matches.
@@ -1102,7 +1145,7 @@ def split_with_regex(texts: list[str], pattern: str, *, behavior: str = "Isolate
     # The pattern as written where the regex module reads every character as the tables do (the
     # usual case, and faster), else with the tables' classes (:func:`with_table_classes`).
     agrees = all(map(regex_module_agrees, texts))
-    pattern, flags = ruby_anchors(pattern)
+    pattern, flags = read_pattern(pattern, ruby)
     compiled = (regex.compile(word_as_oniguruma(pattern), flags) if agrees
                 else compile_with_table_classes(pattern, flags))
     # Pieces in text order: (start, end, is a match), the text between matches included.
@@ -1148,6 +1191,16 @@ def _matches(compiled, text: str) -> list[tuple[int, int]]:
         spans.append((s, e))
         position = last_end = e
     return spans
+
+
+def replace_matches(compiled, text: str, content: str) -> str:
+    """``text`` with each match of ``compiled`` (as huggingface finds them: :func:`_matches`)
+    replaced by ``content``."""
+    pieces, position = [], 0
+    for start, end in _matches(compiled, text):
+        pieces += [text[position:start], content]
+        position = end
+    return "".join(pieces) + text[position:]
 
 
 def _group_pieces(starts: np.ndarray, ends: np.ndarray, is_match: np.ndarray, rows: np.ndarray, texts: int,

@@ -45,7 +45,7 @@ from .ingest import codepoints
 
 #: The rules a pattern is compared with, in order (gpt2's aliases r50k/p50k are the same rule).
 CANDIDATES = ("cl100k", "llama3", "qwen2", "gpt2", "o200k")
-_VERDICT_VERSION = 2  # of the cached verdicts: bump when the decision procedure changes (2: Ruby anchors)
+_VERDICT_VERSION = 3  # of the cached verdicts: bump when the decision procedure changes (3: anchors read per syntax)
 
 _PROBE_TEXTS = [
     regex_split.PATTERNS["gpt2"], "Hello world, it's 2024! x=1+2; foo_bar\n\t  Ünïcode 中文字 😀 ...",
@@ -58,8 +58,10 @@ _PROBE_TEXTS = [
 ]
 
 
-def rule_for(pattern: str) -> str | None:
-    """The named split rule ``pattern`` is equivalent to (:func:`equivalent`), or None.
+def rule_for(pattern: str, ruby: bool = True) -> str | None:
+    """The named split rule ``pattern`` is equivalent to (:func:`equivalent`), or None; ``ruby``:
+    the pattern is a tokenizer.json's, read as huggingface reads it (``regex_split.ruby_anchors``),
+    else tiktoken's.
 
     >>> rule_for(regex_split.PATTERNS["cl100k"])
     'cl100k'
@@ -72,26 +74,27 @@ def rule_for(pattern: str) -> str | None:
     for name, spelled in regex_split.PATTERNS.items():
         if pattern in (spelled, regex_split.hf_spelling(spelled)):
             return regex_split._RULE[name]
-    return _cached_verdict(pattern)
+    return _cached_verdict(pattern, ruby)
 
 
 @functools.lru_cache(maxsize=256)
-def _cached_verdict(pattern: str) -> str | None:
+def _cached_verdict(pattern: str, ruby: bool) -> str | None:
     import regex
 
-    key = hashlib.sha256(f"{_VERDICT_VERSION}\0{regex.__version__}\0{pattern}".encode("utf-8", "surrogatepass"))
-    verdict = unicode.disk_cached(f"split-verdict-{key.hexdigest()[:32]}", lambda: _verdict(pattern))
+    key = hashlib.sha256(f"{_VERDICT_VERSION}\0{regex.__version__}\0{int(ruby)}\0{pattern}".encode(
+        "utf-8", "surrogatepass"))
+    verdict = unicode.disk_cached(f"split-verdict-{key.hexdigest()[:32]}", lambda: _verdict(pattern, ruby))
     index = int(verdict["rule"][0])
     return CANDIDATES[index] if index >= 0 else None
 
 
-def _verdict(pattern: str) -> dict[str, np.ndarray]:
+def _verdict(pattern: str, ruby: bool) -> dict[str, np.ndarray]:
     try:
-        compiled = regex_split.compile_huggingface(pattern)
+        compiled = regex_split.compile_pattern(pattern, ruby)
     except Exception:  # noqa: BLE001 - any pattern the module refuses is no rule (the caller reports it)
         return {"rule": np.array([-1])}
     for index, rule in enumerate(CANDIDATES):
-        if _agrees(compiled, rule, _PROBE_TEXTS) and equivalent(pattern, rule):
+        if _agrees(compiled, rule, _PROBE_TEXTS) and equivalent(pattern, rule, ruby=ruby):
             return {"rule": np.array([index])}
     return {"rule": np.array([-1])}
 
@@ -109,13 +112,13 @@ def _agrees(compiled, rule: str, texts: list[str]) -> bool:
     return len(spans) == ours.size and bool(np.array_equal(np.array(spans, dtype=np.int64), ours))
 
 
-def equivalent(pattern: str, rule: str, *, random_texts: int = 20_000, seed: int = 0) -> bool:
+def equivalent(pattern: str, rule: str, *, random_texts: int = 20_000, seed: int = 0, ruby: bool = True) -> bool:
     """Whether ``pattern``'s matches are ``rule``'s words on every class of codepoints in all
-    short combinations and on random runs of them (the module docstring)."""
+    short combinations and on random runs of them (the module docstring); ``ruby``: as :func:`rule_for`."""
     atoms = pattern_atoms(pattern)
     if atoms is None:
         return False
-    compiled = regex_split.compile_huggingface(pattern)
+    compiled = regex_split.compile_pattern(pattern, ruby)
     low, high = _representatives(rule, tuple(sorted(set(atoms))))
     return _agrees(compiled, rule, _texts(low, high, random_texts, seed) + _PROBE_TEXTS)
 

@@ -156,7 +156,8 @@ def rewrite_sources_numba(in_offsets, out_offsets, mode, match_offsets, match_st
     Per text, ``mode`` 0: unchanged (each character its own source); 1: rewritten as a whole (the
     new characters spread evenly over the old); 2: the matches ``match_start[k]:match_end[k]``
     (text-relative, rows of ``match_offsets``) replaced by ``content_len`` characters pointing at
-    the match's last character, the others keeping theirs. Raises ValueError where the lengths
+    the match's last character (an empty match's at the one before it), the others keeping
+    theirs. Raises ValueError where the lengths
     disagree with the rewritten text's.
     """
     rows = in_offsets.size - 1
@@ -179,7 +180,7 @@ def rewrite_sources_numba(in_offsets, out_offsets, mode, match_offsets, match_st
             for j in range(pos, a):
                 source[at] = start + j
                 at += 1
-            r = max(a, b - 1)
+            r = b - 1 if b > a else max(a - 1, 0)  # an empty match: the character before it
             for j in range(content_len):
                 source[at] = start + r
                 at += 1

@@ -359,7 +359,7 @@ def test_regex_anchors_read_as_huggingface(pattern):
     hf.normalizer = N.Replace(Regex(pattern), "X")
     hf.pre_tokenizer = P.Split(Regex("."), behavior="isolated")
     hf.decoder = D.Replace(Regex(pattern), "X")
-    # (what an empty match inserts takes the next character's offsets, huggingface's the previous one's)
+    # (what an empty match inserts at a text's start takes its first character's offsets, huggingface's (0, 0))
     _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, pattern not in ("^", "$"))
 
 
@@ -373,3 +373,38 @@ def test_ruby_has_no_s_option():
         HFTokenizer.from_str(json.dumps(spec))
     with pytest.raises(ValueError, match="undefined group option"):
         Tokenizer.from_str(json.dumps(spec))
+
+
+def test_replace_matches_as_oniguruma():
+    """A Replace normalizer and decoder find huggingface's matches: no empty match right after a
+    match (``\\s*+$`` on "a\\n"), an empty token left as it is by the decoder, and an empty match
+    at a text's end after another normalizer (Strip then ``$``: gputok raised IndexError)."""
+    cases = [(r"\s*+$", "a\n"), (r"a*", "baab"), (r"$", "a"), (r"^", "ab\nc"), (r"(?=$)", " a "), (r"\z", "a\n")]
+    for pattern, text in cases:
+        for normalizer in (N.Replace(Regex(pattern), "X"), N.Sequence([N.Strip(), N.Replace(Regex(pattern), "X")])):
+            vocab = {"[UNK]": 0, "X": 1, "a": 2, "b": 3, "c": 4, "\n": 5, " ": 6}
+            hf = HFTokenizer(M.WordLevel(vocab, unk_token="[UNK]"))
+            hf.normalizer = normalizer
+            hf.pre_tokenizer = P.Split(Regex("."), behavior="isolated")
+            hf.decoder = D.Replace(Regex(pattern), "X")
+            ours = Tokenizer.from_str(hf.to_str())
+            assert ours.encode(text) == hf.encode(text).ids, (pattern, text)
+            tokens = ["a", "", "b\n", "\n", "a\nb"]
+            assert "".join(ours.decoder.decode_chain(tokens)) == hf.decoder.decode(tokens), pattern
+
+
+def test_sentencepiece_normalizer_saved_strips_the_text_not_each_line():
+    """A SentencePiece normalizer written to tokenizer.json strips spaces at the text's ends (``\\A``,
+    ``\\z``), as SentencePiece does, not at each line's (``^``, ``$`` in huggingface's reading):
+    gputok's normalizer, the one read back from its JSON, and huggingface's agree on a multi-line text."""
+    from gputok import ingest, normalizers
+
+    ours = normalizers.SentencePieceNormalizer(b"")
+    back = normalizers.from_json(ours.to_json())
+    hf = HFTokenizer.from_str(json.dumps({**json.loads(HFTokenizer(M.WordLevel({"a": 0}, unk_token="a")).to_str()),
+                                          "normalizer": ours.to_json()}))
+    for text in ["a \n b", "  x  \n  y  ", "\n a\n"]:
+        want = hf.normalizer.normalize_str(text)
+        for normalizer in (ours, back):
+            out, _ = normalizer(ingest.codepoints([text]))
+            assert "".join(map(chr, out.values.tolist())) == want, (text, normalizer)

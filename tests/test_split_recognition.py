@@ -164,3 +164,19 @@ def test_regex_module_is_the_reference_for_llama3():
     assert [m.group() for m in regex.finditer(LLAMA3, "a\n  ")] == ["a", "\n", "  "]
     assert [m.group() for m in regex.finditer(CL100K, "a\n  ")] == ["a", "\n  "]
     assert rule_for(LLAMA3) != rule_for(CL100K)
+
+
+@pytest.mark.parametrize("pattern", [r"\S+|\s+$|\s+", r"ab$|\S|\s", CL100K.replace("++", "+").replace("*+", "*")])
+def test_tiktoken_patterns_read_dollar_as_the_end(pattern):
+    """A tiktoken pattern is not Ruby syntax: its ``$`` is the text's end (tiktoken's regex engine),
+    where a tokenizer.json's is a line's (huggingface's): the same pattern gives tiktoken's ids
+    through gputok's tiktoken entry points, the other reading through a tokenizer.json Split."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from gputok.tiktoken import Encoding
+
+    ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"\n\n": 257}
+    reference = tiktoken.Encoding("t", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    ours = Encoding("t", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    for text in ["ab\n\nab", "ab \n\n ab\n", "x  \ny"]:
+        assert ours.encode_ordinary(text) == reference.encode_ordinary(text), text
+    assert rule_for(pattern, ruby=False) == (None if "ab$" in pattern or "\\S+" in pattern else "cl100k")
