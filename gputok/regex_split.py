@@ -554,6 +554,28 @@ def tiktoken_anchors(pattern: str) -> tuple[str, int]:
     return pattern, 0
 
 
+def tiktoken_as_ruby(pattern: str) -> str:
+    r"""A tiktoken ``pattern`` written for huggingface's Oniguruma (Ruby syntax), so that a saved
+    tokenizer.json splits as tiktoken does: its ``^`` and ``$`` (the text's start and end in
+    tiktoken, a line's in Ruby) as ``\A`` and ``\z``.
+
+    >>> tiktoken_as_ruby(r"^a|\s+$|[^$]")
+    '\\Aa|\\s+\\z|[^$]'
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            end = _escape_end(pattern, i)
+        elif pattern[i] == "[":
+            end = _set_end(pattern, i)[0]
+        else:
+            end = i + 1
+        out.append({"^": "\\A", "$": "\\z"}.get(pattern[i:end], pattern[i:end]))
+        i = end
+    return "".join(out)
+
+
 def read_pattern(pattern: str, ruby: bool = True) -> tuple[str, int]:
     """``pattern`` and its flags for the ``regex`` module, read as huggingface reads a tokenizer.json's
     (``ruby``: :func:`ruby_anchors`) or as tiktoken reads its own (:func:`tiktoken_anchors`)."""

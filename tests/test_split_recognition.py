@@ -172,11 +172,14 @@ def test_tiktoken_patterns_read_dollar_as_the_end(pattern):
     where a tokenizer.json's is a line's (huggingface's): the same pattern gives tiktoken's ids
     through gputok's tiktoken entry points, the other reading through a tokenizer.json Split."""
     tiktoken = pytest.importorskip("tiktoken")
+    tokenizers = pytest.importorskip("tokenizers")
     from gputok.tiktoken import Encoding
 
     ranks = {bytes([b]): b for b in range(256)} | {b"ab": 256, b"\n\n": 257}
     reference = tiktoken.Encoding("t", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
     ours = Encoding("t", pat_str=pattern, mergeable_ranks=ranks, special_tokens={})
+    saved = tokenizers.Tokenizer.from_str(json.dumps(ours._tokenizer.to_json()))  # ^ and $ written as \A and \z
     for text in ["ab\n\nab", "ab \n\n ab\n", "x  \ny"]:
         assert ours.encode_ordinary(text) == reference.encode_ordinary(text), text
+        assert saved.encode(text, add_special_tokens=False).ids == reference.encode_ordinary(text), text
     assert rule_for(pattern, ruby=False) == (None if "ab$" in pattern or "\\S+" in pattern else "cl100k")
