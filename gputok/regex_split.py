@@ -529,6 +529,23 @@ def ruby_anchors(pattern: str) -> tuple[str, int]:
     return pattern, regex.MULTILINE
 
 
+def _atoms(pattern: str) -> list[str]:
+    """``pattern`` cut into its atoms as the anchor rewrites read it: each escape, each ``[...]``
+    set, each other character."""
+    atoms: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            end = _escape_end(pattern, i)
+        elif pattern[i] == "[":
+            end = _set_end(pattern, i)[0]
+        else:
+            end = i + 1
+        atoms.append(pattern[i:end])
+        i = end
+    return atoms
+
+
 @functools.lru_cache(maxsize=256)
 def tiktoken_anchors(pattern: str) -> tuple[str, int]:
     r"""A tiktoken ``pattern`` (Rust's regex syntax) as the ``regex`` module reads it, and its flags
@@ -539,18 +556,7 @@ def tiktoken_anchors(pattern: str) -> tuple[str, int]:
     '\\s+\\z|[$]|\\$'
     """
     if "$" in pattern:
-        out: list[str] = []
-        i = 0
-        while i < len(pattern):
-            if pattern[i] == "\\" and i + 1 < len(pattern):
-                end = _escape_end(pattern, i)
-            elif pattern[i] == "[":
-                end = _set_end(pattern, i)[0]
-            else:
-                end = i + 1
-            out.append("\\z" if pattern[i:end] == "$" else pattern[i:end])
-            i = end
-        pattern = "".join(out)
+        pattern = "".join("\\z" if atom == "$" else atom for atom in _atoms(pattern))
     return pattern, 0
 
 
@@ -562,18 +568,7 @@ def tiktoken_as_ruby(pattern: str) -> str:
     >>> tiktoken_as_ruby(r"^a|\s+$|[^$]")
     '\\Aa|\\s+\\z|[^$]'
     """
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern[i] == "\\" and i + 1 < len(pattern):
-            end = _escape_end(pattern, i)
-        elif pattern[i] == "[":
-            end = _set_end(pattern, i)[0]
-        else:
-            end = i + 1
-        out.append({"^": "\\A", "$": "\\z"}.get(pattern[i:end], pattern[i:end]))
-        i = end
-    return "".join(out)
+    return "".join({"^": "\\A", "$": "\\z"}.get(atom, atom) for atom in _atoms(pattern))
 
 
 def read_pattern(pattern: str, ruby: bool = True) -> tuple[str, int]:
