@@ -57,7 +57,7 @@ def parse_charsmap(blob: bytes) -> dict[str, str]:
     normalized = blob[4 + trie_size:]
     if units.size == 0:
         return {}
-    _check_trie(units)
+    _check_trie(units, len(normalized))
 
     def offset(u):  # Darts-clone unit layout
         return (u >> 10) << ((u & (1 << 9)) >> 6)
@@ -103,9 +103,11 @@ def parse_charsmap(blob: bytes) -> dict[str, str]:
     return rules
 
 
-def _check_trie(units: np.ndarray) -> None:
-    """SentencePiece's check of the double array (darts-clone ``DoubleArray::validate``): the
-    root is a node whose children lie inside the array, and so do those of every labelled unit."""
+def _check_trie(units: np.ndarray, strings: int) -> None:
+    """SentencePiece's check of the double array (darts-clone ``DoubleArray::validate``, given the
+    size of the normalized strings): the root is a node whose children lie inside the array, and
+    so do those of every labelled unit; every leaf's value (where its rule's output starts) lies
+    inside the ``strings`` bytes."""
     def base(u):
         return (u >> 10) << ((u & (1 << 9)) >> 6)
 
@@ -116,6 +118,10 @@ def _check_trie(units: np.ndarray) -> None:
     inside = ((labelled ^ offsets) | 0xFF) < units.size
     if not root_ok or not np.all(inside | (offsets == 0)):
         raise ValueError("precompiled_charsmap is invalid: its trie points outside itself")
+    leaves = units[units >> 31 == 1] & 0x7FFFFFFF
+    if leaves.size and int(leaves.max()) >= strings:
+        raise ValueError(f"precompiled_charsmap is invalid: a rule's output starts at byte {int(leaves.max())} "
+                         f"of {strings} bytes of normalized strings")
 
 
 def check_charsmap(blob: bytes) -> None:
@@ -129,7 +135,7 @@ def check_charsmap(blob: bytes) -> None:
     if trie_size % 4 or 4 + trie_size > len(blob):
         raise ValueError(f"precompiled_charsmap says its trie has {trie_size} bytes but holds {len(blob) - 4}")
     if trie_size:
-        _check_trie(np.frombuffer(blob[4:4 + trie_size], dtype="<u4").astype(np.int64))
+        _check_trie(np.frombuffer(blob[4:4 + trie_size], dtype="<u4").astype(np.int64), len(blob) - 4 - trie_size)
 
 
 class Charsmap:

@@ -547,11 +547,27 @@ def _sp_cases():
                                r"normalizer_spec\.precompiled_charsmap of 1 bytes is truncated"),
         "charsmap trie out of bounds": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_bad_trie())),
                                         r"normalizer_spec\.precompiled_charsmap is invalid: its trie points outside"),
+        # the fuzz campaign's sp-byte-flip (sp-test.model, seed 777004050): a leaf past the strings
+        "charsmap leaf past its strings": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_leaf_past_strings())),
+                                           r"precompiled_charsmap is invalid: a rule's output starts at byte 100 of 4"),
         # sp-byte-flip-header: a byte piece's text damaged ("byte piece 80x04> is invalid")
         "byte piece not <0xNN>": (dict(extra=[Piece(f"<0x{b:02X}>" if b != 0x4A else "<0x4a>", 0.0, BYTE) for b in range(256)],
                                        byte_fallback=True),
                                   r"pieces\[81\]\.piece = '<0x4a>': a byte piece is written <0xNN>, NN two upper-case hex"),
     }
+
+
+def _leaf_past_strings() -> bytes:
+    """The example charsmap with its first rule's output at byte 100 of its 4 bytes of strings."""
+    import numpy as np
+
+    from gputok.charsmap import _example_charsmap
+
+    blob = bytearray(_example_charsmap())
+    units = np.frombuffer(bytes(blob[4:4 + int.from_bytes(blob[:4], "little")]), dtype="<u4")
+    leaf = int(np.flatnonzero(units == (1 << 31) | 0)[0])  # the leaf of 'a', value 0
+    blob[4 + 4 * leaf:8 + 4 * leaf] = ((1 << 31) | 100).to_bytes(4, "little")
+    return bytes(blob)
 
 
 def _bad_trie() -> bytes:
