@@ -246,7 +246,7 @@ class ReplaceDecoder(_Chain):
         self.pattern, self.content = pattern, content
         try:
             self._regex = (regex.compile(regex.escape(pattern["String"])) if "String" in pattern
-                           else regex_split.compile_huggingface(pattern["Regex"]))
+                           else regex_split.compile_pattern(pattern["Regex"]))
         except regex.error as e:
             raise ValueError(f"Replace decoder: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
 

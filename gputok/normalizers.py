@@ -398,7 +398,7 @@ class Replace(Normalizer):
         self.char = literal if literal is not None and len(literal) == 1 else None
         try:
             self.regex = (regex.compile(regex.escape(literal)) if literal is not None
-                          else regex_split.compile_huggingface(pattern["Regex"]))
+                          else regex_split.compile_pattern(pattern["Regex"]))
         except regex.error as e:
             raise ValueError(f"Replace normalizer: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
 

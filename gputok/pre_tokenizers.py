@@ -235,7 +235,7 @@ class Split:
     def to_json(self) -> dict[str, Any]:
         from . import regex_split
 
-        pattern = self.pattern if getattr(self, "ruby", True) else regex_split.tiktoken_as_ruby(self.pattern)
+        pattern = self.pattern if self.ruby else regex_split.tiktoken_as_ruby(self.pattern)
         pattern = regex_split.hf_spelling(pattern) if self.rule is not None else pattern
         written = {"Regex": pattern} if self.literal_string is None else {"String": self.literal_string}
         split = {"type": "Split", "pattern": written, "behavior": self.behavior, "invert": self.invert}

@@ -479,7 +479,32 @@ def compile_with_table_classes(pattern: str, flags: int = 0):
     return regex.compile(with_table_classes(pattern), flags)
 
 
-_GROUP_OPTIONS = None  # "(?" then option letters, then ":" or ")": compiled on first use
+_GROUP_OPTIONS = None  # a "(?#...)" comment, or "(?" option letters then ":" or ")": compiled on first use
+
+
+def _atoms(pattern: str) -> list[str]:
+    """``pattern`` cut into its atoms as the anchor rewrites read it: each escape, each ``[...]``
+    set, each ``(?#...)`` comment, each group's options (``(?i)``, ``(?m-i:``), each other
+    character."""
+    import regex
+
+    global _GROUP_OPTIONS
+    if _GROUP_OPTIONS is None:
+        _GROUP_OPTIONS = regex.compile(r"\(\?#[^)]*\)?|\(\?[a-zA-Z]*(?:-[a-zA-Z]*)?[:)]")
+    atoms: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "\\" and i + 1 < len(pattern):
+            end = _escape_end(pattern, i)
+        elif pattern[i] == "[":
+            end = _set_end(pattern, i)[0]
+        elif pattern.startswith("(?", i) and (group := _GROUP_OPTIONS.match(pattern, i)) is not None:
+            end = group.end()
+        else:
+            end = i + 1
+        atoms.append(pattern[i:end])
+        i = end
+    return atoms
 
 
 @functools.lru_cache(maxsize=256)
@@ -492,58 +517,21 @@ def ruby_anchors(pattern: str) -> tuple[str, int]:
     the option ``m`` is the module's ``s`` (``.`` matches a newline), and ``s`` is no option
     (a ``regex.error``, as huggingface refuses the pattern).
 
-    >>> ruby_anchors(r"^a\Z|[^\Z](?m:.)")[0]
-    '^(?!\\z)a(?=\\n?\\z)|[^\\Z](?s:.)'
+    >>> ruby_anchors(r"^a\Z|[^\Z](?m:.)(?#^)")[0]
+    '^(?!\\z)a(?=\\n?\\z)|[^\\Z](?s:.)(?#^)'
     """
     import regex
 
-    global _GROUP_OPTIONS
     if "^" in pattern or "\\Z" in pattern or "(?" in pattern:
-        if _GROUP_OPTIONS is None:
-            _GROUP_OPTIONS = regex.compile(r"\(\?([a-zA-Z]*)(?:-([a-zA-Z]*))?([:)])")
         out: list[str] = []
-        i = 0
-        while i < len(pattern):
-            if pattern[i] == "\\" and i + 1 < len(pattern):
-                end = _escape_end(pattern, i)
-                out.append("(?=\\n?\\z)" if pattern[i:end] == "\\Z" else pattern[i:end])
-                i = end
-            elif pattern[i] == "[":
-                end = _set_end(pattern, i)[0]
-                out.append(pattern[i:end])
-                i = end
-            elif pattern.startswith("(?#", i):  # a comment, to its ")"
-                end = pattern.find(")", i)
-                end = len(pattern) if end < 0 else end + 1
-                out.append(pattern[i:end])
-                i = end
-            elif pattern.startswith("(?", i) and (options := _GROUP_OPTIONS.match(pattern, i)) is not None:
-                if "s" in options.group(0):
-                    raise regex.error(f"undefined group option in {options.group(0)!r} (Ruby's dot-all is 'm')")
-                out.append(options.group(0).replace("m", "s"))
-                i = options.end()
-            else:
-                out.append("^(?!\\z)" if pattern[i] == "^" else pattern[i])
-                i += 1
+        for atom in _atoms(pattern):
+            if atom.startswith("(?") and not atom.startswith("(?#") and atom[-1] in ":)":  # a group's options
+                if "s" in atom:
+                    raise regex.error(f"undefined group option in {atom!r} (Ruby's dot-all is 'm')")
+                atom = atom.replace("m", "s")
+            out.append({"^": "^(?!\\z)", "\\Z": "(?=\\n?\\z)"}.get(atom, atom))
         pattern = "".join(out)
     return pattern, regex.MULTILINE
-
-
-def _atoms(pattern: str) -> list[str]:
-    """``pattern`` cut into its atoms as the anchor rewrites read it: each escape, each ``[...]``
-    set, each other character."""
-    atoms: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern[i] == "\\" and i + 1 < len(pattern):
-            end = _escape_end(pattern, i)
-        elif pattern[i] == "[":
-            end = _set_end(pattern, i)[0]
-        else:
-            end = i + 1
-        atoms.append(pattern[i:end])
-        i = end
-    return atoms
 
 
 @functools.lru_cache(maxsize=256)
@@ -578,15 +566,9 @@ def read_pattern(pattern: str, ruby: bool = True) -> tuple[str, int]:
 
 
 def compile_pattern(pattern: str, ruby: bool = True):
-    """``pattern`` compiled (:func:`read_pattern`), its classes from the stored tables."""
+    """``pattern`` compiled as :func:`read_pattern` reads it (a tokenizer.json ``Regex`` by
+    default), its classes from the stored tables (:func:`with_table_classes`)."""
     return compile_with_table_classes(*read_pattern(pattern, ruby))
-
-
-def compile_huggingface(pattern: str):
-    """A tokenizer.json ``Regex`` (a Replace normalizer's or decoder's; a Split's, to recognise it)
-    compiled as huggingface reads it: its classes from the stored tables
-    (:func:`with_table_classes`), its anchors Ruby's (:func:`ruby_anchors`)."""
-    return compile_with_table_classes(*ruby_anchors(pattern))
 
 
 @functools.lru_cache(maxsize=256)

@@ -363,8 +363,7 @@ class Tokenizer(TransformersAPI):
             return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                            None if spans is None else torch.from_numpy(spans))
         pattern = self._pattern(allowed) if allowed != frozenset() else None
-        if (pattern is not None and pattern.search("".join(texts))) or self._first_reads_source or (
-                allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
+        if (pattern is not None and pattern.search("".join(texts))) or self._every_text_in_pieces(allowed):
             return self._encode_with_added_tokens(texts, pattern, device, with_spans, allowed)
         parts = (_cpu_threads.chunks(texts) if torch.device(device).type == "cpu"
                  and not getattr(self.model, "is_sampling", False) else None)  # a sample's draws stay in order
@@ -383,8 +382,7 @@ class Tokenizer(TransformersAPI):
         ``in_parts`` is False: a chunk of a larger call already on a CPU thread), any other large
         batch in chunks on the CPU threads (:mod:`gputok._cpu_threads`)."""
         pattern = self._pattern(allowed) if allowed != frozenset() else None
-        if (pattern is not None and pattern.search("".join(texts))) or self._first_reads_source or (
-                allowed != frozenset() and self._normalized_added_tokens):  # these show only after the normalizer
+        if (pattern is not None and pattern.search("".join(texts))) or self._every_text_in_pieces(allowed):
             return _as_arrays(self._encode_with_added_tokens(texts, pattern, _CPU, with_spans, allowed))
         if in_parts and not with_spans:
             got = self._ids_in_parts(texts)
@@ -522,8 +520,7 @@ class Tokenizer(TransformersAPI):
             as_text = np.zeros(rows, dtype=bool) if pattern is None else rows_with(pattern, data, offsets)
             if pattern is not None and "\ufffd" in pattern.pattern:  # such a token can match a replaced byte
                 as_text |= utf8_units_numba(data, offsets[:-1], offsets[1:])[2]
-            if (not _dispatch.on_cpu_kernels(torch.device(device)) or self._first_reads_source
-                    or (allowed != frozenset() and self._normalized_added_tokens)):  # these show after the normalizer
+            if not _dispatch.on_cpu_kernels(torch.device(device)) or self._every_text_in_pieces(allowed):
                 as_text[:] = True
             texts = [data[offsets[t]:offsets[t + 1]].tobytes().decode("utf-8", errors="replace")
                      for t in np.flatnonzero(as_text).tolist()]
@@ -643,6 +640,17 @@ class Tokenizer(TransformersAPI):
         twin.join_surrogate_pairs = self.join_surrogate_pairs
         return twin
 
+    def _metaspace_twin(self, scheme: str, normalizer: normalizers.Normalizer | None) -> Tokenizer:
+        """This pipeline's model with ``normalizer``, no added tokens, and its pre-tokenizer with the
+        Metaspace that starts it prepending by ``scheme``."""
+        pre = self.pre_tokenizer
+        steps = pre.pretokenizers if isinstance(pre, pre_tokenizers.Sequence) else [pre]
+        first = pre_tokenizers.Metaspace(replacement=steps[0].replacement, prepend_scheme=scheme, split=steps[0].split)
+        twin_pre = pre_tokenizers.Sequence([first, *steps[1:]]) if isinstance(pre, pre_tokenizers.Sequence) else first
+        twin = Tokenizer(self.model, normalizer=normalizer, pre_tokenizer=twin_pre)
+        twin.join_surrogate_pairs = self.join_surrogate_pairs
+        return twin
+
     @functools.cached_property
     def _not_first(self) -> tuple[Tokenizer, Tokenizer] | None:
         """Where the pre-tokenizer is (or starts with) a Metaspace with ``prepend_scheme`` "first":
@@ -654,13 +662,7 @@ class Tokenizer(TransformersAPI):
         steps = pre.pretokenizers if isinstance(pre, pre_tokenizers.Sequence) else [pre]
         if not (steps and isinstance(steps[0], pre_tokenizers.Metaspace) and steps[0].prepend_scheme == "first"):
             return None
-        never = pre_tokenizers.Metaspace(replacement=steps[0].replacement, prepend_scheme="never", split=steps[0].split)
-        pre = pre_tokenizers.Sequence([never, *steps[1:]]) if isinstance(pre, pre_tokenizers.Sequence) else never
-        twins = (Tokenizer(self.model, normalizer=self.normalizer, pre_tokenizer=pre),
-                 Tokenizer(self.model, pre_tokenizer=pre))
-        for twin in twins:
-            twin.join_surrogate_pairs = self.join_surrogate_pairs
-        return twins
+        return self._metaspace_twin("never", self.normalizer), self._metaspace_twin("never", None)
 
     @functools.cached_property
     def _first_reads_source(self) -> bool:
@@ -671,19 +673,18 @@ class Tokenizer(TransformersAPI):
         (:meth:`_keeps_first`) and encodes them with the twin that prepends never."""
         return self._not_first is not None and normalizers.may_remove_leading(self.normalizer)
 
+    def _every_text_in_pieces(self, allowed: frozenset[str] | None) -> bool:
+        """Whether every text of a call takes :meth:`_encode_with_added_tokens`, whatever it holds:
+        added tokens show only after the normalizer, or a "first" Metaspace reads where the
+        normalizer starts each text (:attr:`_first_reads_source`)."""
+        return (allowed != frozenset() and bool(self._normalized_added_tokens)) or self._first_reads_source
+
     @functools.cached_property
     def _prepending(self) -> Tokenizer:
         """This pipeline less its added tokens, its "first" Metaspace prepending always: what encodes
         the pieces that start their text once :meth:`_keeps_first` has picked them (``self`` would
         pick again)."""
-        pre = self.pre_tokenizer
-        steps = pre.pretokenizers if isinstance(pre, pre_tokenizers.Sequence) else [pre]
-        always = pre_tokenizers.Metaspace(replacement=steps[0].replacement, prepend_scheme="always",
-                                          split=steps[0].split)
-        pre = pre_tokenizers.Sequence([always, *steps[1:]]) if isinstance(pre, pre_tokenizers.Sequence) else always
-        twin = Tokenizer(self.model, normalizer=self.normalizer, pre_tokenizer=pre)
-        twin.join_surrogate_pairs = self.join_surrogate_pairs
-        return twin
+        return self._metaspace_twin("always", self.normalizer)
 
     def _keeps_first(self, pieces: list[str]) -> np.ndarray:
         """Whether the normalizer keeps each piece's first character (or leaves nothing of it)."""
@@ -981,8 +982,8 @@ class Tokenizer(TransformersAPI):
         if not cuda_pipeline.supports(self, pairs=pairs, return_offsets=with_offsets, overflow=overflow,
                                       truncation=truncation):
             return None
-        if (allowed != frozenset() and self._normalized_added_tokens) or self._first_reads_source:
-            return None  # added tokens found after the normalizer; texts cut where it removes their start
+        if self._every_text_in_pieces(allowed):
+            return None
         pattern = self._pattern(allowed) if allowed != frozenset() else None
         if pattern is not None and pattern.search("".join(texts)):
             return None
@@ -1045,7 +1046,7 @@ class Tokenizer(TransformersAPI):
             options = ((budget, None if truncation is None else strategy, stride, item_seq, item_id, item_type,
                         *post_padded, with_types) if padded
                        else (budget, strategy, stride, item_seq, item_id, item_type, with_types))
-            out = (None if (allowed != frozenset() and self._normalized_added_tokens) or self._first_reads_source
+            out = (None if self._every_text_in_pieces(allowed)
                    else self._cells_in_one_call(texts, self._pattern(allowed) if allowed != frozenset() else None,
                                                 fused, options, padded, truncation, stride, with_types))
             if out is not None:
