@@ -22,9 +22,10 @@ The model's tables and the pre-tokenizer's options travel as one int64 array (:f
 and boxes each returned array (~0.5 us), and a batch of one text has ~12 us in all to match
 huggingface.
 
-``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then the post-processing
-(``cells_numba``) in the same call, so a small batch (one chunk) pays one kernel call from text
-to output arrays. ``encode_ragged_cells`` reads the word cache through a snapshot and hands back
+``encode_padded_cells``: ``encode_texts`` then the post-processing (``cells_numba``) in the same
+call, so a small padded batch (one chunk) pays one kernel call from text to output arrays.
+``encode_ragged_cells`` (``encode_texts`` then ``cells_numba.ragged_cells``, two calls from
+Python: see ``cells_numba.ragged_after``) reads the word cache through a snapshot and hands back
 its misses, as ``encode_texts``; ``encode_padded_cells`` (a batch-1 call of ~9 us in all, where a
 separate insert was ~2.5 us) inserts its misses itself, under the cache's lock the caller holds
 (``gputok.word_cache.WordCache.encode_inserting``).
@@ -287,14 +288,14 @@ def encode_padded_cells(data, lengths, model, options, slot_keys, slot_entry, en
     return cells
 
 
-@kernel
 def encode_ragged_cells(units, lengths, table_values, table_offsets, classes, model, slot_keys, slot_entry, count,
                         entries, chars, stored_ids, stored_ends, max_length, strategy, stride, item_seq, item_id,
                         item_type, with_types):
     """``encode_texts`` then ``cells_numba.ragged_cells``: (cells, row offsets, packed misses,
-    error), the misses empty as ``encode_padded_cells``'."""
-    ids, offsets, spans, misses = encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys,
-                                               slot_entry, count, entries, chars, stored_ids, stored_ends, False)
+    error), the misses empty as ``encode_padded_cells``'. Two kernel calls from Python, not one
+    kernel (``cells_numba.ragged_after``)."""
+    ids, offsets, _, misses = encode_texts(units, lengths, table_values, table_offsets, classes, model, slot_keys,
+                                           slot_entry, count, entries, chars, stored_ids, stored_ends, False)
     if offsets.size == 0:
         return np.empty((0, 0), np.int64), offsets, misses, 0
     cells, row_offsets, error = ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id,

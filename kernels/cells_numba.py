@@ -13,7 +13,8 @@ array (:func:`pack_padded`, read back by ``padded_cells_packed``) where a kernel
 (``bpe_texts_numba.encode_padded_cells``): ~0.6 us less per call than as arguments. A
 pipeline's ``encode_padded_cells`` kernel calls its encode and then this, inside the same
 compiled call (``wordpiece_texts_numba``, ``bpe_texts_numba``, ``unigram_texts_numba``,
-``sp_bpe_texts_numba``).
+``sp_bpe_texts_numba``); its ``encode_ragged_cells`` is the two calls from Python
+(:func:`ragged_after`).
 
 Untruncated rows are told by the options' types, not their values, so that numba compiles them
 apart: ``strategy`` None (not an int), and the packed options one-dimensional (a [1, n] array where
@@ -101,6 +102,21 @@ def ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, 
         _write_row(r, row_offsets[r], item_seq, item_id, item_type, sample, a_start, a_len, b_start, b_len, ids,
                    offsets, ids, offsets, spans, spans, cells[0], types, spans, with_types, False)
     return cells, row_offsets, error
+
+
+RAGGED_OPTIONS = 7  # ragged_cells' arguments after ids and offsets
+
+
+def ragged_after(encode_texts):
+    """A pipeline's ``encode_ragged_cells``: its ``encode_texts`` (units, lengths, its tables,
+    with_spans -> ids, offsets, ...) then :func:`ragged_cells` (the last ``RAGGED_OPTIONS``
+    arguments): (cells, row_offsets, error). Two kernel calls from Python, where the padded twin
+    is one kernel: fused, numba would compile the pipeline's whole tree once more (~2.5 s of each
+    family's cold compile) to save a ragged small call ~3 us."""
+    def encode_ragged_cells(units, lengths, *tables_then_options):
+        got = encode_texts(units, lengths, *tables_then_options[:-RAGGED_OPTIONS], False)
+        return ragged_cells(got[0], got[1], *tables_then_options[-RAGGED_OPTIONS:])
+    return encode_ragged_cells
 
 
 @kernel

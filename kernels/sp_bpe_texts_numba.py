@@ -31,10 +31,11 @@ gives each thread its own store (``gputok._whole_sp_bpe``), so the kernel reads 
 without a lock; with no store (``cache_longest`` -1) every word is merged. Re-entrant and nogil
 otherwise: the caller runs chunks of a large batch on its threads at once.
 
-``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then ``cells_numba``'s
-post-processing in the same call, so a small batch (one chunk) pays one kernel call from text to
-output arrays; for a model whose every character has tokens (an unk token, or byte fallback: the
-caller checks, the encode cannot fail then).
+``encode_padded_cells``: ``encode_texts`` then ``cells_numba``'s post-processing in the same call,
+so a small padded batch (one chunk) pays one kernel call from text to output arrays
+(``encode_ragged_cells``: the same as two calls, ``cells_numba.ragged_after``); for a model whose
+every character has tokens (an unk token, or byte fallback: the caller checks, the encode cannot
+fail then).
 """
 
 import numpy as np
@@ -42,7 +43,7 @@ import numpy as np
 from ._numba import inlined, kernel, prefetch
 from .bpe_heap import TINY_ROW, merge_row, merge_tiny_packed
 from .bpe_symbols_numba import _symbols
-from .cells_numba import padded_cells, ragged_cells
+from .cells_numba import padded_cells, ragged_after
 from .ingest_numba import codepoints_numba
 from .scatter_numba import scatter_tokens
 from .sp_normalize_numba import normalize_split
@@ -282,22 +283,4 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
                         left, pad_id, with_types)
 
 
-@kernel
-def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
-                        key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
-                        escape_whitespaces, mark, byte_to_id, char_keys, char_values, char_mask, char_shift,
-                        char_probes, byte_fallback, fallback_ids, prefix, suffix, has_unk, unk_id, fuse_unk,
-                        whole_slots, token_keys, token_offsets, slot_keys, slot_values, hash_mask, hash_shift,
-                        max_probes, vocab_size, level_start, pair_table, pair_mask, pair_shift, char_direct,
-                        cache_slots, cache_shift, cache_chars, cache_tokens, cache_used, cache_longest,
-                        cache_full_misses, max_length, strategy, stride, item_seq, item_id, item_type, with_types):
-    """The encode then ``cells_numba.ragged_cells``: (cells, row_offsets, error)."""
-    ids, offsets, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
-                                   key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
-                                   remove_extra_whitespaces, escape_whitespaces, mark, byte_to_id, char_keys,
-                                   char_values, char_mask, char_shift, char_probes, byte_fallback, fallback_ids, prefix,
-                                   suffix, has_unk, unk_id, fuse_unk, whole_slots, token_keys, token_offsets, slot_keys,
-                                   slot_values, hash_mask, hash_shift, max_probes, vocab_size, level_start, pair_table,
-                                   pair_mask, pair_shift, char_direct, cache_slots, cache_shift, cache_chars,
-                                   cache_tokens, cache_used, cache_longest, cache_full_misses, False)
-    return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)
+encode_ragged_cells = ragged_after(encode_texts)

@@ -17,15 +17,16 @@ they are provably the same: exact, see that module) -> ``unigram_finish_numba`` 
 tokens, one row per word in text order, are already the texts' tokens, and only their offsets change).
 Re-entrant; the caller runs chunks of a large batch on its threads.
 
-``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then ``cells_numba``'s
-post-processing in the same call, so a small batch (one chunk) pays one kernel call from text to
-output arrays; for a model with an unk piece (the caller checks: no character is then missing).
+``encode_padded_cells``: ``encode_texts`` then ``cells_numba``'s post-processing in the same call,
+so a small padded batch (one chunk) pays one kernel call from text to output arrays
+(``encode_ragged_cells``: the same as two calls, ``cells_numba.ragged_after``); for a model with an
+unk piece (the caller checks: no character is then missing).
 """
 
 import numpy as np
 
 from ._numba import kernel
-from .cells_numba import padded_cells, ragged_cells
+from .cells_numba import padded_cells, ragged_after
 from .ingest_numba import codepoints_numba
 from .scatter_numba import scatter_tokens
 from .sp_normalize_numba import normalize_split
@@ -94,18 +95,4 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
                         left, pad_id, with_types)
 
 
-@kernel
-def encode_ragged_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
-                        key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix, remove_extra_whitespaces,
-                        escape_whitespaces, suffix_code, mark, split, sentences_are_texts, code_of, trie, dense,
-                        rare_offsets, rare_codes, rare_rows, piece_score, unk_score, unk_id, reset_threshold, byte_ids,
-                        byte_fallback, score64, max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used,
-                        max_length, strategy, stride, item_seq, item_id, item_type, with_types):
-    """``encode_texts`` then ``cells_numba.ragged_cells``: (cells, row_offsets, error)."""
-    ids, offsets, _, _ = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order,
-                                      key_values, key_offsets, rule_values, rule_offsets, max_long, add_dummy_prefix,
-                                      remove_extra_whitespaces, escape_whitespaces, suffix_code, mark, split,
-                                      sentences_are_texts, code_of, trie, dense, rare_offsets, rare_codes, rare_rows,
-                                      piece_score, unk_score, unk_id, reset_threshold, byte_ids, byte_fallback, score64,
-                                      max_abs, whole_chars, max_cached, full_misses, slot_ints, store, used, False)
-    return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)
+encode_ragged_cells = ragged_after(encode_texts)

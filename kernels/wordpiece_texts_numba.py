@@ -17,17 +17,18 @@ compare, copy; a table of the short whole-word tokens, one probe a word, measure
 the walk, whose first trie levels stay in cache). Re-entrant; the caller runs chunks of a large
 batch on its threads.
 
-``encode_padded_cells`` / ``encode_ragged_cells``: ``encode_texts`` then what
-``postprocess_numba.padded_rows`` / ``ragged_rows`` write (``cells_numba``), in the same call, so a
-small batch (one chunk) pays one kernel call from text to output arrays. The outputs come back as one array (ids,
-mask, types stacked): a numba call costs ~0.15 us per argument and ~1 us per array it returns, and
-the two calls with the torch wrapping between them were half of a batch-1 call.
+``encode_padded_cells``: ``encode_texts`` then what ``postprocess_numba.padded_rows`` writes
+(``cells_numba``), in the same call, so a small padded batch (one chunk) pays one kernel call from
+text to output arrays (``encode_ragged_cells``: the same as two calls,
+``cells_numba.ragged_after``). The outputs come back as one array (ids, mask, types stacked): a
+numba call costs ~0.15 us per argument and ~1 us per array it returns, and the two calls with the
+torch wrapping between them were half of a batch-1 call.
 """
 
 import numpy as np
 
 from ._numba import kernel
-from .cells_numba import padded_cells, ragged_cells
+from .cells_numba import padded_cells, ragged_after
 from .ingest_numba import codepoints_numba
 from .normalize_numba import rewrite_table_numba
 from .scatter_numba import scatter_tokens
@@ -78,13 +79,4 @@ def encode_padded_cells(units, lengths, table_values, table_offsets, classes, sl
                         multiple, left, pad_id, with_types)
 
 
-@kernel
-def encode_ragged_cells(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values, hash_mask,
-                        hash_shift, max_probes, token_of_node, ascii_row, ascii_children, max_chars, unk_id,
-                        partial_unk, max_length, strategy, stride, item_seq, item_id, item_type, with_types):
-    """``encode_texts`` then ``ragged_rows`` of single sequences without offsets or overflow:
-    (cells, row_offsets, error), ``cells`` [1 or 2, tokens]: ids and, ``with_types``, type ids."""
-    ids, offsets, _ = encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys, slot_values,
-                                   hash_mask, hash_shift, max_probes, token_of_node, ascii_row, ascii_children,
-                                   max_chars, unk_id, partial_unk, False)
-    return ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, with_types)
+encode_ragged_cells = ragged_after(encode_texts)

@@ -49,3 +49,47 @@ def test_packed_options_tell_truncation_by_their_shape():
     truncating = cells_numba.pack_padded(9, 1, 2, *item, 0, 0, False, 0, False)
     assert untruncated.ndim == 1 and untruncated[cells_numba.STRATEGY] == -1
     assert truncating.shape == (1, untruncated.size) and truncating[0, cells_numba.STRATEGY] == 1
+
+
+def test_ragged_small_call_shares_the_parts_paths_compile(tmp_path):
+    # A ragged small batch is the pipeline's encode_texts then ragged_cells, two kernel calls, not a
+    # fused kernel of its own: after it, a batch on the parts path (encode_texts per part, then
+    # ragged_cells) compiles none of the pipeline's kernels, and both give huggingface's ids.
+    code = """
+        import json
+        from numba.core import event
+        import tokenizers
+        from gputok import Tokenizer, assets, set_num_threads
+
+        set_num_threads(2)
+        tok = Tokenizer.from_file(assets.fetch("bert-tokenizer-json"))
+        small = ["Hello world, this is a first batch.", "naïve café 中文"]
+        large = [f"line {i}: the quick brown fox jumps over the lazy dog" for i in range(2000)]
+
+        def rows(out):  # a ragged output's rows
+            ids, offsets = out["input_ids"].tolist(), out["row_offsets"].tolist()
+            return [ids[a:b] for a, b in zip(offsets, offsets[1:])]
+
+        first = rows(tok(small, padding=False))
+        compiled = []
+
+        class Listener(event.Listener):
+            def on_start(self, event_):
+                compiled.append(event_.data["dispatcher"].py_func.__module__)
+
+            def on_end(self, event_):
+                pass
+
+        with event.install_listener("numba:compile", Listener()):
+            second = rows(tok(large, padding=False))
+        oracle = tokenizers.Tokenizer.from_file(str(assets.fetch("bert-tokenizer-json")))
+        oracle.no_padding()
+        staged = [e.ids for e in oracle.encode_batch(small + large[:50])]
+        print(json.dumps([compiled, first == staged[:2], second[:50] == staged[2:]]))
+    """
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          check=True, timeout=600)
+    compiled, small_same, large_same = json.loads(done.stdout.splitlines()[-1])
+    assert not [module for module in compiled if module.endswith("wordpiece_texts_numba")], compiled
+    assert small_same and large_same
