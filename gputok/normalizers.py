@@ -407,8 +407,8 @@ class Replace(Normalizer):
             from . import regex_split
 
             spans = functools.partial(regex_split._matches, self.regex)  # Oniguruma's find_iter
-            return _rewrite_per_text(text, None, matcher=spans, content=self.content,
-                                     skip=lambda s: not s)  # huggingface leaves an empty text as it is ('^')
+            return _replace_matches(text, spans, self.content,
+                                    lambda s: not s)  # huggingface leaves an empty text as it is ('^')
         if _dispatch.on_cpu_kernels(text.device):
             values = text.values.numpy()
             return _wrap(replace_char_numba(values, text.offsets.numpy(), ord(self.char),
@@ -500,9 +500,8 @@ class UnicodeForm(Normalizer):
     kernel normalizes the batch (``gputok.kernels.nf_forms_numba``, tables in
     ``gputok.unicode_forms``); elsewhere texts already in the form (checked by
     ``unicodedata.is_normalized``, C speed: the reference only ever does less) pass through and
-    each other text is normalized by Python (``unicode_forms.normalize``). Either way a text's
-    characters' source indices are spread evenly over the original's (character offsets inside a
-    changed text are approximate; ids are exact).
+    each other text is normalized by Python (``unicode_forms.aligned``). Either way each
+    character's source index is the one huggingface aligns it with (that kernel's notes).
     """
 
     def __init__(self, form: str) -> None:
@@ -519,8 +518,18 @@ class UnicodeForm(Normalizer):
 
             return _wrap(normalize_form_numba(text.values.numpy(), text.offsets.numpy(),
                                               *unicode_forms.kernel_tables(self.form)))
-        return _rewrite_per_text(text, lambda s: unicode_forms.normalize(self.form, s),
-                                 skip=lambda s: unicodedata.is_normalized(self.form, s))
+        import numpy as np
+
+        from .ingest import codepoints
+
+        out, sources = [], []
+        for s, start in zip(strings(text), text.offsets[:-1].tolist()):
+            new, source = ((s, range(len(s))) if unicodedata.is_normalized(self.form, s)
+                           else unicode_forms.aligned(self.form, s))
+            out.append(new)
+            sources.append(np.asarray(source, dtype=np.int64) + start)
+        source = np.concatenate(sources) if sources else np.zeros(0, np.int64)
+        return codepoints(out, text.device), torch.from_numpy(source).to(text.device)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type}
@@ -530,8 +539,8 @@ def _unicode_form(form: str) -> type:
     return type(form, (UnicodeForm,), {"type": form, "__init__": lambda self: UnicodeForm.__init__(self, form),
                                        "from_json": classmethod(lambda cls, spec: cls()),
                                        "__doc__": f"huggingface's {form}: ``unicodedata``'s on the codepoints its older "
-                                                  "Unicode knows (a numba kernel on the CPU; offsets inside a "
-                                                  "changed text approximate)."})
+                                                  "Unicode knows, aligned as huggingface aligns it (a numba kernel "
+                                                  "on the CPU)."})
 
 
 NFC, NFD, NFKC, NFKD = (_unicode_form(f) for f in ("NFC", "NFD", "NFKC", "NFKD"))
@@ -566,43 +575,33 @@ class Sequence(Normalizer):
         return cls([from_json(s) for s in spec.get("normalizers") or []])
 
 
-def _rewrite_per_text(text: Ragged, rewrite, *, matcher=None, content: str = "", skip=None
-                      ) -> tuple[Ragged, torch.Tensor]:
-    """Apply a Python ``str -> str`` rewrite to each text (the fallback for what is no codepoint map).
-
-    With ``matcher`` (a text's match spans, replaced by ``content``; ``rewrite`` unused),
-    unchanged characters keep their index and the replacement's point at the match's last
-    character, as huggingface aligns them (an empty match's at the character before it, the text's
-    first at its start); otherwise a changed text's characters are spread evenly over the
-    original's. ``skip(s)``: the text is left as it is.
-    """
+def _replace_matches(text: Ragged, matcher, content: str, skip) -> tuple[Ragged, torch.Tensor]:
+    """Each text's matches (``matcher(s)``: its match spans) replaced by ``content`` in Python (the
+    fallback for a regex, which is no codepoint map): unchanged characters keep their index and
+    the replacement's point at the match's last character, as huggingface aligns them (an empty
+    match's at the character before it, the text's first at its start). ``skip(s)``: the text is
+    left as it is."""
     import numpy as np
 
     texts = strings(text)
     if _dispatch.on_cpu_kernels(text.device):
-        return _rewrite_per_text_numba(text, texts, rewrite, matcher, content, skip)
+        return _replace_matches_numba(text, texts, matcher, content, skip)
     starts = text.offsets[:-1].tolist()
     out, sources = [], []
     for s, start in zip(texts, starts):
-        spans = matcher(s) if matcher is not None and not (skip is not None and skip(s)) else None
-        if (skip is not None and skip(s)) or (matcher is not None and not spans):
+        spans = None if skip(s) else matcher(s)
+        if not spans:
             out.append(s)
             sources.append(np.arange(start, start + len(s)))
             continue
-        if matcher is not None:
-            parts, pos, pieces = [], 0, []
-            for a, b in spans:
-                parts += [np.arange(pos, a), np.repeat(b - 1 if b > a else max(a - 1, 0), len(content))]
-                pieces += [s[pos:a], content]
-                pos = b
-            parts.append(np.arange(pos, len(s)))
-            new = "".join(pieces) + s[pos:]
-            src = np.concatenate(parts) + start
-        else:
-            new = rewrite(s)
-            src = start + (np.arange(len(new)) * len(s)) // max(len(new), 1)
-        out.append(new)
-        sources.append(src)
+        parts, pos, pieces = [], 0, []
+        for a, b in spans:
+            parts += [np.arange(pos, a), np.repeat(b - 1 if b > a else max(a - 1, 0), len(content))]
+            pieces += [s[pos:a], content]
+            pos = b
+        parts.append(np.arange(pos, len(s)))
+        out.append("".join(pieces) + s[pos:])
+        sources.append(np.concatenate(parts) + start)
     from .ingest import codepoints
 
     result = codepoints(out, text.device)
@@ -611,41 +610,28 @@ def _rewrite_per_text(text: Ragged, rewrite, *, matcher=None, content: str = "",
     return result, source.to(text.device)
 
 
-def _rewrite_per_text_numba(text: Ragged, texts: list[str], rewrite, matcher, content: str, skip
-                            ) -> tuple[Ragged, torch.Tensor]:
-    """:func:`_rewrite_per_text` on the CPU: the same Python rewrite per text, the source indices
-    from one kernel call (``rewrite_sources_numba``) instead of numpy calls per text."""
+def _replace_matches_numba(text: Ragged, texts: list[str], matcher, content: str, skip
+                           ) -> tuple[Ragged, torch.Tensor]:
+    """:func:`_replace_matches` on the CPU: the same Python replacement per text, the source
+    indices from one kernel call (``rewrite_sources_numba``) instead of numpy calls per text."""
     import numpy as np
 
     from .ingest import codepoints
 
-    if skip is not None and all(map(skip, texts)):  # e.g. every text already in the Unicode form
-        return Ragged(text.values.int(), text.offsets), torch.arange(text.values.numel())
-    out, mode, match_counts, match_bounds = [], [], [], []
-    for s in texts:
-        if skip is not None and skip(s):
-            out.append(s)
-            mode.append(0)
-            match_counts.append(0)
-        elif matcher is not None:  # one scan: the matches give both the new text and its sources
-            bounds = [b for span in matcher(s) for b in span]
-            if bounds:  # the text between the matches, joined by the replacement
-                s = content.join([s[a:b] for a, b in zip([0, *bounds[1::2]], [*bounds[::2], len(s)])])
-            out.append(s)
-            mode.append(2)
-            match_counts.append(len(bounds) // 2)
-            match_bounds += bounds
-        else:
-            out.append(rewrite(s))
-            mode.append(1)
-            match_counts.append(0)
+    out, match_counts, match_bounds = [], [], []
+    for s in texts:  # one scan: the matches give both the new text and its sources
+        bounds = [] if skip(s) else [b for span in matcher(s) for b in span]
+        if bounds:  # the text between the matches, joined by the replacement
+            s = content.join([s[a:b] for a, b in zip([0, *bounds[1::2]], [*bounds[::2], len(s)])])
+        out.append(s)
+        match_counts.append(len(bounds) // 2)
+        match_bounds += bounds
     result = codepoints(out, text.device)
     spans = np.array(match_bounds, dtype=np.int64).reshape(-1, 2)
     match_offsets = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(match_counts, out=match_offsets[1:])
-    source = rewrite_sources_numba(text.offsets.numpy(), result.offsets.numpy(), np.array(mode, dtype=np.int8),
-                                   match_offsets, np.ascontiguousarray(spans[:, 0]), np.ascontiguousarray(spans[:, 1]),
-                                   len(content))
+    source = rewrite_sources_numba(text.offsets.numpy(), result.offsets.numpy(), match_offsets,
+                                   np.ascontiguousarray(spans[:, 0]), np.ascontiguousarray(spans[:, 1]), len(content))
     return result, torch.from_numpy(source)
 
 

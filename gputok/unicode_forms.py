@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import re
 import unicodedata
 from pathlib import Path
 
@@ -60,33 +59,50 @@ def kernel_tables(form: str) -> tuple:
             t[f"{kind}_values"], t["first_index"], t["second_index"], t["pair_table"])
 
 
-def normalize(form: str, text: str) -> str:
-    """``unicodedata.normalize(form, text)`` as the reference has it: the kernels' Python twin.
-
-    A codepoint the reference lacks the data of (or a part of a composite it lacks) is a starter
-    that decomposes, reorders and composes with nothing, so the text is normalized piecewise
-    between such codepoints, which stay as they are."""
-    pieces = _unknown_pattern().split(text)
-    return "".join(piece if i % 2 else unicodedata.normalize(form, piece) for i, piece in enumerate(pieces))
-
-
-@functools.lru_cache(maxsize=1)
-def _unknown_pattern() -> re.Pattern:
-    """Matches one codepoint whose decomposition, combining class or composite ``unicodedata``
-    has and the reference lacks."""
-    known = _known()
-    unknown = set()
-    for c in range(_CODEPOINTS):
-        if 0xD800 <= c <= 0xDFFF:
-            continue
-        ch = chr(c)
-        decomposition = unicodedata.decomposition(ch)
-        if decomposition and not known[c] & 3 or unicodedata.combining(ch) and not known[c] & 4:
-            unknown.add(c)
-            parts = decomposition.split()
-            if len(parts) == 2 and not parts[0].startswith("<"):  # the parts of a composite it lacks
-                unknown.update(int(part, 16) for part in parts)
-    return re.compile("([" + "".join(re.escape(chr(c)) for c in sorted(unknown)) + "])")
+def aligned(form: str, text: str) -> tuple[str, list[int]]:
+    """``text`` in ``form`` and each output character's source index in it, as huggingface
+    aligns them (the tags of ``gputok.kernels.nf_forms_numba``'s notes): the kernel's Python twin,
+    one character at a time from the same tables."""
+    t = tables()
+    kind = "nfkd" if form in ("NFKC", "NFKD") else "nfd"
+    offsets, values, ccc = t[f"{kind}_offsets"], t[f"{kind}_values"], t["ccc"]
+    chars, tags = [], []  # step 1: each character's decomposition, its first tagged 0, the others +1
+    for ch in text:
+        c = ord(ch) if not 0xD800 <= ord(ch) <= 0xDFFF else 0xFFFD
+        row = values[offsets[c]:offsets[c + 1]].tolist() or [c]
+        chars += row
+        tags += [0] + [1] * (len(row) - 1)
+    i = 0
+    while i < len(chars):  # step 2: each run of marks sorted stably by class, the tags moving along
+        j = i
+        while j < len(chars) and ccc[chars[j]]:
+            j += 1
+        if j > i:
+            run = sorted(zip(chars[i:j], tags[i:j]), key=lambda item: ccc[item[0]])
+            chars[i:j], tags[i:j] = [c for c, _ in run], [tag for _, tag in run]
+        i = j + 1
+    if form in ("NFC", "NFKC"):  # step 3: what is not blocked from the last starter composes with it
+        out_chars, out_tags, starter, last_class = [], [], -1, 0
+        for c, tag in zip(chars, tags):
+            cc = int(ccc[c])
+            if starter >= 0 and (len(out_chars) == starter + 1 or 0 < last_class < cc):
+                first, second = t["first_index"][out_chars[starter]], t["second_index"][c]
+                if first >= 0 and second >= 0 and t["pair_table"][first, second] >= 0:
+                    out_chars[starter] = int(t["pair_table"][first, second])
+                    out_tags[starter] += tag - 1
+                    continue
+            starter, last_class = (len(out_chars), 0) if cc == 0 else (starter, cc)
+            out_chars.append(c)
+            out_tags.append(tag)
+        chars, tags = out_chars, out_tags
+    sources, read = [], 0
+    for tag in tags:  # the tags read against the input, as huggingface does
+        if tag > 0:
+            sources.append(max(read - 1, 0))
+        else:
+            sources.append(min(read, len(text) - 1))
+            read += 1 - tag
+    return "".join(map(chr, chars)), sources
 
 
 def _known() -> np.ndarray:

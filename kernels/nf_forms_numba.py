@@ -21,11 +21,19 @@ A text made only of codepoints that the quick-check table (``quick``) marks for 
 that stay as they are and compose with nothing before them) is copied as it is: most real text.
 
 Values that are no Unicode scalar value (surrogates, negatives, > U+10FFFF) are read as U+FFFD,
-as ``gputok.ingest.strings`` decodes them for ``unicodedata``. Each output character's source is
-spread evenly over its text, ``start + j * n // m`` for output j of m from n inputs (the rule of
-``gputok.normalizers._rewrite_per_text`` for a text rewritten as a whole; a text that normalizes
-to itself keeps its indices). Reference: ``unicodedata.normalize`` per text
-(``tests/test_normalize_numba.py``). Memory: the decomposed batch (int32), whose start is returned as the output values, and the sources.
+as ``gputok.ingest.strings`` decodes them for ``unicodedata``.
+
+Sources, as huggingface aligns them: its forms come from a crate whose iterator tags each output
+character with a *change*: in step 1 a codepoint's first character 0 and the others of its
+decomposition +1; the tag moves with its character in step 2; in step 3 a composite takes its
+starter's tag plus the absorbed character's, minus 1. huggingface then reads the tags in order
+against the input: a tag of +1 is a new character, aligned with the input character before it; a
+tag of 0 or -k is the next input character, and -k removes the k after it. So ``e`` + U+0301 is
+one ``é`` (tag -1) sourced at the ``e``, and ``ﬁ`` under NFKC is ``f`` (0), ``i`` (+1), both at
+the ligature. A text made of quick-check codepoints keeps its indices. References:
+``gputok.unicode_forms.aligned`` per text, and huggingface's offsets (``tests/test_nf_forms.py``).
+Memory: the decomposed batch (int32), whose start is returned as the output values, its tags
+(int8), and the sources.
 """
 
 import numpy as np
@@ -44,8 +52,9 @@ def _scalar(c):
 
 
 @kernel
-def _order_marks(buf, lo, hi, ccc):
-    """Canonical ordering of ``buf[lo:hi]``: every run of nonzero classes sorted stably by class."""
+def _order_marks(buf, tags, lo, hi, ccc):
+    """Canonical ordering of ``buf[lo:hi]``: every run of nonzero classes sorted stably by class,
+    each character's tag (``tags``) moving with it."""
     i = lo
     while i < hi:
         if ccc[buf[i]] == 0:
@@ -57,26 +66,32 @@ def _order_marks(buf, lo, hi, ccc):
         if j - i <= _SHORT_RUN:
             for k in range(i + 1, j):
                 c = buf[k]
+                tag = tags[k]
                 cc = ccc[c]
                 m = k
                 while m > i and ccc[buf[m - 1]] > cc:
                     buf[m] = buf[m - 1]
+                    tags[m] = tags[m - 1]
                     m -= 1
                 buf[m] = c
+                tags[m] = tag
         else:
             classes = np.empty(j - i, np.int64)
             for k in range(i, j):
                 classes[k - i] = ccc[buf[k]]
             order = np.argsort(classes, kind="mergesort")
             run = buf[i:j].copy()
+            run_tags = tags[i:j].copy()
             for k in range(j - i):
                 buf[i + k] = run[order[k]]
+                tags[i + k] = run_tags[order[k]]
         i = j
 
 
 @kernel
-def _compose(buf, lo, hi, ccc, first_index, second_index, pair_table):
-    """Canonical composition of ``buf[lo:hi]`` in place; returns the new end."""
+def _compose(buf, tags, lo, hi, ccc, first_index, second_index, pair_table):
+    """Canonical composition of ``buf[lo:hi]`` in place, a composite's tag its starter's plus the
+    absorbed character's minus 1; returns the new end."""
     out = lo
     starter = -1  # position in the output of the last starter
     last_class = 0  # class of the last character written after that starter (0: none written)
@@ -92,6 +107,7 @@ def _compose(buf, lo, hi, ccc, first_index, second_index, pair_table):
                     composite = pair_table[f, s]
                     if composite >= 0:
                         buf[starter] = composite
+                        tags[starter] += tags[i] - 1
                         continue
         if cc == 0:
             starter = out
@@ -99,6 +115,7 @@ def _compose(buf, lo, hi, ccc, first_index, second_index, pair_table):
         else:
             last_class = cc
         buf[out] = c
+        tags[out] = tags[i]
         out += 1
     return out
 
@@ -133,6 +150,7 @@ def normalize_form_numba(values, offsets, compose, quick_bit, quick, ccc, decomp
                 n += width if width > 0 else 1
         sizes[t + 1] = sizes[t] + n
     buf = np.empty(sizes[rows], np.int32)
+    tags = np.empty(sizes[rows], np.int8)  # written for the rows that change
     ends = np.empty(rows, np.int64)
     for t in range(rows):
         at = sizes[t]
@@ -147,13 +165,15 @@ def normalize_form_numba(values, offsets, compose, quick_bit, quick, ccc, decomp
             lo, hi = decomp_offsets[c], decomp_offsets[c + 1]
             if lo == hi:
                 buf[at] = c
+                tags[at] = 0
                 at += 1
             else:
                 for k in range(lo, hi):
                     buf[at] = decomp_values[k]
+                    tags[at] = 0 if k == lo else 1
                     at += 1
-        _order_marks(buf, sizes[t], at, ccc)
-        ends[t] = _compose(buf, sizes[t], at, ccc, first_index, second_index, pair_table) if compose else at
+        _order_marks(buf, tags, sizes[t], at, ccc)
+        ends[t] = _compose(buf, tags, sizes[t], at, ccc, first_index, second_index, pair_table) if compose else at
     out_offsets = np.zeros(rows + 1, np.int64)
     out_offsets[1:] = np.cumsum(ends - sizes[:-1])
     # The rows move left within ``buf`` (composition only shortens them): no second buffer to fault in.
@@ -161,7 +181,16 @@ def normalize_form_numba(values, offsets, compose, quick_bit, quick, ccc, decomp
     for t in range(rows):
         start, n = offsets[t], offsets[t + 1] - offsets[t]
         at, m = out_offsets[t], out_offsets[t + 1] - out_offsets[t]
+        read = 0  # input characters read so far
         for j in range(m):
             buf[at + j] = buf[sizes[t] + j]
-            source[at + j] = start + (j * n) // m
+            if stable[t]:
+                source[at + j] = start + j
+                continue
+            tag = tags[sizes[t] + j]
+            if tag > 0:  # a new character: the input character before it (huggingface's empty span at 0)
+                source[at + j] = start + max(read - 1, 0)
+            else:  # the next input character, and -tag more removed after it
+                source[at + j] = start + min(read, n - 1)
+                read += 1 - tag
     return buf[: out_offsets[rows]], out_offsets, source

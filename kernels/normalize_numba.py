@@ -150,25 +150,19 @@ def strip_numba(values, offsets, white, strip_left, strip_right):
 
 
 @kernel
-def rewrite_sources_numba(in_offsets, out_offsets, mode, match_offsets, match_start, match_end, content_len):
-    """The source index of every character of texts rewritten by Python (``_rewrite_per_text``).
-
-    Per text, ``mode`` 0: unchanged (each character its own source); 1: rewritten as a whole (the
-    new characters spread evenly over the old); 2: the matches ``match_start[k]:match_end[k]``
-    (text-relative, rows of ``match_offsets``) replaced by ``content_len`` characters pointing at
-    the match's last character (an empty match's at the one before it), the others keeping
-    theirs. Raises ValueError where the lengths
-    disagree with the rewritten text's.
+def rewrite_sources_numba(in_offsets, out_offsets, match_offsets, match_start, match_end, content_len):
+    """The source index of every character of texts whose matches Python replaced
+    (``gputok.normalizers._replace_matches``): per text, the matches
+    ``match_start[k]:match_end[k]`` (text-relative, rows of ``match_offsets``) replaced by
+    ``content_len`` characters pointing at the match's last character (an empty match's at the one
+    before it), the others keeping theirs. Raises ValueError where the lengths disagree with the
+    rewritten text's.
     """
     rows = in_offsets.size - 1
     source = np.empty(out_offsets[rows], np.int64)
     for t in range(rows):
         start, n = in_offsets[t], in_offsets[t + 1] - in_offsets[t]
         at, m = out_offsets[t], out_offsets[t + 1] - out_offsets[t]
-        if mode[t] == 1:
-            for j in range(m):
-                source[at + j] = start + (j * n) // max(m, 1)
-            continue
         expected = n
         for k in range(match_offsets[t], match_offsets[t + 1]):
             expected += content_len - (match_end[k] - match_start[k])

@@ -1,15 +1,19 @@
 """The NFC / NFD / NFKC / NFKD kernel (``gputok.kernels.nf_forms_numba``) equals huggingface's forms
-(``tokenizers.normalizers``, an older Unicode than ``unicodedata``'s) and its Python twin
-``unicode_forms.normalize`` per text (the normalizers' path off the CPU kernels,
+(``tokenizers.normalizers``, an older Unicode than ``unicodedata``'s) and ``unicodedata``'s on
+what that Unicode knows (``reference_normalize``), its character alignments included, and its
+Python twin ``unicode_forms.aligned`` per text (the normalizers' path off the CPU kernels,
 ``_dispatch.use_backend("torch")``), source indices included: on every codepoint alone, on random
 strings built to compose and reorder, and on real text."""
 
+import functools
+import re
 import unicodedata
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
+import tokenizers
 from tokenizers import normalizers as hf_normalizers
 
 from gputok import _dispatch, ingest, unicode_forms
@@ -24,6 +28,32 @@ def normalize(values: np.ndarray, offsets: np.ndarray, form: str):
     return normalize_form_numba(values, offsets, *unicode_forms.kernel_tables(form))
 
 
+def reference_normalize(form: str, text: str) -> str:
+    """``unicodedata.normalize(form, text)`` as huggingface's older Unicode has it: a codepoint it
+    lacks the data of (or a part of a composite it lacks) is a starter that decomposes, reorders
+    and composes with nothing, so the text is normalized piecewise between such codepoints."""
+    pieces = _unknown_pattern().split(text)
+    return "".join(piece if i % 2 else unicodedata.normalize(form, piece) for i, piece in enumerate(pieces))
+
+
+@functools.lru_cache(maxsize=1)
+def _unknown_pattern() -> re.Pattern:
+    """One codepoint whose decomposition, combining class or composite ``unicodedata`` has and
+    huggingface lacks (``unicode_forms._known``)."""
+    known = unicode_forms._known()
+    unknown = set()
+    for c in range(0x110000):
+        if 0xD800 <= c <= 0xDFFF:
+            continue
+        decomposition = unicodedata.decomposition(chr(c))
+        if decomposition and not known[c] & 3 or unicodedata.combining(chr(c)) and not known[c] & 4:
+            unknown.add(c)
+            parts = decomposition.split()
+            if len(parts) == 2 and not parts[0].startswith("<"):  # the parts of a composite it lacks
+                unknown.update(int(part, 16) for part in parts)
+    return re.compile("([" + "".join(re.escape(chr(c)) for c in sorted(unknown)) + "])")
+
+
 def scalar(c: int) -> str:
     return "\ufffd" if 0xD800 <= c <= 0xDFFF else chr(c)
 
@@ -34,7 +64,7 @@ def test_every_codepoint_alone(form):
     out, offsets, source = normalize(values, np.arange(0x110001, dtype=np.int64), form)
     reference = getattr(hf_normalizers, form)()
     expected = [reference.normalize_str(scalar(c)) for c in range(0x110000)]
-    assert expected == [unicode_forms.normalize(form, scalar(c)) for c in range(0x110000)]
+    assert expected == [reference_normalize(form, scalar(c)) for c in range(0x110000)]
     lengths = np.fromiter(map(len, expected), dtype=np.int64, count=0x110000)
     assert np.array_equal(np.diff(offsets), lengths)
     assert out.tobytes().decode("utf-32-le") == "".join(expected)
@@ -52,7 +82,7 @@ def test_what_the_reference_lacks_stays():
         expected = [reference.normalize_str(t) for t in texts]
         assert expected != [unicodedata.normalize(form, t) for t in texts]  # the cases are ones that differ
         out, _ = getattr(N, form)()(ingest.codepoints(texts))
-        assert ingest.strings(out) == expected == [unicode_forms.normalize(form, t) for t in texts]
+        assert ingest.strings(out) == expected == [reference_normalize(form, t) for t in texts]
 
 
 # Characters that decompose, compose, reorder or are Hangul, mixed with marks of every class.
@@ -77,6 +107,47 @@ def test_random_strings_match_huggingface(texts):
             ref, ref_src = normalizer(text)
         assert torch.equal(out.values, ref.values) and torch.equal(out.offsets, ref.offsets)
         assert torch.equal(src, ref_src)
+
+
+def huggingface_spans(form: str, texts: list[str]) -> list[list[tuple[int, int]]]:
+    """Each normalized character's span in its text as huggingface aligns it: every character its
+    own word, each an unknown token whose offsets are its span."""
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tok.normalizer = getattr(hf_normalizers, form)()
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Split(tokenizers.Regex(r"[\s\S]"), "isolated")
+    return [e.offsets for e in tok.encode_batch(texts)]
+
+
+def gputok_spans(form: str, texts: list[str]) -> list[list[tuple[int, int]]]:
+    """The same from the kernel's source indices (a character's span: its source's)."""
+    text = ingest.codepoints(texts)
+    out, src = getattr(N, form)()(text)
+    rows = (src - text.offsets[:-1].repeat_interleave(out.offsets.diff())).tolist()
+    bounds = out.offsets.tolist()
+    return [[(i, i + 1) for i in rows[a:b]] for a, b in zip(bounds, bounds[1:])]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_alignments_are_huggingfaces(form, parity_lines):
+    """Decomposed, composed, reordered and compatibility characters sourced where huggingface puts
+    them: a composite at its starter, the characters of a decomposition after its first at it, a
+    mark moved by the reordering with its own tag (``x`` U+0344 U+0323: the U+0301 from U+0344
+    lands after U+0323 and so at U+0323), Hangul jamo and syllables."""
+    texts = ["cafe\u0301 au lait", "caf\u00e9", "\ufb01ne \u00bd", "a\u0301\u0323b", "\u1e09x", "x\u0344\u0323y",
+             "\uac00\u11a8z", "\u1100\u1161\u11a8", "\u01c4x", "\u0344\u0323", "e\u0301\u0301\u0301",
+             "\u0f73\u0f75\u0f81", "ｱﾞ ﬁ Ⅳ 한국어 e\u0301\u0327", ""] + [unicodedata.normalize("NFD", t)
+                                                                 for t in parity_lines[::200]]
+    assert gputok_spans(form, texts) == huggingface_spans(form, texts)
+    with _dispatch.use_backend("torch"):
+        assert gputok_spans(form, texts) == huggingface_spans(form, texts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=st.lists(st.lists(_char, max_size=24).map(lambda cs: "".join(map(chr, cs))), max_size=6))
+def test_random_alignments_are_huggingfaces(texts):
+    texts = [t for t in texts if not any(0xD800 <= ord(c) <= 0xDFFF for c in t)]  # no str for huggingface
+    for form in FORMS:
+        assert gputok_spans(form, texts) == huggingface_spans(form, texts), form
 
 
 def test_long_runs_of_marks_are_ordered():
