@@ -124,9 +124,10 @@ def _check_trie(units: np.ndarray, strings: int) -> None:
                          f"of {strings} bytes of normalized strings")
 
 
-def check_charsmap(blob: bytes) -> None:
+def check_charsmap(blob: bytes, whole_blocks: bool = False) -> None:
     """The checks of :func:`parse_charsmap` that need no trie walk (sizes, the double array), for
-    loaders; empty means no rules."""
+    loaders; empty means no rules. ``whole_blocks``: the trie must be whole blocks of 256 units,
+    as SentencePiece's loader wants (huggingface's does not)."""
     if not blob:
         return
     if len(blob) < 4:
@@ -134,6 +135,9 @@ def check_charsmap(blob: bytes) -> None:
     trie_size = int.from_bytes(blob[:4], "little")
     if trie_size % 4 or 4 + trie_size > len(blob):
         raise ValueError(f"precompiled_charsmap says its trie has {trie_size} bytes but holds {len(blob) - 4}")
+    if whole_blocks and trie_size % 1024:
+        raise ValueError(f"precompiled_charsmap is invalid: its trie has {trie_size} bytes, not whole blocks of "
+                         "1,024 (SentencePiece: 'Trie data size is not divisible by 1024')")
     if trie_size:
         _check_trie(np.frombuffer(blob[4:4 + trie_size], dtype="<u4").astype(np.int64), len(blob) - 4 - trie_size)
 

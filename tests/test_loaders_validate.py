@@ -550,6 +550,10 @@ def _sp_cases():
         # the fuzz campaign's sp-byte-flip (sp-test.model, seed 777004050): a leaf past the strings
         "charsmap leaf past its strings": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_leaf_past_strings())),
                                            r"precompiled_charsmap is invalid: a rule's output starts at byte 100 of 4"),
+        # darts-clone's checks pass, SentencePiece's loader wants whole blocks of 256 units
+        "charsmap trie not whole blocks": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_one_more_unit())),
+                                           r"precompiled_charsmap is invalid: its trie has 1028 bytes, not whole "
+                                           r"blocks of 1,024"),
         # sp-byte-flip-header: a byte piece's text damaged ("byte piece 80x04> is invalid")
         "byte piece not <0xNN>": (dict(extra=[Piece(f"<0x{b:02X}>" if b != 0x4A else "<0x4a>", 0.0, BYTE) for b in range(256)],
                                        byte_fallback=True),
@@ -568,6 +572,15 @@ def _leaf_past_strings() -> bytes:
     leaf = int(np.flatnonzero(units == (1 << 31) | 0)[0])  # the leaf of 'a', value 0
     blob[4 + 4 * leaf:8 + 4 * leaf] = ((1 << 31) | 100).to_bytes(4, "little")
     return bytes(blob)
+
+
+def _one_more_unit() -> bytes:
+    """The example charsmap (a trie of one block) with an empty unit after its trie."""
+    from gputok.charsmap import _example_charsmap
+
+    blob = _example_charsmap()
+    size = int.from_bytes(blob[:4], "little")
+    return (size + 4).to_bytes(4, "little") + blob[4:4 + size] + bytes(4) + blob[4 + size:]
 
 
 def _bad_trie() -> bytes:
