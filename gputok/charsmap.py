@@ -124,20 +124,29 @@ def _check_trie(units: np.ndarray, strings: int) -> None:
                          f"of {strings} bytes of normalized strings")
 
 
-def check_charsmap(blob: bytes, whole_blocks: bool = False) -> None:
+def check_charsmap(blob: bytes, sentencepiece: bool = False) -> None:
     """The checks of :func:`parse_charsmap` that need no trie walk (sizes, the double array), for
-    loaders; empty means no rules. ``whole_blocks``: the trie must be whole blocks of 256 units,
-    as SentencePiece's loader wants (huggingface's does not)."""
+    loaders; empty means no rules. ``sentencepiece``: SentencePiece's loader's own checks of the
+    blob too (huggingface's makes none of them): a trie of whole blocks of 1,024 bytes, at least
+    one, and normalized strings after it that end in a NUL."""
     if not blob:
         return
-    if len(blob) < 4:
-        raise ValueError(f"precompiled_charsmap of {len(blob)} bytes is truncated (needs a 4-byte trie size)")
+    if len(blob) < 4 or sentencepiece and len(blob) == 4:
+        raise ValueError(f"precompiled_charsmap of {len(blob)} bytes is truncated (needs a 4-byte trie size"
+                         + (" and more)" if sentencepiece else ")"))
     trie_size = int.from_bytes(blob[:4], "little")
     if trie_size % 4 or 4 + trie_size > len(blob):
         raise ValueError(f"precompiled_charsmap says its trie has {trie_size} bytes but holds {len(blob) - 4}")
-    if whole_blocks and trie_size % 1024:
-        raise ValueError(f"precompiled_charsmap is invalid: its trie has {trie_size} bytes, not whole blocks of "
-                         "1,024 (SentencePiece: 'Trie data size is not divisible by 1024')")
+    if sentencepiece:
+        if trie_size == 0 or trie_size % 1024:
+            raise ValueError(f"precompiled_charsmap is invalid: its trie has {trie_size} bytes, not whole blocks "
+                             "of 1,024 (SentencePiece: 'Trie data size is not divisible by 1024')")
+        if 4 + trie_size == len(blob):
+            raise ValueError("precompiled_charsmap is invalid: no normalized strings follow its trie "
+                             "(SentencePiece: 'Trie data size exceeds the input blob size')")
+        if not blob.endswith(b"\0"):
+            raise ValueError("precompiled_charsmap is invalid: its normalized strings do not end in a NUL "
+                             "(SentencePiece: 'normalized block must be null terminated')")
     if trie_size:
         _check_trie(np.frombuffer(blob[4:4 + trie_size], dtype="<u4").astype(np.int64), len(blob) - 4 - trie_size)
 

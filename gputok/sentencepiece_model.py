@@ -91,7 +91,7 @@ def read_model(path: str | os.PathLike) -> SentencePieceModel:
     check_sentencepiece_pieces(model.pieces, model.byte_fallback, str(path), model_type=model.model_type)
     for name, spec in (("normalizer_spec", model.normalizer), ("denormalizer_spec", model.denormalizer)):
         try:
-            check_charsmap(spec.precompiled_charsmap if spec is not None else b"", whole_blocks=True)
+            check_charsmap(spec.precompiled_charsmap if spec is not None else b"", sentencepiece=True)
         except ValueError as e:
             raise FileFormatError(f"{path}: {name}.{e}; SentencePiece refuses this model too: download it "
                                   "again if it is damaged") from e

@@ -550,10 +550,19 @@ def _sp_cases():
         # the fuzz campaign's sp-byte-flip (sp-test.model, seed 777004050): a leaf past the strings
         "charsmap leaf past its strings": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_leaf_past_strings())),
                                            r"precompiled_charsmap is invalid: a rule's output starts at byte 100 of 4"),
-        # darts-clone's checks pass, SentencePiece's loader wants whole blocks of 256 units
+        # darts-clone's checks pass, SentencePiece's loader checks the blob's layout first
         "charsmap trie not whole blocks": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_one_more_unit())),
                                            r"precompiled_charsmap is invalid: its trie has 1028 bytes, not whole "
                                            r"blocks of 1,024"),
+        "charsmap of 4 bytes": (dict(normalizer=NormalizerSpec(precompiled_charsmap=bytes(4))),
+                                r"precompiled_charsmap of 4 bytes is truncated"),
+        "charsmap without a trie": (dict(normalizer=NormalizerSpec(precompiled_charsmap=bytes(4) + b"ab\0")),
+                                    r"precompiled_charsmap is invalid: its trie has 0 bytes"),
+        "charsmap without strings": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_example_strings(b""))),
+                                     r"precompiled_charsmap is invalid: no normalized strings follow its trie"),
+        "charsmap strings without a NUL": (
+            dict(normalizer=NormalizerSpec(precompiled_charsmap=_example_strings(b"b\0X"))),
+            r"precompiled_charsmap is invalid: its normalized strings do not end in a NUL"),
         # sp-byte-flip-header: a byte piece's text damaged ("byte piece 80x04> is invalid")
         "byte piece not <0xNN>": (dict(extra=[Piece(f"<0x{b:02X}>" if b != 0x4A else "<0x4a>", 0.0, BYTE) for b in range(256)],
                                        byte_fallback=True),
@@ -572,6 +581,14 @@ def _leaf_past_strings() -> bytes:
     leaf = int(np.flatnonzero(units == (1 << 31) | 0)[0])  # the leaf of 'a', value 0
     blob[4 + 4 * leaf:8 + 4 * leaf] = ((1 << 31) | 100).to_bytes(4, "little")
     return bytes(blob)
+
+
+def _example_strings(strings: bytes) -> bytes:
+    """The example charsmap with other normalized strings after its trie."""
+    from gputok.charsmap import _example_charsmap
+
+    blob = _example_charsmap()
+    return blob[:4 + int.from_bytes(blob[:4], "little")] + strings
 
 
 def _one_more_unit() -> bytes:
