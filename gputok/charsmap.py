@@ -25,6 +25,7 @@ few int64 tensors the size of the batch.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import numpy as np
@@ -166,6 +167,7 @@ class Charsmap:
         self.digest = hashlib.sha256(self.blob).hexdigest()[:16]
         # Reading the trie costs ~2 s of Python per rule set, so its rules are cached on disk.
         arrays = unicode.disk_cached(f"charsmap-{self.digest}-v{_VERSION}", lambda: _rule_arrays(self.blob))
+        self._arrays = arrays
         key = Ragged.from_lengths(torch.from_numpy(arrays["key_values"]), torch.from_numpy(arrays["key_lengths"]))
         value = Ragged.from_lengths(torch.from_numpy(arrays["value_values"]), torch.from_numpy(arrays["value_lengths"]))
         lengths = key.lengths()
@@ -191,6 +193,14 @@ class Charsmap:
         self.direct = (direct.clamp(min=0) | starts.long() << 21 | seconds.long() << 22
                        | (~one).long() << 23).int()
         self._on: dict = {}
+
+    @functools.cached_property
+    def huggingface(self):
+        """huggingface's reading of these rules, a grapheme cluster at a time
+        (:mod:`gputok.huggingface_precompiled`)."""
+        from .huggingface_precompiled import HuggingfacePrecompiled
+
+        return HuggingfacePrecompiled(self._arrays, self.digest)
 
     @property
     def long_maps(self) -> dict:

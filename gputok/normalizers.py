@@ -118,9 +118,11 @@ class BertNormalizer(Normalizer):
 
 
 class Precompiled(Normalizer):
-    """The rules of a SentencePiece ``precompiled_charsmap``, applied longest match first, left to
-    right (see :mod:`gputok.charsmap`). huggingface's Precompiled looks whole grapheme clusters up
-    first; the two agree except on clusters with a rule of their own that starts a longer match.
+    """The rules of a SentencePiece ``precompiled_charsmap`` as huggingface applies them: per
+    grapheme cluster (:mod:`gputok.huggingface_precompiled`). The charsmap kernel rewrites the batch
+    by SentencePiece's longest match (:mod:`gputok.charsmap`), which is the same on nearly all
+    text; the texts where a cluster may read otherwise are rewritten again as huggingface does.
+    (A SentencePiece ``.model``'s normalizer keeps SentencePiece's reading.)
     """
 
     type = "Precompiled"
@@ -131,7 +133,32 @@ class Precompiled(Normalizer):
         self.charsmap = Charsmap(precompiled_charsmap)
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
-        return self.charsmap.rewrite(text)
+        out, source = self.charsmap.rewrite(text)
+        reading = self.charsmap.huggingface
+        if text.values.numel() == 0 or int(text.values.max()) < 0x80 and not reading.keys_cr_or_lf:
+            return out, source  # (ASCII clusters are single characters but CR LF)
+        differing = set(reading.differing(text.values.cpu().numpy(), text.offsets.cpu().numpy()).tolist())
+        if not differing:
+            return out, source
+        # those texts' rows as huggingface rewrites them, the others' as the kernel did
+        import numpy as np
+
+        from .ingest import codepoints
+
+        values, offsets, source = out.values.cpu().numpy(), out.offsets.tolist(), source.cpu().numpy()
+        starts, texts = text.offsets.tolist(), strings(text)
+        rows, sources = [], []
+        for t, s in enumerate(texts):
+            if t in differing:
+                new, new_source = reading.rewrite(s)
+                rows.append(codepoints([new]).values.numpy().astype(values.dtype))
+                sources.append(np.asarray(new_source, dtype=np.int64) + starts[t])
+            else:
+                rows.append(values[offsets[t]:offsets[t + 1]])
+                sources.append(source[offsets[t]:offsets[t + 1]])
+        lengths = torch.tensor([len(row) for row in rows], dtype=torch.int64)
+        merged = Ragged.from_lengths(torch.from_numpy(np.concatenate(rows)), lengths)
+        return merged.to(text.device), torch.from_numpy(np.concatenate(sources)).to(text.device)
 
     def to_json(self) -> dict[str, Any]:
         import base64
@@ -175,8 +202,8 @@ class SentencePieceNormalizer(Normalizer):
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         from .charsmap import whitespace_rules
 
-        if self.precompiled is not None:
-            out, unit = self.precompiled(text)
+        if self.precompiled is not None:  # SentencePiece's longest-match reading, not huggingface's
+            out, unit = self.precompiled.charsmap.rewrite(text)
         else:
             out, unit = text, torch.arange(text.values.numel(), device=text.device)
         kept = whitespace_rules(out, unit, add_dummy_prefix=self.add_dummy_prefix,
@@ -484,6 +511,21 @@ def _codes(chars: str, dtype):
 
     codes = np.array([ord(c) for c in chars], dtype=dtype)
     return codes
+
+
+def transform_sources(tags: list[int], n: int) -> list[int]:
+    """Each output character's source index among the ``n`` input characters, as huggingface's
+    ``NormalizedString.transform`` reads a normalizer's tags in order: +1 a new character, aligned
+    with the input character before it (at a text's start, the first); 0 or -k the next input
+    character, the k after it removed."""
+    sources, read = [], 0
+    for tag in tags:
+        if tag > 0:
+            sources.append(max(read - 1, 0))
+        else:
+            sources.append(min(read, n - 1))
+            read += 1 - tag
+    return sources
 
 
 def _wrap(result) -> tuple[Ragged, torch.Tensor]:

@@ -95,14 +95,9 @@ def aligned(form: str, text: str) -> tuple[str, list[int]]:
             out_chars.append(c)
             out_tags.append(tag)
         chars, tags = out_chars, out_tags
-    sources, read = [], 0
-    for tag in tags:  # the tags read against the input, as huggingface does
-        if tag > 0:
-            sources.append(max(read - 1, 0))
-        else:
-            sources.append(min(read, len(text) - 1))
-            read += 1 - tag
-    return "".join(map(chr, chars)), sources
+    from .normalizers import transform_sources
+
+    return "".join(map(chr, chars)), transform_sources(tags, len(text))
 
 
 def _known() -> np.ndarray:
