@@ -10,7 +10,10 @@ rules only (``ｶﾞ``, 6 bytes, is ``カ`` U+3099 where SentencePiece's two-cha
 ``ガ``). Rules never apply across clusters.
 
 The two readings agree on a text unless a cluster of several characters holds a character some
-rule's key holds, or a rule's key spans clusters in it. :meth:`HuggingfacePrecompiled.differing`
+rule's key holds, or a rule's key spans clusters in it; their offsets also differ where a rule
+removes a text's first characters or removes one after a rule that writes more than it reads
+(huggingface gives the removal to the character before it, a new one: the alignment shifts).
+:meth:`HuggingfacePrecompiled.differing`
 finds the texts of a batch where that may be so (table lookups over the batch's codepoints, none
 for most text: ``gputok.normalizers.Precompiled`` then keeps the charsmap kernel's rows), and
 :meth:`HuggingfacePrecompiled.rewrite` rewrites such a text as huggingface does, with its offsets:
@@ -31,9 +34,13 @@ from .normalizers import transform_sources
 
 _CODEPOINTS = 0x110000
 _WHOLE_CLUSTER_BYTES = 6  # a cluster of fewer UTF-8 bytes is looked up whole
-# The characters that join the one before them into a cluster (or, Prepend, the one after).
-_JOINING = ("Extend", "ZWJ", "SpacingMark", "Regional_Indicator", "L", "V", "T")
+# What joins a neighbour into a cluster: the one before (Extend, ZWJ, SpacingMark, V, T, a
+# second Regional_Indicator) or the ones after (L, Prepend; LV and LVT only before V or T,
+# which are here).
+_JOINING = ("Extend", "ZWJ", "SpacingMark", "Regional_Indicator", "L", "V", "T", "Prepend")
 _CLUSTER = regex.compile(r"\X", regex.DOTALL)
+_TABLES_VERSION = 3  # of the cached table (its name holds it: a new layout, a new file)
+KEYED, JOINING, ALONE, REMOVED, EXPANDS = 1, 2, 4, 8, 16  # the table's bits
 
 
 class HuggingfacePrecompiled:
@@ -52,53 +59,71 @@ class HuggingfacePrecompiled:
         return {as_str(k): as_str(v) for k, v in zip(keys, values)} if a["key_lengths"].size else {}
 
     @functools.cached_property
-    def keys_cr_or_lf(self) -> bool:
-        """Whether a rule's key holds CR or LF (CR LF is a cluster: the one ASCII cluster of two)."""
-        return bool(np.isin(self._arrays["key_values"], (ord("\r"), ord("\n"))).any())
-
-    @functools.cached_property
-    def _tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per codepoint: whether a rule's key holds it, whether it joins the character before it
-        into a cluster, and whether it alone may make a difference (a Prepend character, or the
-        first of a key that spans clusters). Built once (~1 s) and cached on disk."""
+    def _flags(self) -> np.ndarray:
+        """Per codepoint (uint8 bits): ``KEYED``, a rule's key holds it; ``JOINING``, it joins a
+        neighbour into a cluster; ``ALONE``, it may make a difference by itself (the first of a
+        key that spans clusters); ``REMOVED``, a rule removes it; ``EXPANDS``, a rule that writes
+        more than it reads holds it. Built once (~1 s) and cached on disk."""
         def build() -> dict[str, np.ndarray]:
-            keyed = np.zeros(_CODEPOINTS, dtype=np.bool_)
-            keyed[self._arrays["key_values"]] = True
+            a = self._arrays
+            flags = np.zeros(_CODEPOINTS, dtype=np.uint8)
+            flags[a["key_values"]] |= KEYED
             every = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, _CODEPOINTS)))
-
-            def having(pattern: str) -> np.ndarray:
-                table = np.zeros(_CODEPOINTS, dtype=np.bool_)
-                found = np.array([m.start() for m in regex.finditer(pattern, every)], dtype=np.int64)
-                table[found + np.where(found >= 0xD800, 0x800, 0)] = True  # past the surrogates' gap
-                return table
-
-            joining = having("[" + "".join(rf"\p{{Grapheme_Cluster_Break={k}}}" for k in _JOINING) + "]")
-            alone = having(r"\p{Grapheme_Cluster_Break=Prepend}")
-            alone[[ord(key[0]) for key in self.rules if len(key) > 1 and len(_CLUSTER.findall(key)) > 1]] = True
-            return {name: np.packbits(table) for name, table in
-                    (("keyed", keyed), ("joining", joining), ("alone", alone))}
+            found = np.array([m.start() for m in regex.finditer(
+                "[" + "".join(rf"\p{{Grapheme_Cluster_Break={k}}}" for k in _JOINING) + "]", every)], dtype=np.int64)
+            flags[found + np.where(found >= 0xD800, 0x800, 0)] |= JOINING  # past the surrogates' gap
+            flags[[ord(key[0]) for key in self.rules if len(key) > 1 and len(_CLUSTER.findall(key)) > 1]] |= ALONE
+            key_of = np.repeat(np.arange(a["key_lengths"].size), a["key_lengths"])  # each key codepoint's rule
+            flags[a["key_values"][(a["value_lengths"] == 0)[key_of]]] |= REMOVED
+            flags[a["key_values"][(a["value_lengths"] > a["key_lengths"])[key_of]]] |= EXPANDS
+            return {"flags": flags}
 
         # keyed by the rules and the regex module's Unicode (its cluster rules)
-        tables = unicode.disk_cached(f"huggingface-precompiled-{self._digest}-regex{regex.__version__}", build)
-        return tuple(np.unpackbits(tables[name], count=_CODEPOINTS).astype(np.bool_)
-                     for name in ("keyed", "joining", "alone"))
+        name = f"huggingface-precompiled-{self._digest}-regex{regex.__version__}-v{_TABLES_VERSION}"
+        return unicode.disk_cached(name, build)["flags"]
+
+    @functools.cached_property
+    def ascii_may_differ(self) -> bool:
+        """Whether an ASCII text can read otherwise: a key holds CR or LF (CR LF is one cluster), a
+        key over several characters starting with an ASCII one spans clusters, or a rule removes
+        an ASCII character (which huggingface aligns otherwise at a text's start). Read from the
+        rules alone, so ASCII batches never build the tables."""
+        a = self._arrays
+        lengths, keys = a["key_lengths"], a["key_values"]
+        starts = np.cumsum(lengths) - lengths
+        spans = any(len(_CLUSTER.findall("".join(map(chr, keys[b:b + n].tolist())))) > 1
+                    for b, n in zip(starts.tolist(), lengths.tolist()) if n > 1 and keys[b] < 0x80)
+        return bool(spans or np.isin(keys, (ord("\r"), ord("\n"))).any()
+                    or ((lengths == 1) & (a["value_lengths"] == 0) & (keys[starts] < 0x80)).any())
 
     def differing(self, values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """The rows of ragged codepoints (``values``, row ``offsets``) on which huggingface's reading
-        may differ from SentencePiece's (a superset: the others certainly agree): a joining
-        character in a rule's key or next to a character in one, a character that alone may make
-        a difference, or CR LF where a key holds either. Array passes over the batch."""
+        may differ from the longest-match kernel's, strings or offsets (a superset: the others
+        certainly agree): a joining character in a rule's key or next to a character in one, a
+        character that alone may make a difference, CR LF where a key holds either, and a removed
+        character at a text's start or after an expanding one (huggingface aligns those
+        otherwise). Neighbours are read within a text only: a row's answer never depends on
+        the batch. Array passes over the batch."""
         if not self._arrays["key_lengths"].size or values.size == 0:
             return np.zeros(0, dtype=np.int64)
-        keyed, joining, alone = self._tables
-        v = np.clip(values, 0, _CODEPOINTS - 1)
-        at = np.flatnonzero(joining[v] | alone[v])
-        if at.size:  # (a neighbour across two texts only makes the check stricter)
-            near = keyed[v[at]] | keyed[v[np.maximum(at - 1, 0)]] | keyed[v[np.minimum(at + 1, v.size - 1)]]
-            at = at[alone[v[at]] | near]
-        if self.keys_cr_or_lf:
-            at = np.concatenate([at, np.flatnonzero((v[:-1] == 13) & (v[1:] == 10))])
-        return np.unique(np.searchsorted(offsets, at, side="right") - 1)
+        flags = self._flags[np.clip(values, 0, _CODEPOINTS - 1)]
+        at = np.flatnonzero(flags & (JOINING | ALONE | REMOVED))
+        crlf = np.zeros(0, dtype=np.int64)  # CR LF is one cluster
+        if (self._flags[13] | self._flags[10]) & KEYED:
+            crlf = np.flatnonzero((values[:-1] == 13) & (values[1:] == 10))
+        if not at.size and not crlf.size:
+            return np.zeros(0, dtype=np.int64)
+        row = np.searchsorted(offsets, at, side="right") - 1
+        first, last = at == offsets[row], at == offsets[row + 1] - 1
+        here = flags[at]
+        before = np.where(first, 0, flags[np.maximum(at - 1, 0)])  # the neighbours within the text
+        after = np.where(last, 0, flags[np.minimum(at + 1, values.size - 1)])
+        risky = (here & ALONE) | (here & JOINING) * ((here | before | after) & KEYED)
+        # a removal at a text's start, or after an expanding or removed character
+        risky |= (here & REMOVED) * (first | (before & (EXPANDS | REMOVED) != 0))
+        crlf_rows = np.searchsorted(offsets, crlf, side="right") - 1
+        crlf_rows = crlf_rows[crlf + 1 < offsets[crlf_rows + 1]]  # CR LF within a text
+        return np.unique(np.concatenate([row[risky != 0], crlf_rows]))
 
     def rewrite(self, text: str) -> tuple[str, list[int]]:
         """``text`` as huggingface's Precompiled rewrites it, and each output character's source

@@ -135,29 +135,31 @@ class Precompiled(Normalizer):
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
         out, source = self.charsmap.rewrite(text)
         reading = self.charsmap.huggingface
-        if text.values.numel() == 0 or int(text.values.max()) < 0x80 and not reading.keys_cr_or_lf:
-            return out, source  # (ASCII clusters are single characters but CR LF)
-        differing = set(reading.differing(text.values.cpu().numpy(), text.offsets.cpu().numpy()).tolist())
-        if not differing:
+        if text.values.numel() == 0 or int(text.values.max()) < 0x80 and not reading.ascii_may_differ:
             return out, source
-        # those texts' rows as huggingface rewrites them, the others' as the kernel did
         import numpy as np
 
-        from .ingest import codepoints
-
-        values, offsets, source = out.values.cpu().numpy(), out.offsets.tolist(), source.cpu().numpy()
-        starts, texts = text.offsets.tolist(), strings(text)
-        rows, sources = [], []
-        for t, s in enumerate(texts):
-            if t in differing:
-                new, new_source = reading.rewrite(s)
-                rows.append(codepoints([new]).values.numpy().astype(values.dtype))
-                sources.append(np.asarray(new_source, dtype=np.int64) + starts[t])
-            else:
-                rows.append(values[offsets[t]:offsets[t + 1]])
-                sources.append(source[offsets[t]:offsets[t + 1]])
-        lengths = torch.tensor([len(row) for row in rows], dtype=torch.int64)
-        merged = Ragged.from_lengths(torch.from_numpy(np.concatenate(rows)), lengths)
+        in_values, in_offsets = text.values.cpu().numpy(), text.offsets.cpu().numpy()
+        differing = reading.differing(in_values, in_offsets)
+        if not differing.size:
+            return out, source
+        # those texts' rows as huggingface rewrites them, spliced between runs of the kernel's rows
+        values, offsets, source = out.values.cpu().numpy(), out.offsets.cpu().numpy(), source.cpu().numpy()
+        lengths = np.diff(offsets)
+        pieces, sources, done = [], [], 0
+        for t in differing.tolist():
+            pieces.append(values[offsets[done]:offsets[t]])
+            sources.append(source[offsets[done]:offsets[t]])
+            start = int(in_offsets[t])
+            row = "".join(map(chr, in_values[start:in_offsets[t + 1]].tolist()))  # (lone surrogates kept)
+            new, new_source = reading.rewrite(row)
+            pieces.append(np.fromiter(map(ord, new), dtype=values.dtype, count=len(new)))
+            sources.append(np.asarray(new_source, dtype=np.int64) + start)
+            lengths[t] = len(new)
+            done = t + 1
+        pieces.append(values[offsets[done]:])
+        sources.append(source[offsets[done]:])
+        merged = Ragged.from_lengths(torch.from_numpy(np.concatenate(pieces)), torch.from_numpy(lengths))
         return merged.to(text.device), torch.from_numpy(np.concatenate(sources)).to(text.device)
 
     def to_json(self) -> dict[str, Any]:

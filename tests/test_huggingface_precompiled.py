@@ -105,3 +105,37 @@ def test_sentencepiece_model_keeps_sentencepiece_reading():
     texts = ["ｶﾞｷﾞ ﾊﾟ", "Vie\u0302\u0323t Nam", "Ｅ\u033c ﬁ\u0301", "ㄱㅏ"]
     assert Tokenizer.from_sentencepiece(path).encode_batch(texts) == spm.SentencePieceProcessor(
         model_file=str(path)).encode(texts)
+
+
+def built_charsmap(tmp_path, rules: dict[str, str]) -> str:
+    """A charsmap of ``rules`` as sentencepiece's trainer compiles them (``normalization_rule_tsv``),
+    base64."""
+    (tmp_path / "rules.tsv").write_text("".join(" ".join(f"{ord(c):04X}" for c in k) + "\t"
+                                                + " ".join(f"{ord(c):04X}" for c in v) + "\n" for k, v in rules.items()))
+    (tmp_path / "corpus.txt").write_text("hello world abc def\n" * 50)
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "corpus.txt"), model_prefix=str(tmp_path / "m"),
+                                   vocab_size=30, normalization_rule_tsv=str(tmp_path / "rules.tsv"),
+                                   minloglevel=2, hard_vocab_limit=False)
+    from gputok.sentencepiece_model import read_model
+
+    return base64.b64encode(read_model(tmp_path / "m.model").normalizer.precompiled_charsmap).decode()
+
+
+def test_an_ascii_key_over_two_clusters(tmp_path):
+    """huggingface never applies ``ab`` (two clusters); an all-ASCII batch is no exception, and a
+    text reads the same whatever else is in its batch."""
+    charsmap = built_charsmap(tmp_path, {"ab": "X", "a": "b"})
+    for batch in (["ab", "xab"], ["ab", "xab", "é"]):
+        check(charsmap, batch)
+
+
+def test_removals_align_as_huggingface_whatever_the_batch(tmp_path):
+    """A removed character at a text's start or after an expanding rule (huggingface shifts the
+    alignment there), alone or beside texts whose last character is a rule's, and a text that
+    starts with a joining character after such a text."""
+    charsmap = built_charsmap(tmp_path, {"\x01": "", "a": "b", "\ufb01": "fi"})
+    texts = ["\u0301z\ufb01\x01", "\x01abc", "\x01\x01a", "\ufb01\x01\x01x", "a", "a\u0301"]
+    check(charsmap, texts)
+    for i in range(len(texts)):
+        check(charsmap, [texts[i]])
+        check(charsmap, texts[i:] + texts[:i])
