@@ -154,6 +154,19 @@ def gputok_written_json(name: str) -> Path:
     return path
 
 
+def sentencepiece_written_json(asset: str) -> Path:
+    """The tokenizer.json gputok writes for a SentencePiece ``.model`` (a Precompiled charsmap and
+    Metaspace for the tests' nmt_nfkc Unigram), cached."""
+    from gputok import Tokenizer, assets
+
+    path = _fuzz_cache() / f"{asset}-gputok.json"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        Tokenizer.from_sentencepiece(assets.fetch(asset)).save(tmp)
+        tmp.replace(path)
+    return path
+
+
 def char_bpe_json() -> Path:
     """huggingface's CharBPETokenizer with its defaults, trained on 2 MB of English, vocab 5000
     (the tests/test_bpe_char_level.py fixture), cached."""
@@ -217,6 +230,14 @@ def _sentencepiece_family(name: str, kind: str, path: str | Path) -> Family:
     return Family(name, kind, gputok_sentencepiece(path), _references(sentencepiece_reference(path)))
 
 
+def _family_sp_test_json() -> Family:
+    """gputok reading the tokenizer.json it wrote for the tests' SentencePiece Unigram, against
+    huggingface reading it: huggingface's grapheme-cluster reading of the charsmap."""
+    path = sentencepiece_written_json("sp-test-model")
+    return Family("sp-test-json", "Unigram (tokenizer.json, Precompiled)", gputok_json(path),
+                  _references(huggingface_reference(path)))
+
+
 def _family_char_bpe() -> Family:
     path = char_bpe_json()
     return Family("char-bpe-json", "char-level BPE", gputok_json(path), _references(huggingface_reference(path)))
@@ -238,6 +259,7 @@ FAMILIES: dict[str, Callable[[], Family]] = {
     "sp-test-unigram": lambda: _sentencepiece_family("sp-test-unigram", "Unigram", _asset("sp-test-model")),
     "unigram-8000": lambda: _sentencepiece_family("unigram-8000", "Unigram", trained_unigram()),
     "char-bpe-json": _family_char_bpe,
+    "sp-test-json": _family_sp_test_json,
 }
 
 # Per file format of the malformed-file fuzz: (gputok loader, reference loader), both

@@ -107,8 +107,8 @@ def parse_charsmap(blob: bytes) -> dict[str, str]:
 def _check_trie(units: np.ndarray, strings: int) -> None:
     """SentencePiece's check of the double array (darts-clone ``DoubleArray::validate``, given the
     size of the normalized strings): the root is a node whose children lie inside the array, and
-    so do those of every labelled unit; every leaf's value (where its rule's output starts) lies
-    inside the ``strings`` bytes."""
+    so do those of every labelled unit; a node that has a leaf points at a leaf unit; every
+    leaf's value (where its rule's output starts) lies inside the ``strings`` bytes."""
     def base(u):
         return (u >> 10) << ((u & (1 << 9)) >> 6)
 
@@ -119,6 +119,10 @@ def _check_trie(units: np.ndarray, strings: int) -> None:
     inside = ((labelled ^ offsets) | 0xFF) < units.size
     if not root_ok or not np.all(inside | (offsets == 0)):
         raise ValueError("precompiled_charsmap is invalid: its trie points outside itself")
+    # a node that has a leaf points at a leaf unit (sentencepiece 0.2.3 refuses the model otherwise)
+    has_leaf = labelled[(units[labelled] >> 8) & 1 == 1]
+    if has_leaf.size and not np.all(units[(has_leaf ^ base(units[has_leaf])) % units.size] >> 31 == 1):
+        raise ValueError("precompiled_charsmap is invalid: a node's leaf is no leaf unit")
     leaves = units[units >> 31 == 1] & 0x7FFFFFFF
     if leaves.size and int(leaves.max()) >= strings:
         raise ValueError(f"precompiled_charsmap is invalid: a rule's output starts at byte {int(leaves.max())} "

@@ -136,7 +136,7 @@ def parse_model(data: bytes) -> SentencePieceModel:
 def serialize_model(model: SentencePieceModel) -> bytes:
     out = bytearray()
     for p in model.pieces:
-        body = _field_bytes(1, p.piece.encode("utf-8")) + _tag(2, _FIXED32) + struct.pack("<f", p.score)
+        body = _field_bytes(1, p.piece.encode("utf-8", errors="surrogateescape")) + _tag(2, _FIXED32) + struct.pack("<f", p.score)
         if p.type != NORMAL:
             body += _tag(3, _VARINT) + _varint(p.type)
         out += _field_bytes(1, body)
@@ -236,7 +236,9 @@ def _decode(value: object, wire: int, kind: str):
     if kind == "str":
         if wire != _BYTES:
             raise ValueError("a string field has the wrong wire type")
-        return value.decode("utf-8", errors="replace")
+        # bytes that are no UTF-8 (sentencepiece reads them as bytes no text holds) as lone
+        # surrogates, which no text holds either and which write back as the same bytes
+        return value.decode("utf-8", errors="surrogateescape")
     if kind == "bytes":
         return value
     if kind == "float":
@@ -252,7 +254,7 @@ def _decode(value: object, wire: int, kind: str):
 
 def _encode(field: int, value, kind: str) -> bytes:
     if kind == "str":
-        return _field_bytes(field, value.encode("utf-8"))
+        return _field_bytes(field, value.encode("utf-8", errors="surrogateescape"))
     if kind == "bytes":
         return _field_bytes(field, value)
     return _tag(field, _VARINT) + _varint(int(value))

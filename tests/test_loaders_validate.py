@@ -563,6 +563,9 @@ def _sp_cases():
         "charsmap strings without a NUL": (
             dict(normalizer=NormalizerSpec(precompiled_charsmap=_example_strings(b"b\0X"))),
             r"precompiled_charsmap is invalid: its normalized strings do not end in a NUL"),
+        # the fuzz campaign's sp-byte-flip (sp-test.model, seed 151516454981): a leaf unit's flag cleared
+        "charsmap node's leaf no leaf": (dict(normalizer=NormalizerSpec(precompiled_charsmap=_leaf_unflagged())),
+                                         r"precompiled_charsmap is invalid: a node's leaf is no leaf unit"),
         # sp-byte-flip-header: a byte piece's text damaged ("byte piece 80x04> is invalid")
         "byte piece not <0xNN>": (dict(extra=[Piece(f"<0x{b:02X}>" if b != 0x4A else "<0x4a>", 0.0, BYTE) for b in range(256)],
                                        byte_fallback=True),
@@ -589,6 +592,19 @@ def _example_strings(strings: bytes) -> bytes:
 
     blob = _example_charsmap()
     return blob[:4 + int.from_bytes(blob[:4], "little")] + strings
+
+
+def _leaf_unflagged() -> bytes:
+    """The example charsmap with its first leaf unit's leaf flag (bit 31) cleared."""
+    import numpy as np
+
+    from gputok.charsmap import _example_charsmap
+
+    blob = bytearray(_example_charsmap())
+    units = np.frombuffer(bytes(blob[4:4 + int.from_bytes(blob[:4], "little")]), dtype="<u4")
+    leaf = int(np.flatnonzero(units >> 31 == 1)[0])
+    blob[4 + 4 * leaf:8 + 4 * leaf] = (int(units[leaf]) & 0x7FFFFFFF).to_bytes(4, "little")
+    return bytes(blob)
 
 
 def _one_more_unit() -> bytes:

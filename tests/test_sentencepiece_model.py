@@ -55,3 +55,23 @@ def test_a_piece_type_protobuf_does_not_know_reads_as_normal(piece_type, tmp_pat
     ours = Tokenizer.from_sentencepiece(tmp_path / "odd-type.model")
     assert index in reference.encode("[CLS] Start")
     assert ours.encode("[CLS] Start") == reference.encode("[CLS] Start")
+
+
+def test_a_piece_that_is_no_utf8_matches_no_text(tmp_path):
+    """sentencepiece keeps a piece's bytes as they are, and bytes that are no UTF-8 match no text
+    (found by benchmarks/fuzz.py: gputok read the byte 0xDB as U+FFFD, which the text held). The
+    piece reads as a lone surrogate, no text's character, and writes back as the same bytes."""
+    from gputok import Tokenizer
+
+    path = assets.fetch("sp-test-model")
+    data = serialize_model(read_model(path))
+    model = read_model(path)
+    index = next(i for i, p in enumerate(model.pieces) if p.piece == "I")
+    model.pieces[index].piece = "\udcdb"  # the byte 0xDB, as the reader gives it
+    write_model(model, tmp_path / "no-utf8.model")
+    written = (tmp_path / "no-utf8.model").read_bytes()
+    assert written != data and written.replace(b"\n\x01\xdb", b"\n\x01I") == data  # the piece field: 1 byte, 0xDB
+    assert read_model(tmp_path / "no-utf8.model").pieces[index].piece == "\udcdb"
+    reference = spm.SentencePieceProcessor(model_file=str(tmp_path / "no-utf8.model"))
+    texts = ["\x00\ufffd\x7f", "I \ufffd\ufffd Û", "Hello"]
+    assert Tokenizer.from_sentencepiece(tmp_path / "no-utf8.model").encode_batch(texts) == reference.encode(texts)
