@@ -136,7 +136,8 @@ def parse_model(data: bytes) -> SentencePieceModel:
 def serialize_model(model: SentencePieceModel) -> bytes:
     out = bytearray()
     for p in model.pieces:
-        body = _field_bytes(1, p.piece.encode("utf-8", errors="surrogateescape")) + _tag(2, _FIXED32) + struct.pack("<f", p.score)
+        body = (_field_bytes(1, p.piece.encode("utf-8", errors="surrogateescape")) + _tag(2, _FIXED32)
+                + struct.pack("<f", p.score))
         if p.type != NORMAL:
             body += _tag(3, _VARINT) + _varint(p.type)
         out += _field_bytes(1, body)
