@@ -142,16 +142,21 @@ def _fuzz_cache() -> Path:
     return path
 
 
+def _saved_json(name: str, load: Callable[[], object]) -> Path:
+    """The tokenizer.json gputok saves for the tokenizer ``load()`` makes, cached as ``name``."""
+    path = _fuzz_cache() / f"{name}-gputok.json"
+    if not path.exists():
+        tmp = path.with_suffix(".tmp")
+        load().save(tmp)
+        tmp.replace(path)
+    return path
+
+
 def gputok_written_json(name: str) -> Path:
     """The tokenizer.json gputok writes for tiktoken ranks (tests/test_bpe_tokenizer_json.py), cached."""
     from gputok import Tokenizer, assets
 
-    path = _fuzz_cache() / f"{name}-gputok.json"
-    if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        Tokenizer.from_tiktoken(assets.fetch(f"{name}-tiktoken"), pattern=name).save(tmp)
-        tmp.replace(path)
-    return path
+    return _saved_json(name, lambda: Tokenizer.from_tiktoken(assets.fetch(f"{name}-tiktoken"), pattern=name))
 
 
 def sentencepiece_written_json(asset: str) -> Path:
@@ -159,12 +164,7 @@ def sentencepiece_written_json(asset: str) -> Path:
     Metaspace for the tests' nmt_nfkc Unigram), cached."""
     from gputok import Tokenizer, assets
 
-    path = _fuzz_cache() / f"{asset}-gputok.json"
-    if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        Tokenizer.from_sentencepiece(assets.fetch(asset)).save(tmp)
-        tmp.replace(path)
-    return path
+    return _saved_json(asset, lambda: Tokenizer.from_sentencepiece(assets.fetch(asset)))
 
 
 def char_bpe_json() -> Path:

@@ -22,10 +22,11 @@ from an empty cache: all its sizes 28.9 s, the two halves 19.7 and 18.1 s.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -84,31 +85,40 @@ def load(name: str, pattern: str | None = None):
     return load_tokenizer(name, pattern=pattern)
 
 
-def _compile_one(job: tuple[str, str, str | None, tuple[int, ...] | None]) -> Compiled:
-    """One job: load the tokenizer, then :func:`warm_calls` (of the job's batch sizes, None: all),
-    counting numba's compiles."""
+@contextlib.contextmanager
+def compiled_kernels() -> Iterator[list[Callable]]:
+    """The Python function of every kernel numba compiles inside the block, in order (a list
+    filled as they compile)."""
     from numba.core import event
 
-    name, device, pattern, sizes = job
-    compiles = [0]
+    compiled: list[Callable] = []
 
-    class Counter(event.Listener):
+    class Listener(event.Listener):
         def on_start(self, event_):
-            compiles[0] += 1
+            compiled.append(event_.data["dispatcher"].py_func)
 
         def on_end(self, event_):
             pass
 
+    with event.install_listener("numba:compile", Listener()):
+        yield compiled
+
+
+def _compile_one(job: tuple[str, str, str | None, tuple[int, ...] | None]) -> Compiled:
+    """One job: load the tokenizer, then :func:`warm_calls` (of the job's batch sizes, None: all),
+    counting numba's compiles."""
+    name, device, pattern, sizes = job
+    compiles: list[Callable] = []
     start, cpu = time.perf_counter(), time.process_time()
     error = None
     try:
-        with event.install_listener("numba:compile", Counter()):
+        with compiled_kernels() as compiles:
             warm_calls(load(name, pattern), device, sizes)
     except SystemExit as e:  # load_tokenizer's message for a file it cannot read
         error = str(e)
     except Exception as e:  # reported; the other jobs go on
         error = f"{type(e).__name__}: {e}"
-    return Compiled(name, time.perf_counter() - start, time.process_time() - cpu, compiles[0], error)
+    return Compiled(name, time.perf_counter() - start, time.process_time() - cpu, len(compiles), error)
 
 
 def prune_caches() -> tuple[int, int]:

@@ -57,9 +57,8 @@ def test_ragged_small_call_shares_the_parts_paths_compile(tmp_path):
     # ragged_cells) compiles none of the pipeline's kernels, and both give huggingface's ids.
     code = """
         import json
-        from numba.core import event
         import tokenizers
-        from gputok import Tokenizer, assets, set_num_threads
+        from gputok import Tokenizer, assets, precompile, set_num_threads
 
         set_num_threads(2)
         tok = Tokenizer.from_file(assets.fetch("bert-tokenizer-json"))
@@ -71,21 +70,13 @@ def test_ragged_small_call_shares_the_parts_paths_compile(tmp_path):
             return [ids[a:b] for a, b in zip(offsets, offsets[1:])]
 
         first = rows(tok(small, padding=False))
-        compiled = []
-
-        class Listener(event.Listener):
-            def on_start(self, event_):
-                compiled.append(event_.data["dispatcher"].py_func.__module__)
-
-            def on_end(self, event_):
-                pass
-
-        with event.install_listener("numba:compile", Listener()):
+        with precompile.compiled_kernels() as compiled:
             second = rows(tok(large, padding=False))
         oracle = tokenizers.Tokenizer.from_file(str(assets.fetch("bert-tokenizer-json")))
         oracle.no_padding()
         staged = [e.ids for e in oracle.encode_batch(small + large[:50])]
-        print(json.dumps([compiled, first == staged[:2], second[:50] == staged[2:]]))
+        modules = [kernel.__module__ for kernel in compiled]
+        print(json.dumps([modules, first == staged[:2], second[:50] == staged[2:]]))
     """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,

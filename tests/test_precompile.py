@@ -67,24 +67,15 @@ def test_a_tokenizer_split_between_two_jobs_compiles_every_call(tmp_path):
 def _assert_nothing_compiles(vocab, env: dict) -> None:
     """A fresh process on ``env``'s cache compiles no kernel for the warm-up calls or a user's."""
     code = f"""
-        from numba.core import event
         from gputok import precompile
-        compiles = []
-
-        class Counter(event.Listener):
-            def on_start(self, event_):
-                compiles.append(event_.data["dispatcher"].py_func.__name__)
-
-            def on_end(self, event_):
-                pass
 
         tok = precompile.load({str(vocab)!r})
-        with event.install_listener("numba:compile", Counter()):
+        with precompile.compiled_kernels() as compiled:
             precompile.warm_calls(tok)
             # the same shapes as a user's calls reach them: default options, padded or ragged
             tok(["Hello, world!"] * 3, padding=True)
             tok(["hello world"] * 2000, padding=False)
-        print(compiles)
+        print([kernel.__name__ for kernel in compiled])
     """
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=600, check=True)
