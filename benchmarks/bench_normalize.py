@@ -55,14 +55,19 @@ def main() -> None:
                              ("Precompiled (nmt_nfkc)", N.Precompiled(charsmap)),
                              ("SentencePiece (nmt_nfkc)", N.SentencePieceNormalizer(charsmap)),
                              ("Prepend", N.Prepend("▁")), ("Replace ' '", N.Replace({"String": " "}, "▁")),
-                             ("Replace regex", N.Replace({"Regex": " {2,}"}, " ")), ("Strip", N.Strip()),
+                             ("Replace regex ' {2,}'", N.Replace({"Regex": " {2,}"}, " ")),
+                             ("Replace regex '\\A +| +\\z'", N.Replace({"Regex": "\\A +| +\\z"}, "")),
+                             ("Replace string 'th'", N.Replace({"String": "th"}, "TH")),
+                             ("Replace regex '\\d'", N.Replace({"Regex": "\\d"}, "0")),
+                             ("Replace regex '\\bth'", N.Replace({"Regex": "\\bth"}, "TH")),  # no kernel takes it
+                             ("Strip", N.Strip()),
                              ("NFKC", N.NFKC()),
                              ("Sequence", N.Sequence([N.Strip(), N.Lowercase(), N.Prepend("▁"),
                                                       N.Replace({"String": " "}, "▁")]))]:
         stages[name] = lambda texts, text, n=normalizer: n(text)
     rows = []
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; per call, best of {args.repeats}")
-    print(f"{'stage':26} {'batch':>6} {'numba':>11} {'torch':>11} {'torch/numba':>11}")
+    print(f"{'stage':28} {'batch':>6} {'numba':>11} {'torch':>11} {'torch/numba':>11}")
     for name, stage in stages.items():
         for batch in (1, 32, 1024):
             texts = lines[:batch]
@@ -72,7 +77,7 @@ def main() -> None:
                 torch_text = ingest.codepoints(texts)
                 torch_s = per_call(lambda: stage(texts, torch_text), args.repeats)
             rows.append({"stage": name, "batch": batch, "numba_s": numba_s, "torch_s": torch_s})
-            print(f"{name:26} {batch:6} {numba_s * 1e6:9.1f}us {torch_s * 1e6:9.1f}us {torch_s / numba_s:10.1f}x",
+            print(f"{name:28} {batch:6} {numba_s * 1e6:9.1f}us {torch_s * 1e6:9.1f}us {torch_s / numba_s:10.1f}x",
                   flush=True)
     if args.json:
         with open(args.json, "w") as f:

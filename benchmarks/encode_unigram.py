@@ -10,7 +10,8 @@ with the same thread count: gputok (Python strings in, padded tensors out, batch
 ``--batch-size`` lines, ``torch.set_num_threads(N)`` for its intra-op and chunk threads, a fresh
 word cache each pass, on ``--device``), gputok-ragged (the same, ids out as one flat tensor with
 row offsets, ``padding=False``: the output the other engines give, without the ``[rows, longest]``
-tensors), sentencepiece's batch call
+tensors), gputok-json (gputok as gputok, on the tokenizer.json gputok writes for the model, which
+huggingface reads: huggingface's pipeline of normalizers, stage by stage), sentencepiece's batch call
 ``encode(lines, num_threads=N)``, and huggingface ``encode_batch`` on the tokenizer.json gputok
 writes for the same model (``RAYON_NUM_THREADS=N``). Prints a table and writes JSON
 (default bench-results/encode_unigram.json). All engines must produce the same token count. With
@@ -56,24 +57,36 @@ def load_lines(megabytes: float, single_line: bool = False) -> tuple[list[str], 
     return lines, len("\n".join(lines).encode())
 
 
+def saved_json(model: str) -> str:
+    """The tokenizer.json gputok writes for ``model`` (in a new temporary folder)."""
+    import tempfile
+
+    import gputok
+
+    path = Path(tempfile.mkdtemp()) / "tokenizer.json"
+    gputok.Tokenizer.from_sentencepiece(model).save(path)
+    return str(path)
+
+
 def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: int, device: str = "cpu",
            passes: int = 1, single_line: bool = False) -> dict:
     lines, nbytes = load_lines(megabytes, single_line)
     warm_up = [lines[0][:10_000]] if single_line else lines[:batch_size]
-    if engine in ("gputok", "gputok-ragged"):
+    if engine in ("gputok", "gputok-ragged", "gputok-json"):
         import torch
 
         import gputok
 
         torch.set_num_threads(threads)
-        tok = gputok.Tokenizer.from_sentencepiece(model)
+        tok = (gputok.Tokenizer.from_file(saved_json(model)) if engine == "gputok-json"
+               else gputok.Tokenizer.from_sentencepiece(model))
         tok(warm_up, device=device)  # warm up: tables on the device, charsmap read, kernels compiled
 
         def run():
             tok.word_cache = type(tok.word_cache)()  # every pass starts cold
             total = 0
             for i in range(0, len(lines), batch_size):
-                if engine == "gputok":
+                if engine != "gputok-ragged":
                     total += int(tok(lines[i:i + batch_size], device=device)["attention_mask"].sum())
                 else:
                     total += tok(lines[i:i + batch_size], padding=False, device=device)["input_ids"].numel()
@@ -89,15 +102,9 @@ def worker(engine: str, model: str, megabytes: float, threads: int, batch_size: 
         def run():
             return sum(map(len, sp.encode(lines, num_threads=threads)))
     else:
-        import tempfile
-
         from tokenizers import Tokenizer as HFTokenizer
 
-        import gputok
-
-        path = Path(tempfile.mkdtemp()) / "tokenizer.json"
-        gputok.Tokenizer.from_sentencepiece(model).save(path)
-        hf = HFTokenizer.from_file(str(path))
+        hf = HFTokenizer.from_file(saved_json(model))
         hf.encode_batch(warm_up[:100])
 
         def run():
@@ -123,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None)
     parser.add_argument("--device", default="cpu", help="where gputok encodes (cpu or cuda)")
     parser.add_argument("--passes", type=int, default=1, help="time each engine this many times, keep the fastest")
-    parser.add_argument("--engines", nargs="+", default=["gputok", "gputok-ragged", "sentencepiece", "huggingface"])
+    parser.add_argument("--engines", nargs="+",
+                        default=["gputok", "gputok-ragged", "gputok-json", "sentencepiece", "huggingface"])
     parser.add_argument("--single-line", action="store_true", help="one line of English instead of the corpus lines")
     parser.add_argument("--json", default="bench-results/encode_unigram.json")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)

@@ -25,8 +25,8 @@ import torch
 
 from . import _components, _dispatch, _reference_unicode, unicode
 from .ingest import strings
-from .kernels.normalize_numba import (prepend_numba, replace_char_numba, rewrite_sources_numba, rewrite_table_numba,
-                                      strip_numba)
+from .kernels.normalize_numba import (prepend_numba, replace_char_numba, replace_spans_numba, rewrite_table_numba,
+                                      run_matches_numba, string_matches_numba, strip_numba)
 from .ragged import Ragged, expand_rows, offsets_from_lengths, positions_in_rows, row_ids
 
 
@@ -404,9 +404,12 @@ class Prepend(Normalizer):
 
 class Replace(Normalizer):
     """huggingface's Replace: every match of ``pattern`` ({"String": s} or {"Regex": r}) becomes
-    ``content`` (a one-character String: a codepoint map; otherwise slower: the ``regex`` module per text). A one-character string is a per-codepoint map on tensors; anything else runs
-    through the ``regex`` module per text (correct, slower), the replacement's characters pointing
-    at the match's last character (as huggingface aligns them).
+    ``content`` (a numba kernel on the CPU for a String and for a Regex that is a run of one character
+    class, anywhere or at a text's ends, as ``" {2,}"`` or ``"\\A +| +\\z"``; any other regex: the
+    ``regex`` module per text, slower).
+
+    The replacement's characters point at the match's last character, as huggingface aligns them.
+    The runs a kernel takes are :func:`replace_runs`'; on CUDA tensors the kernels run on a CPU copy.
 
     >>> out, src = Replace({"String": " "}, "▁")(Ragged.from_lengths(torch.tensor([97, 32, 98]), torch.tensor([3])))
     >>> "".join(map(chr, out.values.tolist())), src.tolist()
@@ -430,8 +433,18 @@ class Replace(Normalizer):
                           else regex_split.compile_pattern(pattern["Regex"]))
         except regex.error as e:
             raise ValueError(f"Replace normalizer: pattern {pattern['Regex']!r} is not a valid regex ({e})") from None
+        # where a CPU kernel finds the matches: the literal (string_matches_numba) or the runs (run_matches_numba)
+        self._literal = literal if literal is not None and len(literal) > 1 else None
+        self._runs = None if literal is not None else replace_runs(pattern["Regex"])
 
     def __call__(self, text: Ragged) -> tuple[Ragged, torch.Tensor]:
+        if (self._literal is not None or self._runs is not None) and (
+                _dispatch.on_cpu_kernels(text.device) or _dispatch.backend(text.device) == "triton"):  # CUDA: a CPU copy
+            values, offsets = text.values.cpu().numpy(), text.offsets.cpu().numpy()
+            matches = (run_matches_numba(values, offsets, *self._runs) if self._runs is not None
+                       else string_matches_numba(values, offsets, _codes(self._literal, values.dtype)))
+            out, source = _wrap(replace_spans_numba(values, offsets, *matches, _codes(self.content, values.dtype)))
+            return (out, source) if text.device.type == "cpu" else (out.to(text.device), source.to(text.device))
         if self.char is None:
             from . import regex_split
 
@@ -504,6 +517,77 @@ def _white_space(device: torch.device) -> torch.Tensor:
 @functools.lru_cache(maxsize=1)
 def _white_space_numpy():
     return _white_space(torch.device("cpu")).numpy()
+
+
+# A Replace regex the CPU kernel takes (replace_runs): one character, escaped or not, a class
+# escape or a set, alone or repeated (+, {m,}, {m}, {m,n}; m > 0), or as \AX+|X+\z.
+_RUN_ATOM = "(?:" + "|".join([r"[^\\.^$|?*+()\[\]{}]", r"\\[^A-Za-z0-9]", r"\\[sdwSDW]", r"\\[pP]\{[A-Za-z0-9_= ]+\}",
+                                r"\\[pP][A-Za-z]", r"\[(?:[^\[\]\\]|\\.)+\]"]) + ")"
+_RUN_REPEAT = r"(?:\+|\{[1-9][0-9]*(?:,[0-9]*)?\})?"
+
+
+def replace_runs(pattern: str) -> tuple | None:
+    r"""``run_matches_numba``'s arguments after the text for a Replace ``Regex`` that is one
+    character class ``X`` alone or repeated (``X``, ``X+``, ``X{m,}``, ``X{m}``, ``X{m,n}``,
+    ``m`` > 0) or unbounded runs of it only at a text's ends (``\AX+|X+\z``, the same ``X`` and
+    repeat twice): (which codepoints ``X`` matches, the shortest and longest match, 0 for no bound,
+    at the ends only); None for any other regex. ``X``'s codepoints are found by running the regex
+    that the per-text path compiles on every codepoint, so both read it alike.
+
+    >>> members, shortest, longest, at_ends = replace_runs(" {2,}")
+    >>> members.nonzero()[0].tolist(), shortest, longest, at_ends
+    ([32], 2, 0, False)
+    >>> replace_runs(r"\A\s+|\s+\z")[1:], replace_runs(r"\d")[1:], replace_runs("a{2,3}")[1:]
+    ((1, 0, True), (1, 1, False), (2, 3, False))
+    >>> [replace_runs(p) for p in ("a*", "ab+", "a{3,2}", "a{2,0}", r"\A\d|\d\z")]
+    [None, None, None, None, None]
+    """
+    import regex
+
+    found = regex.fullmatch(f"({_RUN_ATOM})({_RUN_REPEAT})", pattern)
+    at_ends = False
+    if found is None:
+        found = regex.fullmatch(rf"\\A({_RUN_ATOM})({_RUN_REPEAT})\|({_RUN_ATOM})({_RUN_REPEAT})\\z", pattern)
+        if found is None or found.group(1, 2) != found.group(3, 4):
+            return None
+        at_ends = True
+    repeat = found.group(2)
+    if repeat == "+":
+        shortest, longest = 1, 0
+    elif not repeat:
+        shortest = longest = 1
+    else:
+        bounds = repeat[1:-1].split(",")
+        shortest = int(bounds[0])
+        longest = shortest if len(bounds) == 1 else int(bounds[1]) if bounds[1] else 0
+        if len(bounds) == 2 and bounds[1] and longest < shortest:
+            return None
+    if at_ends and longest:
+        return None
+    members = _class_members(found.group(1))
+    return None if members is None else (members, shortest, longest, at_ends)
+
+
+@functools.lru_cache(maxsize=32)
+def _class_members(atom: str):
+    """uint8 per codepoint (0 past the table): whether the regex ``atom`` matches that codepoint
+    alone, probed on every codepoint with the regex the per-text path compiles; None where it
+    matches anything but one character."""
+    import numpy as np
+
+    from . import regex_split
+
+    if len(atom) == 1 or (len(atom) == 2 and atom[0] == "\\" and not atom[1].isalnum()):
+        members = np.zeros(ord(atom[-1]) + 1, np.uint8)
+        members[-1] = 1
+        return members
+    every = "".join(map(chr, range(unicode.MAX_CODEPOINT)))
+    spans = np.array([m.span() for m in regex_split.compile_pattern(atom).finditer(every)], np.int64).reshape(-1, 2)
+    if (spans[:, 1] - spans[:, 0] != 1).any():
+        return None
+    members = np.zeros(unicode.MAX_CODEPOINT, np.uint8)
+    members[spans[:, 0]] = 1
+    return members
 
 
 @functools.lru_cache(maxsize=64)
@@ -656,27 +740,21 @@ def _replace_matches(text: Ragged, matcher, content: str, skip) -> tuple[Ragged,
 
 def _replace_matches_numba(text: Ragged, texts: list[str], matcher, content: str, skip
                            ) -> tuple[Ragged, torch.Tensor]:
-    """:func:`_replace_matches` on the CPU: the same Python replacement per text, the source
-    indices from one kernel call (``rewrite_sources_numba``) instead of numpy calls per text."""
+    """:func:`_replace_matches` on the CPU: the matches found in Python per text, the texts
+    rewritten by one kernel call (``replace_spans_numba``)."""
     import numpy as np
 
-    from .ingest import codepoints
-
-    out, match_counts, match_bounds = [], [], []
-    for s in texts:  # one scan: the matches give both the new text and its sources
-        bounds = [] if skip(s) else [b for span in matcher(s) for b in span]
-        if bounds:  # the text between the matches, joined by the replacement
-            s = content.join([s[a:b] for a, b in zip([0, *bounds[1::2]], [*bounds[::2], len(s)])])
-        out.append(s)
-        match_counts.append(len(bounds) // 2)
-        match_bounds += bounds
-    result = codepoints(out, text.device)
-    spans = np.array(match_bounds, dtype=np.int64).reshape(-1, 2)
-    match_offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(match_counts, out=match_offsets[1:])
-    source = rewrite_sources_numba(text.offsets.numpy(), result.offsets.numpy(), match_offsets,
-                                   np.ascontiguousarray(spans[:, 0]), np.ascontiguousarray(spans[:, 1]), len(content))
-    return result, torch.from_numpy(source)
+    bounds: list[int] = []
+    counts = np.zeros(len(texts) + 1, dtype=np.int64)
+    for t, (s, start) in enumerate(zip(texts, text.offsets[:-1].tolist())):
+        if not skip(s):
+            found = [start + b for span in matcher(s) for b in span]
+            counts[t + 1] = len(found) // 2
+            bounds += found
+    spans = np.array(bounds, dtype=np.int64).reshape(-1, 2)
+    values = text.values.numpy()
+    return _wrap(replace_spans_numba(values, text.offsets.numpy(), np.cumsum(counts), np.ascontiguousarray(spans[:, 0]),
+                                     np.ascontiguousarray(spans[:, 1]), _codes(content, values.dtype)))
 
 
 NORMALIZERS = {cls.type: cls for cls in (BertNormalizer, Precompiled, Lowercase, Prepend, Replace, Strip,

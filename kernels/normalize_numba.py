@@ -15,6 +15,12 @@ dtype included (the table's for a table rewrite, the input's for the others).
   Reference: ``Prepend.__call__``.
 - ``strip_numba``: white space (``white``, a boolean table over all codepoints) off the left
   and/or right of each row. Reference: ``Strip.__call__``.
+- ``replace_spans_numba``: each match of a Replace becomes ``content``, pointing at the match's
+  last character, as huggingface aligns it; the matches come from ``run_matches_numba`` and
+  ``string_matches_numba`` (the regexes and strings ``gputok.normalizers.Replace`` recognizes:
+  one character class alone or repeated, ``X``, ``X+``, ``X{m,}``, ``X{m,n}``, or runs only at
+  a text's ends, ``\\AX+|X+\\z``; a string) or, for any other regex, from the ``regex`` module
+  per text. Reference: ``gputok.normalizers._replace_matches``.
 
 Each is a counting pass (output row lengths) then a writing pass. A codepoint outside a table
 raises ValueError (the torch twin's gather raises too). Memory: the outputs only.
@@ -150,36 +156,109 @@ def strip_numba(values, offsets, white, strip_left, strip_right):
 
 
 @kernel
-def rewrite_sources_numba(in_offsets, out_offsets, match_offsets, match_start, match_end, content_len):
-    """The source index of every character of texts whose matches Python replaced
-    (``gputok.normalizers._replace_matches``): per text, the matches
-    ``match_start[k]:match_end[k]`` (text-relative, rows of ``match_offsets``) replaced by
-    ``content_len`` characters pointing at the match's last character (an empty match's at the one
-    before it), the others keeping theirs. Raises ValueError where the lengths disagree with the
-    rewritten text's.
-    """
-    rows = in_offsets.size - 1
-    source = np.empty(out_offsets[rows], np.int64)
+def replace_spans_numba(values, offsets, match_offsets, match_start, match_end, content):
+    """Each text's matches (``match_start[k]:match_end[k]``, indices into ``values``, rows of
+    ``match_offsets``, in order and not overlapping) replaced by ``content``, whose characters
+    point at the match's last character (an empty match's at the one before it, at a text's
+    start its first), as huggingface aligns them; the other characters keep their index."""
+    rows = offsets.size - 1
+    k = content.size
+    out_offsets = np.empty(rows + 1, np.int64)
+    out_offsets[0] = 0
     for t in range(rows):
-        start, n = in_offsets[t], in_offsets[t + 1] - in_offsets[t]
-        at, m = out_offsets[t], out_offsets[t + 1] - out_offsets[t]
-        expected = n
-        for k in range(match_offsets[t], match_offsets[t + 1]):
-            expected += content_len - (match_end[k] - match_start[k])
-        if expected != m:
-            raise ValueError("a rewritten text's length disagrees with its matches")
-        pos = 0
-        for k in range(match_offsets[t], match_offsets[t + 1]):
-            a, b = match_start[k], match_end[k]
-            for j in range(pos, a):
-                source[at] = start + j
+        count = offsets[t + 1] - offsets[t]
+        for m in range(match_offsets[t], match_offsets[t + 1]):
+            count += k - (match_end[m] - match_start[m])
+        out_offsets[t + 1] = out_offsets[t] + count
+    out = np.empty(out_offsets[rows], values.dtype)
+    source = np.empty(out_offsets[rows], np.int64)
+    at = 0
+    for t in range(rows):
+        lo, hi = offsets[t], offsets[t + 1]
+        i = lo
+        for m in range(match_offsets[t], match_offsets[t + 1]):
+            a, b = match_start[m], match_end[m]
+            for c in range(i, a):
+                out[at] = values[c]
+                source[at] = c
                 at += 1
-            r = b - 1 if b > a else max(a - 1, 0)  # an empty match: the character before it
-            for j in range(content_len):
-                source[at] = start + r
+            r = b - 1 if b > a else max(a - 1, lo)
+            for c in range(k):
+                out[at] = content[c]
+                source[at] = r
                 at += 1
-            pos = b
-        for j in range(pos, n):
-            source[at] = start + j
+            i = b
+        for c in range(i, hi):
+            out[at] = values[c]
+            source[at] = c
             at += 1
-    return source
+    return out, out_offsets, source
+
+
+@kernel
+def _run_end(values, i, hi, member):
+    """One past the run of ``member`` characters that starts at ``i`` (a codepoint past the table
+    is no member)."""
+    limit = member.size
+    j = i
+    while j < hi and values[j] < limit and member[values[j]]:
+        j += 1
+    return j
+
+
+@kernel
+def run_matches_numba(values, offsets, member, min_run, max_run, at_ends):
+    """The matches of ``X{min_run,max_run}`` (``max_run`` 0: no bound) for a one-character ``X``
+    (``member``: a uint8 table; codepoints past it are no member), with ``at_ends`` (no bound)
+    only those that start or end their text, ``\\AX{m,}|X{m,}\\z``: ``replace_spans_numba``'s
+    ``(match_offsets, match_start, match_end)``. Greedy leftmost search cuts each maximal run of
+    members into matches of ``max_run`` from its start, the rest one more if ``min_run`` long."""
+    rows = offsets.size - 1
+    match_offsets = np.empty(rows + 1, np.int64)
+    match_offsets[0] = 0
+    match_start = np.empty(values.size, np.int64)
+    match_end = np.empty(values.size, np.int64)
+    m = 0
+    for t in range(rows):
+        lo, hi = offsets[t], offsets[t + 1]
+        i = lo
+        while i < hi:
+            j = _run_end(values, i, hi, member)
+            if j == i:
+                i += 1
+                continue
+            if not at_ends or i == lo or j == hi:
+                chunk = j - i if max_run == 0 else max_run
+                while j - i >= min_run:
+                    match_start[m], match_end[m] = i, min(i + chunk, j)
+                    i = match_end[m]
+                    m += 1
+            i = j
+        match_offsets[t + 1] = m
+    return match_offsets, match_start[:m], match_end[:m]
+
+
+@kernel
+def string_matches_numba(values, offsets, literal):
+    """The occurrences of ``literal`` (one or more characters), leftmost first and none overlapping
+    the one before: ``replace_spans_numba``'s ``(match_offsets, match_start, match_end)``."""
+    rows = offsets.size - 1
+    n = literal.size
+    match_offsets = np.empty(rows + 1, np.int64)
+    match_offsets[0] = 0
+    match_start = np.empty(values.size, np.int64)
+    m = 0
+    for t in range(rows):
+        i, hi = offsets[t], offsets[t + 1]
+        while i + n <= hi:
+            c = 0
+            while c < n and values[i + c] == literal[c]:
+                c += 1
+            if c == n:
+                match_start[m] = i
+                m += 1
+                i += n
+            else:
+                i += 1
+        match_offsets[t + 1] = m
+    return match_offsets, match_start[:m], match_start[:m] + n

@@ -393,6 +393,30 @@ def test_replace_matches_as_oniguruma():
             assert "".join(ours.decoder.decode_chain(tokens)) == hf.decoder.decode(tokens), pattern
 
 
+RUN_PATTERNS = [r" {2,}", r"\s+", r"\A +| +\z", r"\A\s{2,}|\s{2,}\z", r"[ \t]+", r"\p{Zs}{3,}", r"\.+", r"a+",
+                r"\s", r"a{2,3}", r" {2}"]
+
+
+@pytest.mark.parametrize("pattern", RUN_PATTERNS)
+def test_replace_runs_kernel_as_huggingface(pattern):
+    """A Replace of runs of one character class (SentencePiece converters' ``" {2,}"``, gputok's own
+    ``\\A +| +\\z``), which the CPU runs as a kernel (``normalize_numba.replace_runs_numba``),
+    gives huggingface's ids and offsets on random texts of spaces, tabs, ideographic spaces,
+    newlines, dots and letters, for a content longer, shorter and empty."""
+    from gputok.normalizers import replace_runs
+
+    assert replace_runs(pattern) is not None  # the kernel, not the regex module, runs it
+    rng = random.Random(pattern)
+    texts = ["", " ", "  ", "a", *("".join(rng.choice("  \t\u3000\n.aab") for _ in range(rng.randint(0, 12)))
+                                for _ in range(300))]
+    vocab = {c: i for i, c in enumerate(["[UNK]", *sorted(set(" \t\u3000\n.abXY"))])}
+    for content in ("X", "", "XY"):
+        hf = HFTokenizer(M.WordLevel(vocab, unk_token="[UNK]"))
+        hf.normalizer = N.Sequence([N.Replace(Regex(pattern), content), N.Replace("ab", "Y")])
+        hf.pre_tokenizer = P.Split(Regex("."), behavior="isolated")
+        _check(hf, Tokenizer.from_str(hf.to_str()), texts, None, True)
+
+
 def test_sentencepiece_normalizer_saved_strips_the_text_not_each_line():
     """A SentencePiece normalizer written to tokenizer.json strips spaces at the text's ends (``\\A``,
     ``\\z``), as SentencePiece does, not at each line's (``^``, ``$`` in huggingface's reading):

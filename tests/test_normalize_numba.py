@@ -99,6 +99,11 @@ def test_bert(batches, clean_text, handle_chinese_chars, strip_accents, lowercas
     N.Lowercase(), N.Prepend("▁"), N.Prepend(""), N.Prepend("ab"), N.Replace({"String": " "}, "▁"),
     N.Replace({"String": "a"}, ""), N.Replace({"String": "e"}, "xyz"), N.Replace({"String": "ab"}, "X"),
     N.Replace({"Regex": "^ +| +$"}, ""), N.Replace({"Regex": " {2,}"}, " "), N.Replace({"Regex": "a*"}, "-"),
+    N.Replace({"Regex": "\\A +| +\\z"}, ""), N.Replace({"Regex": "\\A\\s{2,}|\\s{2,}\\z"}, "<>"),
+    N.Replace({"Regex": "\\s+"}, "▁"), N.Replace({"Regex": " {3,}"}, ""), N.Replace({"Regex": "[ \\t\u3000]+"}, "_"),
+    N.Replace({"Regex": "\\p{Zs}{2,}"}, " "), N.Replace({"Regex": "\\.+"}, "."), N.Replace({"String": "``"}, '"'),
+    N.Replace({"String": "aa"}, "b"), N.Replace({"String": "\u3000 "}, ""), N.Replace({"Regex": "\\d"}, "0"),
+    N.Replace({"Regex": "\\s{2,3}"}, "_"), N.Replace({"Regex": "[ \u3000]{2}"}, ""),
     N.Strip(), N.Strip(strip_left=False), N.Strip(strip_right=False), N.Strip(strip_left=False, strip_right=False),
     N.NFC(), N.NFD(), N.NFKC(), N.NFKD(), N.Sequence([]),
     N.Sequence([N.NFKC(), N.Strip(), N.Lowercase(), N.Prepend("▁"), N.Replace({"String": " "}, "▁")]),
@@ -159,3 +164,54 @@ def test_sentencepiece_normalizer(charsmaps, batches, add_dummy_prefix, remove_e
         check(N.SentencePieceNormalizer(blob, add_dummy_prefix=add_dummy_prefix,
                                         remove_extra_whitespaces=remove_extra_whitespaces,
                                         escape_whitespaces=escape_whitespaces), batches)
+
+
+@pytest.mark.parametrize("pattern", [" {2,}", "\\s+", "\\A +| +\\z", "[ \\t]{2,}", "\\p{Zs}+", "\\.+",
+                                     "\\A\\s+|\\s+\\z", "\\d", "a{2,3}", "[ab]{2}", "x"])
+def test_replace_runs_are_recognized(pattern):
+    """The run patterns take the kernel (else the parametrized comparisons above compare the
+    ``regex`` path with itself)."""
+    assert N.Replace({"Regex": pattern}, " ")._runs is not None
+
+
+@pytest.mark.parametrize("pattern", ["a*", "^ +| +$", "ab+", "\\A +| {2,}\\z", "a+?", "(?i)a+", "a{2,}?", "\\X+",
+                                     "[ab]{0,}", "\\A +", " +\\z", "(a)+", "a++", "\\Aa{2}|a{2}\\z"])
+def test_other_regexes_take_the_regex_module(pattern):
+    """Anything else (an empty match, line anchors, a lazy or possessive repeat, flags, a group, a
+    cluster, bounded runs at the ends) stays on the per-text path, which reads it exactly."""
+    assert N.Replace({"Regex": pattern}, " ")._runs is None
+
+
+def test_replace_string_and_runs_on_long_runs():
+    """Matches at a text's first and last character, a run filling a whole text, overlapping
+    candidates of a string (``aaa``: one match), texts of one character."""
+    for normalizer in (N.Replace({"String": "aa"}, "b"), N.Replace({"Regex": "a{2,}"}, ""),
+                       N.Replace({"Regex": "\\Aa+|a+\\z"}, "XYZ"), N.Replace({"Regex": "a{2,3}"}, "-"),
+                       N.Replace({"Regex": "a{3}"}, ""), N.Replace({"Regex": "a"}, "bb")):
+        texts = ["aaa", "a", "", "aab aa", "baaab", "a" * 5000, "a" * 4999, "ba", "ab", "aaaaaaa", "aaaaaaaa"]
+        check(normalizer, [texts])
+
+
+def test_replace_runs_on_the_cuda_code_path(batches, monkeypatch):
+    """The CUDA code path (``GPUTOK_BACKEND=triton``) runs the kernel on a CPU copy (the per-text
+    path is not called), with the same result as the per-text ``regex`` path."""
+    normalizer = N.Replace({"Regex": "\\A +| +\\z"}, "")
+    refs = []
+    for texts in batches[:3]:
+        with _dispatch.use_backend("torch"):
+            refs.append(normalizer(ingest.codepoints(texts)))
+    monkeypatch.setattr(N, "_replace_matches", None)
+    for texts, ref in zip(batches[:3], refs):
+        with _dispatch.use_backend("triton"):
+            assert_same(normalizer(ingest.codepoints(texts)), ref)
+
+
+def test_replace_kernels_after_pickling(batches):
+    """A Replace read back from a pickle (a tokenizer's disk cache, a DataLoader worker) still runs
+    its kernel and gives the same result."""
+    import pickle
+
+    for normalizer in (N.Replace({"Regex": " {2,}"}, "▁"), N.Replace({"String": "``"}, '"')):
+        again = pickle.loads(pickle.dumps(normalizer))
+        text = ingest.codepoints(batches[0])
+        assert_same(again(text), normalizer(text))
