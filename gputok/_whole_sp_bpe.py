@@ -3,8 +3,10 @@
 A SentencePiece BPE ``.model`` read by :func:`gputok.models.bpe_sentencepiece.sentencepiece_tokenizer`
 (SentencePiece's normalizer, the merge-safe word split, a character-level BPE) encodes a chunk of
 texts in one call of ``gputok.kernels.sp_bpe_texts_numba``: the stage path's ids and spans, without
-its Python glue per stage (tests/test_sp_bpe_texts.py compares the two). Pipelines it does not
-cover (user-defined pieces, byte-level or dropout BPE, other normalizers) keep the stage path.
+its Python glue per stage (tests/test_sp_bpe_texts.py compares the two). So does the Llama-style
+tokenizer.json of such a model (``Prepend("▁")`` and ``Replace(" " -> "▁")``, no pre-tokenizer:
+:func:`sentencepiece_normalizer_of`). Pipelines it does not cover (user-defined pieces, byte-level
+or dropout BPE, other normalizers) keep the stage path.
 
 The word cache. The kernel looks each word up in a store of words it merged before, and adds the
 words it merges (:class:`WordStore`: numpy arrays the kernel reads and writes). A store belongs to
@@ -38,8 +40,8 @@ from ._whole_cells import NO_CHARSMAP, WholeKernel
 from .kernels import sp_bpe_texts_numba
 from .kernels.bpe_heap import packed_pairs
 from .models.bpe import BPE
-from .models.bpe_sentencepiece import MergeSafeSplit
-from .normalizers import SentencePieceNormalizer
+from .models.bpe_sentencepiece import ESCAPED_SPACE, MergeSafeSplit
+from .normalizers import Prepend, Replace, Sequence, SentencePieceNormalizer
 from .ragged import Ragged
 
 
@@ -99,12 +101,27 @@ def direct_chars(symbols: dict) -> np.ndarray:
     return np.where(same, by_variant[0], -1).astype(np.int32)
 
 
+def sentencepiece_normalizer_of(normalizer: Sequence) -> SentencePieceNormalizer | None:
+    """The SentencePiece normalizer that rewrites every text as ``normalizer`` does, sources
+    included, where it is the huggingface Sequence a SentencePiece BPE without a charsmap or
+    ``remove_extra_whitespaces`` is saved as (transformers' Llama converter, ``Tokenizer.save``):
+    ``Prepend("▁")`` (with ``add_dummy_prefix``) then ``Replace(" " -> "▁")``; else None."""
+    *prepend, replace = normalizer.normalizers or (None,)
+    if not (type(replace) is Replace and replace.pattern == {"String": " "} and replace.content == ESCAPED_SPACE
+            and len(prepend) <= 1 and all(type(p) is Prepend and p.prepend == ESCAPED_SPACE for p in prepend)):
+        return None
+    return SentencePieceNormalizer(b"", add_dummy_prefix=bool(prepend), remove_extra_whitespaces=False,
+                                   escape_whitespaces=True)
+
+
 def whole_sentencepiece_bpe_kernel(owner: Any, normalizer: Any, pre_tokenizer: Any,
                                    model: Any) -> Callable[[np.ndarray, np.ndarray, bool], Any] | None:
     """``Tokenizer._whole_pipeline_kernel`` for these stages, or None; ``owner``: the
     tokenizer, whose ``word_cache`` says whether and which stores to use (held weakly)."""
     from .tokenizer import Encoded as encoded
 
+    if type(normalizer) is Sequence:  # a Llama-style tokenizer.json (read with a MergeSafeSplit for its none)
+        normalizer = sentencepiece_normalizer_of(normalizer)
     if not (type(normalizer) is SentencePieceNormalizer and type(pre_tokenizer) is MergeSafeSplit
             and type(model) is BPE and not model.byte_level and not getattr(model, "dropout", None)):
         return None

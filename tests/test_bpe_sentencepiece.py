@@ -177,6 +177,60 @@ def test_runs_of_spaces_digits_newlines(ours, sp, hf, text):
     assert ours.encode(text) == sp.encode(text) == hf.encode(text, add_special_tokens=False).ids
 
 
+@pytest.fixture(scope="module")
+def back(saved):
+    return Tokenizer.from_file(saved)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(TEXT | st.sampled_from(EDGE), min_size=1, max_size=8))
+def test_saved_json_in_one_kernel_call_as_huggingface(back, hf, texts):
+    """The Llama-style tokenizer.json runs the SentencePiece BPE whole-pipeline kernel (its
+    ``Prepend("▁")``, ``Replace(" " -> "▁")`` read as SentencePiece's normalizer): huggingface's
+    ids and offsets on random Unicode, padded and ragged, a batch at a time and one text at a time."""
+    assert back._whole_pipeline_kernel is not None
+    expected = hf.encode_batch(texts, add_special_tokens=False)
+    got = back(texts, return_offsets=True, padding=False)
+    bounds = got["row_offsets"].tolist()
+    ids, spans = got["input_ids"].tolist(), [tuple(o) for o in got["offsets"].tolist()]
+    assert [ids[a:b] for a, b in zip(bounds, bounds[1:])] == [e.ids for e in expected]
+    assert [spans[a:b] for a, b in zip(bounds, bounds[1:])] == [e.offsets for e in expected]
+    padded = back(texts, padding=True)
+    assert [row[:int(m.sum())] for row, m in zip(padded["input_ids"].tolist(), padded["attention_mask"])] == \
+        [e.ids for e in expected]
+    assert back.encode_batch(texts) == [back.encode(t) for t in texts]
+
+
+def test_only_sentencepiece_shaped_normalizers_take_the_kernel():
+    """The normalizer is read as SentencePiece's only where it is exactly the Sequence a
+    SentencePiece BPE is saved as."""
+    from gputok import normalizers as N
+    from gputok._whole_sp_bpe import sentencepiece_normalizer_of
+
+    prepend, replace = N.Prepend("▁"), N.Replace({"String": " "}, "▁")
+    assert sentencepiece_normalizer_of(N.Sequence([prepend, replace])).add_dummy_prefix
+    assert not sentencepiece_normalizer_of(N.Sequence([replace])).add_dummy_prefix
+    for steps in ([], [replace, prepend], [N.Prepend("_"), replace], [prepend, N.Replace({"String": " "}, "_")],
+                  [prepend, N.Replace({"Regex": " "}, "▁")], [prepend, prepend, replace], [N.Lowercase(), replace]):
+        assert sentencepiece_normalizer_of(N.Sequence(steps)) is None, steps
+
+
+def test_no_dummy_prefix_json_as_huggingface(hf, saved, tmp_path, lines):
+    """A saved file without the Prepend (a model without ``add_dummy_prefix``) takes the kernel too,
+    with huggingface's ids and offsets."""
+    spec = json.loads(saved.read_text(encoding="utf-8"))
+    spec["normalizer"]["normalizers"] = spec["normalizer"]["normalizers"][1:]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    ours, theirs = Tokenizer.from_file(path), HFTokenizer.from_file(str(path))
+    assert ours._whole_pipeline_kernel is not None
+    texts = lines[::11] + EDGE
+    expected = theirs.encode_batch(texts, add_special_tokens=False)
+    assert ours.encode_batch(texts) == [e.ids for e in expected]
+    got = ours(texts, return_offsets=True, padding=False)["offsets"].tolist()
+    assert got == [list(o) for e in expected for o in e.offsets]
+
+
 @pytest.mark.parametrize("byte_fallback,rule", [(False, "nmt_nfkc"), (True, "nfkc")])
 def test_models_trained_by_sentencepiece(tmp_path, parity_lines, byte_fallback, rule):
     """BPE models as spm_train writes them by default: a charsmap, extra whitespace removed,
