@@ -40,6 +40,7 @@ from ._atomic import write_atomic
 from ._loading import cached_loader
 from ._transformers_api import TransformersAPI
 from ._whole_bpe import whole_bpe_kernel
+from ._whole_hf_unigram import whole_hf_unigram_kernel
 from ._whole_sp_bpe import whole_sentencepiece_bpe_kernel
 from ._whole_unigram import whole_unigram_kernel
 from ._validate import FileFormatError
@@ -62,7 +63,8 @@ from .kernels import cells_numba, ingest_numba, wordpiece_texts_numba
 
 MODELS = {cls.type: cls for cls in (WordPiece, BPE, Unigram, WordLevel)}
 # (tokenizer, normalizer, pre_tokenizer, model) -> a whole-pipeline CPU kernel, or None
-_WHOLE_PIPELINE_FACTORIES = (whole_bpe_kernel, whole_unigram_kernel, whole_sentencepiece_bpe_kernel)
+_WHOLE_PIPELINE_FACTORIES = (whole_bpe_kernel, whole_unigram_kernel, whole_sentencepiece_bpe_kernel,
+                              whole_hf_unigram_kernel)
 # A call on a GPU costs ~5-20 ms of kernel launches (about a thousand small ops) whatever its
 # size; below this many characters a batch for a CUDA device is encoded on the CPU, where small
 # batches take ~1-5 ms, and only the output tensors are copied to the device.
@@ -1107,6 +1109,8 @@ class Tokenizer(TransformersAPI):
         got = kernel(units, lengths, *tables, *options)
         if count > 1 and not got[-1] and (got[0].shape[1] if padded else got[1].size - 1) != count:
             got = kernel(*_units_and_lengths(texts), *tables, *options)  # a text held a NUL
+        if got[-1] == cells_numba.REFUSED:  # the kernel leaves this batch to the stages
+            return None
         return _cell_outputs(got, padded, truncation, stride, with_types)
 
     def _cells_in_parts(self, texts: list[str], joined: str, options: tuple, padded: bool,
@@ -1158,6 +1162,8 @@ class Tokenizer(TransformersAPI):
             return encode_part(units[starts[part]:starts[part + 1] - 1], ingest_numba.JOINED_LENGTHS)
 
         done = _cpu_threads.map_chunks(encode, list(range(len(starts) - 1)))
+        if any(d is None for d in done):  # a part the kernel leaves to the stages
+            return None
         if sum(d[1].size - 1 for d in done) != len(texts):  # a text held a NUL: cut by the lengths from Python
             units, lengths = _units_and_lengths(texts)
             ends = np.cumsum(lengths)
@@ -1168,6 +1174,8 @@ class Tokenizer(TransformersAPI):
                 return encode_part(units[starts[part]:starts[part + 1]], lengths[bounds[part]:bounds[part + 1]])
 
             done = _cpu_threads.map_chunks(encode, list(range(len(bounds) - 1)))
+            if any(d is None for d in done):
+                return None
         return np.concatenate([d[0] for d in done]), _joined_offsets([d[1] for d in done])
 
     def _padded_call(self, texts: list[str], add_special_tokens: bool, with_types: bool | None,

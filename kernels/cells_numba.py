@@ -105,6 +105,9 @@ def ragged_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, 
 
 
 RAGGED_OPTIONS = 7  # ragged_cells' arguments after ids and offsets
+# The error a pipeline's cells kernel gives for a batch it leaves to the stage path (no truncation
+# error is this): gputok.tokenizer._cells_in_one_call then takes the other path.
+REFUSED = -(1 << 40)
 
 
 def ragged_after(encode_texts):

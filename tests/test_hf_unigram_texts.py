@@ -1,0 +1,176 @@
+"""A huggingface Unigram tokenizer.json runs in one kernel call on the CPU
+(``kernels/hf_unigram_texts_numba.py``, ``gputok._whole_hf_unigram``): the same ids and spans as its
+stage path, and as huggingface, for the shapes SentencePiece Unigram models come in (the file
+``Tokenizer.save`` writes; transformers' conversion: ``Precompiled``, ``Strip`` right,
+``Replace(" {2,}" -> "▁")``, ``Metaspace``; without a charsmap; each Metaspace scheme and split),
+on real text, random Unicode and texts huggingface's grapheme-cluster reading of the charsmap
+reads otherwise (which the kernel leaves to the stage path)."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer as HFTokenizer
+
+from gputok import Tokenizer, assets, ingest
+from gputok.huggingface_precompiled import HuggingfacePrecompiled
+from gputok.kernels import hf_unigram_texts_numba
+from test_huggingface_precompiled import built_charsmap
+
+EDGE = ["", " ", "  ", "a", " a", "a ", "a  b", "  Hello   world  ", "\n", "\t x \r\n", "▁", "▁▁x ▁", "x\x00y",
+        "é中文𝔘\U0001F600", "ｶﾞｷﾞ ㌀ ﬁ", "Vie\u0302\u0323t", "ㄱㅏ", "\u3000x\u3000", "1" * 300, " " * 300,
+        "日本語の文章" * 40, "\U000F0000", "㌀ x㍿", "ﬁne … ½", "Ａ１ ① ｈｅｌｌｏ", "x\u00a0y"]
+CLUSTERS = ["ｶﾞ", "ｷﾞ", "e\u0302\u0323", "ㄱㅏ", "\r\n", "\x01", "a\u0301", "ﾊﾟ", "\U0001F1EB\U0001F1F7", "①"]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> dict:
+    """The tokenizer.json gputok writes for the tests' SentencePiece Unigram (nmt_nfkc charsmap)."""
+    path = tmp_path_factory.mktemp("hf-unigram") / "tokenizer.json"
+    Tokenizer.from_sentencepiece(assets.fetch("sp-test-model")).save(path)
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def converted(saved: dict, charsmap: bool = True, scheme: str = "always", split: bool = True) -> dict:
+    """The same model as transformers' SpmConverter writes it."""
+    spec = json.loads(json.dumps(saved))
+    precompiled = [n for n in saved["normalizer"]["normalizers"] if n["type"] == "Precompiled"]
+    steps = [{"type": "Strip", "strip_left": False, "strip_right": True},
+             {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": "▁"}]
+    spec["normalizer"] = {"type": "Sequence", "normalizers": (precompiled if charsmap else []) + steps}
+    spec["pre_tokenizer"] = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": scheme, "split": split}
+    return spec
+
+
+def shapes(saved: dict) -> dict[str, dict]:
+    return {"saved": saved, "converted": converted(saved), "no charsmap": converted(saved, charsmap=False),
+            "never, unsplit": converted(saved, scheme="never", split=False),
+            "first, no charsmap": {**converted(saved, charsmap=False), "normalizer": None,
+                                   "pre_tokenizer": {"type": "Metaspace", "replacement": "▁",
+                                                     "prepend_scheme": "first", "split": True}}}
+
+
+def texts_for(parity_lines: list[str], seed: int) -> list[str]:
+    rng = random.Random(seed)
+    chars = [*"  ab\tc.,", "\u3000", "\u00e9", "中", "\U0001F600", *CLUSTERS]
+    noise = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 20))) for _ in range(200)]
+    # random Unicode, without lone surrogates (huggingface refuses them)
+    blocks = [(0x20, 0x7E), (0xA0, 0x2FFF), (0x3000, 0xD7FF), (0xE000, 0xFFEF), (0x10000, 0x10FFFF)]
+    unicode = ["".join(chr(rng.randint(*rng.choice(blocks))) for _ in range(rng.randint(0, 30))) for _ in range(200)]
+    return parity_lines[::400] + EDGE + noise + unicode
+
+
+def stage_path(tok: Tokenizer, texts: list[str], with_spans: bool):
+    """The stages one kernel each (the reference), as ``_encode_units`` runs them without the kernel."""
+    got = tok._encode_codepoints(ingest.codepoints(texts), with_spans)
+    return got.ids.values.tolist(), got.ids.offsets.tolist(), None if got.spans is None else got.spans.tolist()
+
+
+@pytest.mark.parametrize("shape", ["saved", "converted", "no charsmap", "never, unsplit", "first, no charsmap"])
+def test_kernel_equals_the_stage_path_and_huggingface(saved, parity_lines, shape):
+    spec = shapes(saved)[shape]
+    tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
+    tables = tok._whole_pipeline_kernel.tables()
+    texts = texts_for(parity_lines, hash(shape) % 1000)
+
+    def kernel(batch: list[str], with_spans: bool) -> tuple:
+        return hf_unigram_texts_numba.encode_texts(*ingest.utf32_units(batch), *tables, with_spans)
+
+    plain = [t for t in texts if not kernel([t], False)[4]]  # (the others: the test below)
+    assert len(plain) > 0.8 * len(texts)
+    for with_spans in (False, True):
+        ids, offsets, spans, missing, refused = kernel(plain, with_spans)
+        assert not refused and not missing
+        assert (ids.tolist(), offsets.tolist(), spans.tolist() if with_spans else None) == stage_path(
+            tok, plain, with_spans)
+    expected = hf.encode_batch(texts, add_special_tokens=False)
+    assert tok.encode_batch(texts) == [e.ids for e in expected]
+    out = tok(texts, return_offsets=True, padding=False)
+    assert out["offsets"].tolist() == [list(o) for e in expected for o in e.offsets]
+    padded = tok(texts, padding=True)
+    rows = [row[:int(mask.sum())] for row, mask in zip(padded["input_ids"].tolist(), padded["attention_mask"])]
+    assert rows == [e.ids for e in expected]
+    for size in (1, 32):  # the one-call path (padded and ragged) at each batch size
+        for i in range(0, 96, size):
+            batch, want = texts[i:i + size], [e.ids for e in expected[i:i + size]]
+            out = tok(batch, padding=True)
+            assert [r[:int(m.sum())] for r, m in zip(out["input_ids"].tolist(), out["attention_mask"])] == want
+            assert tok(batch, padding=False)["input_ids"].tolist() == [t for row in want for t in row]
+
+
+def test_clusters_huggingface_reads_otherwise_take_the_stages(saved):
+    """A batch holding a text huggingface's grapheme-cluster reading of the charsmap may read
+    otherwise is refused by the kernel and encoded by the stages, which rewrite such texts; a
+    batch of ASCII is never refused."""
+    spec = shapes(saved)["converted"]
+    tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
+    tables = tok._whole_pipeline_kernel.tables()
+    for cluster in ["ｶﾞ", "ｷﾞ", "e\u0302\u0323", "ㄱㅏ", "\U0001F1EB\U0001F1F7"]:
+        texts = ["plain text", f"a{cluster}b", "more"]
+        assert hf_unigram_texts_numba.encode_texts(*ingest.utf32_units(texts), *tables, False)[4], cluster
+        expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+        assert tok.encode_batch(texts) == expected
+        assert [r[:int(m.sum())] for r, m in zip(tok(texts, padding=True)["input_ids"].tolist(),
+                                                tok(texts, padding=True)["attention_mask"])] == expected
+    ascii_texts = ["Hello world", "  two  spaces ", ""]
+    assert not hf_unigram_texts_numba.encode_texts(*ingest.utf32_units(ascii_texts), *tables, False)[4]
+
+
+def test_refusal_rule_is_huggingface_precompiled_differing(saved, parity_lines):
+    """The kernel's check finds a text exactly where ``HuggingfacePrecompiled.differing`` does."""
+    spec = shapes(saved)["converted"]
+    reading = Tokenizer.from_str(json.dumps(spec)).normalizer.normalizers[0].charsmap.huggingface
+    assert isinstance(reading, HuggingfacePrecompiled)
+    flags = reading._flags
+    crlf = bool((flags[13] | flags[10]) & hf_unigram_texts_numba.KEYED)
+    texts = texts_for(parity_lines, 5)
+    rng = random.Random(3)
+    texts += ["".join(rng.choice(CLUSTERS + ["x", " ", "\u0301", "\uff9e"]) for _ in range(rng.randint(1, 5)))
+              for _ in range(500)]
+    for text in texts:
+        values = np.array([ord(c) for c in text], np.int32)
+        offsets = np.array([0, values.size], np.int64)
+        assert hf_unigram_texts_numba.huggingface_may_differ(values, offsets, flags, crlf) == bool(
+            reading.differing(values, offsets).size), text
+
+
+def test_other_pipelines_keep_the_stages(saved):
+    """A normalizer step the kernel does not run, a scheme that needs the tokenizer's own handling,
+    or a SentencePiece-mode model: no kernel."""
+    lowercase = converted(saved)
+    lowercase["normalizer"]["normalizers"].append({"type": "Lowercase"})
+    first = converted(saved, scheme="first")  # Replace(" {2,}") may remove a text's first characters
+    for spec in (lowercase, first):
+        assert Tokenizer.from_str(json.dumps(spec))._whole_pipeline_kernel is None
+    model = Tokenizer.from_sentencepiece(assets.fetch("sp-test-model"))
+    assert type(model._whole_pipeline_kernel.encode).__name__ == "function"  # the .model's own kernel
+    assert "hf_unigram" not in model._whole_pipeline_kernel.padded_kernel.py_func.__module__
+
+
+def test_removals_and_line_breaks_in_the_charsmap(saved, tmp_path):
+    """A charsmap that removes characters and holds CR and LF (huggingface aligns a removal at a
+    text's start, or after an expanding rule, otherwise; CR LF is one cluster): the kernel refuses
+    exactly the texts ``differing`` finds, and the tokenizer gives huggingface's ids and offsets."""
+    charsmap = built_charsmap(tmp_path, {"\x01": "", "a": "b", "\ufb01": "fi", "\r": "\n", "q": ""})
+    spec = converted(saved)
+    spec["normalizer"]["normalizers"][0]["precompiled_charsmap"] = charsmap
+    tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
+    reading = tok.normalizer.normalizers[0].charsmap.huggingface
+    tables = tok._whole_pipeline_kernel.tables()
+    assert reading.ascii_may_differ  # (its ASCII rules: the kernel checks ASCII texts too)
+    rng = random.Random(11)
+    texts = ["".join(rng.choice(["\x01", "a", "\ufb01", "\r", "\n", "q", "x", " ", "\u0301", "é"])
+                     for _ in range(rng.randint(0, 6))) for _ in range(400)]
+    for text in texts:
+        values = np.array([ord(c) for c in text], np.int32)
+        offsets = np.array([0, values.size], np.int64)
+        refused = hf_unigram_texts_numba.encode_texts(*ingest.utf32_units([text]), *tables, False)[4]
+        assert refused == bool(reading.differing(values, offsets).size), text
+    expected = hf.encode_batch(texts, add_special_tokens=False)
+    for size in (1, 7, 400):
+        for i in range(0, len(texts), size):
+            got = tok(texts[i:i + size], return_offsets=True, padding=False)
+            want = expected[i:i + size]
+            assert got["input_ids"].tolist() == [t for e in want for t in e.ids]
+            assert got["offsets"].tolist() == [list(o) for e in want for o in e.offsets]
