@@ -9,7 +9,9 @@ kernels and their Python glue (~0.2 ms a call). The pipeline must be: a normaliz
 (a character, a string, runs of one character class: :func:`gputok.normalizers.replace_runs`); a
 ``Metaspace`` pre-tokenizer (its "first" scheme only after a normalizer that cannot remove a
 text's first characters, where the tokenizer handles it apart); a huggingface ``Unigram`` (the
-stage path's float64 Viterbi per word occurrence, no cache). A batch the kernel refuses (a text
+stage path's float64 Viterbi per word). Each distinct word the tokenizer's ``word_cache`` lacks
+is segmented once, and inserted after the call (``WordCache.cpu_snapshot``, ``insert_misses``:
+the store ``gputok._whole_bpe`` fills for BPE). A batch the kernel refuses (a text
 that huggingface's grapheme-cluster reading of the charsmap may read otherwise) runs the stages,
 which rewrite such texts in Python. Sampling runs the stages too.
 """
@@ -93,6 +95,16 @@ def whole_hf_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
               model._byte_ids_np, model.byte_fallback)
     owner = weakref.ref(tokenizer)
 
+    def snapshot() -> tuple:
+        """The tokenizer's word cache of the moment and the kernel's view of it (an empty store: none)."""
+        cache = owner().word_cache
+        return cache, (_NO_CACHE if cache is None else cache.cpu_snapshot(model))
+
+    def settle(cache: Any, misses: np.ndarray) -> None:
+        """The words the kernel segmented into the cache (under its lock)."""
+        if cache is not None and misses[0]:
+            cache.insert_misses(model, misses)
+
     def stages(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
         values, offsets = codepoints_numba(units, lengths)
         return owner()._encode_codepoints(Ragged(torch.from_numpy(values), torch.from_numpy(offsets)), with_spans)
@@ -100,31 +112,55 @@ def whole_hf_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     def encode(units: np.ndarray, lengths: np.ndarray, with_spans: bool) -> Encoded:
         if model.is_sampling:  # a sample per word occurrence, from the stage path
             return stages(units, lengths, with_spans)
-        ids, offsets, spans, missing, refused = kernel.encode_texts(units, lengths, *tables, with_spans)
+        cache, stored = snapshot()
+        ids, offsets, spans, misses, missing, refused = kernel.encode_texts(units, lengths, *tables, *stored,
+                                                                            with_spans)
         if refused:
             return stages(units, lengths, with_spans)
         if missing:
             raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
                              "give the model an unk piece")
+        settle(cache, misses)
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
 
     def encode_part(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """A part of a batch the one-call path takes: ids and token offsets, None where refused."""
-        ids, offsets, _, _, refused = kernel.encode_texts(units, lengths, *tables, False)
-        return None if refused else (ids, offsets)
+        cache, stored = snapshot()
+        ids, offsets, _, misses, _, refused = kernel.encode_texts(units, lengths, *tables, *stored, False)
+        if refused:
+            return None
+        settle(cache, misses)
+        return ids, offsets
+
+    def padded_cells(units: np.ndarray, lengths: np.ndarray, cache: Any, *tables_then_options) -> tuple:
+        """``encode_padded_cells`` on the cache's snapshot in the tables, its misses inserted after:
+        (cells, error)."""
+        cells, misses, error = kernel.encode_padded_cells(units, lengths, *tables_then_options)
+        if error != REFUSED:
+            settle(cache, misses)
+        return cells, error
+
+    def ragged_cells_(units: np.ndarray, lengths: np.ndarray, cache: Any, *tables_then_options) -> tuple:
+        """``encode_texts`` then ``cells_numba.ragged_cells``: (cells, row offsets, error), the error
+        ``REFUSED`` for a refused batch."""
+        got = kernel.encode_texts(units, lengths, *tables_then_options[:-RAGGED_OPTIONS], False)
+        if got[5]:
+            return None, None, REFUSED
+        settle(cache, got[3])
+        return ragged_cells(got[0], got[1], *tables_then_options[-RAGGED_OPTIONS:])
 
     def cells_tables() -> tuple | None:
-        """The one-call path's tables: none while sampling, or where a missing character would
-        have to raise (no unk piece)."""
-        return None if model.is_sampling or model.unk_id is None else tables
-    return WholeKernel(encode, cells_tables, kernel.encode_padded_cells, encode_ragged_cells, encode_part)
+        """The one-call path's tables (the cache first, which the two functions above take, then the
+        kernel's, the cache's snapshot last): none while sampling, or where a missing character
+        would have to raise (no unk piece)."""
+        if model.is_sampling or model.unk_id is None:
+            return None
+        cache, stored = snapshot()
+        return (cache, *tables, *stored)
+    return WholeKernel(encode, cells_tables, padded_cells, ragged_cells_, encode_part)
 
 
-def encode_ragged_cells(units: np.ndarray, lengths: np.ndarray, *tables_then_options) -> tuple:
-    """``encode_texts`` then ``cells_numba.ragged_cells``: (cells, row offsets, error), the error
-    ``REFUSED`` for a refused batch."""
-    got = kernel.encode_texts(units, lengths, *tables_then_options[:-RAGGED_OPTIONS], False)
-    if got[4]:
-        return None, None, REFUSED
-    return ragged_cells(got[0], got[1], *tables_then_options[-RAGGED_OPTIONS:])
+# The kernel's word cache where the tokenizer has none: an empty store (as gputok._whole_bpe's).
+_NO_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
+             np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))

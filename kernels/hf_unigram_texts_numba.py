@@ -16,10 +16,13 @@ stage path rewrites; the caller then runs the stages. The reference is the stage
 
 How: the stage kernels called in order inside one compiled function (``ingest_numba`` ->
 ``charsmap_numba.rewrite_walk`` -> the normalizer steps of ``normalize_numba``, each a row of
-``steps`` -> ``word_split_numba``'s Metaspace rewrite and split -> ``unigram_words_numba``'s
-float64 Viterbi per word -> ``unigram_finish_numba`` -> ``scatter_numba.scatter_tokens``), the
-characters' sources composed step by step. Re-entrant; the caller runs chunks of a large batch on
-its threads.
+``steps`` -> ``word_split_numba``'s Metaspace rewrite and split -> ``word_cache_numba.lookup_dedup``
+(each word looked up in the word cache's snapshot, the misses deduplicated) ->
+``unigram_words_numba``'s float64 Viterbi per distinct miss -> ``unigram_finish_numba`` ->
+``word_cache_numba.assemble`` -> ``scatter_numba.scatter_tokens``), the characters' sources
+composed step by step. A word's tokens depend on the word alone, so a cached word's are exact.
+Re-entrant: the cache is only read here (a snapshot), the caller inserts the misses under its lock;
+the caller runs chunks of a large batch on its threads.
 
 ``steps``: one int64 row per normalizer step after the charsmap, ``(kind, a, b, c, d)``:
 ``STRIP`` (left, right), ``PREPEND`` (text), ``CHAR`` (char, text), ``STRING`` (literal text,
@@ -43,6 +46,7 @@ from .normalize_numba import (prepend_numba, replace_char_numba, replace_spans_n
 from .scatter_numba import scatter_tokens
 from .unigram_finish_numba import unigram_finish_numba
 from .unigram_words_numba import unigram_words_numba
+from .word_cache_numba import _bit_length, assemble, lookup_dedup, pack_misses
 from .word_split_numba import prepend_unless_first, split_at_marks
 
 STRIP, PREPEND, CHAR, STRING, RUNS = range(5)
@@ -107,14 +111,18 @@ def normalize_steps(values, offsets, steps, texts, text_offsets, members, member
 def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
                  rule_values, rule_offsets, max_long, flags, crlf_keyed, ascii_may_differ, steps, texts, text_offsets,
                  members, member_offsets, white, replacement, prepend, split, code_of, trie, dense, rare_offsets,
-                 rare_codes, rare_rows, piece_score, unk_score, unk_id, byte_ids, byte_fallback, with_spans):
+                 rare_codes, rare_rows, piece_score, unk_score, unk_id, byte_ids, byte_fallback, slot_keys, slot_entry,
+                 count, entries, chars, stored_ids, stored_ends, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths (or
     ``ingest_numba.JOINED_LENGTHS``). ``charsmap``: whether there is a ``Precompiled`` step (its
     rules: ``charsmap_numba``'s arrays; ``flags``, ``crlf_keyed``, ``ascii_may_differ``: its
     huggingface reading's); ``steps`` .. ``white``: the normalizer steps after it (see the module
     notes); ``replacement``, ``prepend``, ``split``: the Metaspace (``prepend``: its scheme is not
-    "never"); the model arguments ``unigram_words_numba``'s and ``unigram_finish_numba``'s.
-    Returns ``(ids, token_offsets, spans, missing, refused)``."""
+    "never"); the model arguments ``unigram_words_numba``'s and ``unigram_finish_numba``'s; then
+    the word cache's snapshot (``word_cache_numba.lookup_dedup``'s arrays): each distinct word it
+    lacks is segmented once. Returns ``(ids, token_offsets, spans, misses, missing, refused)``,
+    ``misses`` the distinct words segmented here (``word_cache_numba.pack_misses``), for the caller
+    to insert."""
     values, offsets = codepoints_numba(units, lengths)
     refused = False
     if charsmap:
@@ -124,7 +132,8 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
         if not ascii_only or ascii_may_differ:  # (Precompiled.__call__'s shortcut)
             refused = huggingface_may_differ(values, offsets, flags, crlf_keyed)
     if refused:  # (new arrays: a global one would type every return read-only)
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, 2), np.int64), False, True
+        return (np.empty(0, np.int64), np.empty(0, np.int64), np.empty((0, 2), np.int64), np.zeros(3, np.int64),
+                False, True)
     norm, norm_offsets, unit = rewrite_walk(values, offsets, charsmap, direct, table_values, table_offsets, hashes,
                                             order, key_values, key_offsets, rule_values, rule_offsets, max_long,
                                             _NO_INDEX, _NO_INDEX, _NO_INDEX)
@@ -134,14 +143,25 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     norm, norm_offsets, moved = prepend_unless_first(norm, norm_offsets, 32, replacement, replacement, prepend)
     source = source[moved]
     starts, ends, word_offsets = split_at_marks(norm, norm_offsets, replacement, split)
-    ids, piece_ends, token_offsets, _, missing = unigram_words_numba(norm, starts, ends - starts, code_of, trie, dense,
-                                                                     rare_offsets, rare_codes, rare_rows, piece_score,
-                                                                     unk_score, unk_id)
-    ids, piece_ends, token_offsets = unigram_finish_numba(ids, piece_ends, token_offsets, norm, starts, unk_id,
-                                                          byte_ids, byte_fallback)
-    out_ids, out_offsets, spans = scatter_tokens(ids, piece_ends, token_offsets, _NO_INDEX, starts, word_offsets,
+    out_chars = np.empty(norm.size, norm.dtype)
+    mask = slot_keys.size - 1
+    no_keys = np.empty(0, np.int64)  # (a local: lookup_dedup writes the keys it makes where this is empty)
+    entry, uniq, _, miss_keys, miss_offsets = lookup_dedup(norm, starts, ends - starts, no_keys, slot_keys,
+                                                           slot_entry, 64 - _bit_length(mask), mask, count, entries,
+                                                           chars, out_chars)
+    miss_chars = out_chars[:miss_offsets[-1]]
+    miss_starts = miss_offsets[:-1]
+    new_ids, new_ends, new_offsets, _, missing = unigram_words_numba(miss_chars, miss_starts, np.diff(miss_offsets),
+                                                                     code_of, trie, dense, rare_offsets, rare_codes,
+                                                                     rare_rows, piece_score, unk_score, unk_id)
+    new_ids, new_ends, new_offsets = unigram_finish_numba(new_ids, new_ends, new_offsets, miss_chars, miss_starts,
+                                                          unk_id, byte_ids, byte_fallback)
+    piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
+                                                    new_offsets, with_spans)
+    out_ids, out_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INDEX, starts, word_offsets,
                                                  source, offsets, with_spans)
-    return out_ids, out_offsets, spans, missing, False
+    misses = pack_misses(miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends)
+    return out_ids, out_offsets, spans, misses, missing, False
 
 
 @kernel
@@ -149,17 +169,19 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
                         key_offsets, rule_values, rule_offsets, max_long, flags, crlf_keyed, ascii_may_differ, steps,
                         texts, text_offsets, members, member_offsets, white, replacement, prepend, split, code_of,
                         trie, dense, rare_offsets, rare_codes, rare_rows, piece_score, unk_score, unk_id, byte_ids,
-                        byte_fallback, max_length, strategy, stride, item_seq, item_id, item_type, min_width,
-                        multiple, left, pad_id, with_types):
-    """``encode_texts`` then ``cells_numba.padded_cells``: (cells, error), error ``REFUSED`` for
-    a refused batch."""
-    ids, offsets, _, _, refused = encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes,
-                                               order, key_values, key_offsets, rule_values, rule_offsets, max_long,
-                                               flags, crlf_keyed, ascii_may_differ, steps, texts, text_offsets,
-                                               members, member_offsets, white, replacement, prepend, split, code_of,
-                                               trie, dense, rare_offsets, rare_codes, rare_rows, piece_score,
-                                               unk_score, unk_id, byte_ids, byte_fallback, False)
+                        byte_fallback, slot_keys, slot_entry, count, entries, chars, stored_ids, stored_ends,
+                        max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple, left, pad_id,
+                        with_types):
+    """``encode_texts`` then ``cells_numba.padded_cells``: (cells, misses, error), error
+    ``REFUSED`` for a refused batch."""
+    ids, offsets, _, misses, _, refused = encode_texts(
+        units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
+        rule_values, rule_offsets, max_long, flags, crlf_keyed, ascii_may_differ, steps, texts, text_offsets, members,
+        member_offsets, white, replacement, prepend, split, code_of, trie, dense, rare_offsets, rare_codes, rare_rows,
+        piece_score, unk_score, unk_id, byte_ids, byte_fallback, slot_keys, slot_entry, count, entries, chars,
+        stored_ids, stored_ends, False)
     if refused:
-        return np.empty((3 if with_types else 2, 0, 0), np.int64), REFUSED
-    return padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple,
-                        left, pad_id, with_types)
+        return np.empty((3 if with_types else 2, 0, 0), np.int64), misses, REFUSED
+    cells, error = padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width,
+                                multiple, left, pad_id, with_types)
+    return cells, misses, error

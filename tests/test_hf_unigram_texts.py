@@ -11,6 +11,7 @@ import random
 
 import numpy as np
 import pytest
+import torch
 from tokenizers import Tokenizer as HFTokenizer
 
 from gputok import Tokenizer, assets, ingest
@@ -61,6 +62,13 @@ def texts_for(parity_lines: list[str], seed: int) -> list[str]:
     return parity_lines[::400] + EDGE + noise + unicode
 
 
+def kernel_call(tok: Tokenizer, texts: list[str], with_spans: bool) -> tuple:
+    """The kernel itself on the tokenizer's tables and word cache: (ids, token offsets, spans,
+    misses, missing, refused)."""
+    tables = tok._whole_pipeline_kernel.tables()[1:]  # (after the cache itself)
+    return hf_unigram_texts_numba.encode_texts(*ingest.utf32_units(texts), *tables, with_spans)
+
+
 def stage_path(tok: Tokenizer, texts: list[str], with_spans: bool):
     """The stages one kernel each (the reference), as ``_encode_units`` runs them without the kernel."""
     got = tok._encode_codepoints(ingest.codepoints(texts), with_spans)
@@ -71,19 +79,18 @@ def stage_path(tok: Tokenizer, texts: list[str], with_spans: bool):
 def test_kernel_equals_the_stage_path_and_huggingface(saved, parity_lines, shape):
     spec = shapes(saved)[shape]
     tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
-    tables = tok._whole_pipeline_kernel.tables()
     texts = texts_for(parity_lines, hash(shape) % 1000)
-
-    def kernel(batch: list[str], with_spans: bool) -> tuple:
-        return hf_unigram_texts_numba.encode_texts(*ingest.utf32_units(batch), *tables, with_spans)
-
-    plain = [t for t in texts if not kernel([t], False)[4]]  # (the others: the test below)
+    plain = [t for t in texts if not kernel_call(tok, [t], False)[5]]  # (the others: the test below)
     assert len(plain) > 0.8 * len(texts)
-    for with_spans in (False, True):
-        ids, offsets, spans, missing, refused = kernel(plain, with_spans)
+    distinct = kernel_call(tok, plain, False)[3][0]  # words segmented with the cache empty
+    for with_spans in (False, True, True):  # (the cache empty, then filled)
+        ids, offsets, spans, misses, missing, refused = kernel_call(tok, plain, with_spans)
         assert not refused and not missing
         assert (ids.tolist(), offsets.tolist(), spans.tolist() if with_spans else None) == stage_path(
             tok, plain, with_spans)
+        tok.word_cache.insert_misses(tok.model, misses)
+    after = kernel_call(tok, plain, False)[3][0]  # the words too long for the cache
+    assert after < distinct and (after < distinct / 20 or not spec["pre_tokenizer"]["split"])
     expected = hf.encode_batch(texts, add_special_tokens=False)
     assert tok.encode_batch(texts) == [e.ids for e in expected]
     out = tok(texts, return_offsets=True, padding=False)
@@ -105,16 +112,15 @@ def test_clusters_huggingface_reads_otherwise_take_the_stages(saved):
     batch of ASCII is never refused."""
     spec = shapes(saved)["converted"]
     tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
-    tables = tok._whole_pipeline_kernel.tables()
     for cluster in ["ｶﾞ", "ｷﾞ", "e\u0302\u0323", "ㄱㅏ", "\U0001F1EB\U0001F1F7"]:
         texts = ["plain text", f"a{cluster}b", "more"]
-        assert hf_unigram_texts_numba.encode_texts(*ingest.utf32_units(texts), *tables, False)[4], cluster
+        assert kernel_call(tok, texts, False)[5], cluster
         expected = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
         assert tok.encode_batch(texts) == expected
         assert [r[:int(m.sum())] for r, m in zip(tok(texts, padding=True)["input_ids"].tolist(),
                                                 tok(texts, padding=True)["attention_mask"])] == expected
     ascii_texts = ["Hello world", "  two  spaces ", ""]
-    assert not hf_unigram_texts_numba.encode_texts(*ingest.utf32_units(ascii_texts), *tables, False)[4]
+    assert not kernel_call(tok, ascii_texts, False)[5]
 
 
 def test_refusal_rule_is_huggingface_precompiled_differing(saved, parity_lines):
@@ -157,7 +163,6 @@ def test_removals_and_line_breaks_in_the_charsmap(saved, tmp_path):
     spec["normalizer"]["normalizers"][0]["precompiled_charsmap"] = charsmap
     tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
     reading = tok.normalizer.normalizers[0].charsmap.huggingface
-    tables = tok._whole_pipeline_kernel.tables()
     assert reading.ascii_may_differ  # (its ASCII rules: the kernel checks ASCII texts too)
     rng = random.Random(11)
     texts = ["".join(rng.choice(["\x01", "a", "\ufb01", "\r", "\n", "q", "x", " ", "\u0301", "é"])
@@ -165,7 +170,7 @@ def test_removals_and_line_breaks_in_the_charsmap(saved, tmp_path):
     for text in texts:
         values = np.array([ord(c) for c in text], np.int32)
         offsets = np.array([0, values.size], np.int64)
-        refused = hf_unigram_texts_numba.encode_texts(*ingest.utf32_units([text]), *tables, False)[4]
+        refused = kernel_call(tok, [text], False)[5]
         assert refused == bool(reading.differing(values, offsets).size), text
     expected = hf.encode_batch(texts, add_special_tokens=False)
     for size in (1, 7, 400):
@@ -174,3 +179,40 @@ def test_removals_and_line_breaks_in_the_charsmap(saved, tmp_path):
             want = expected[i:i + size]
             assert got["input_ids"].tolist() == [t for e in want for t in e.ids]
             assert got["offsets"].tolist() == [list(o) for e in want for o in e.offsets]
+
+
+def test_threads_workers_and_pickles(saved, parity_lines):
+    """One tokenizer called from 8 threads at once (each reading the word cache while others insert
+    into it), a pickled copy, and forked DataLoader workers give the single-threaded answers."""
+    import pickle
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from torch.utils.data import DataLoader
+
+    from gputok.data import Collate
+
+    spec = json.dumps(shapes(saved)["converted"])
+    chunks = [parity_lines[i::997][:300] for i in range(8)]
+    reference = Tokenizer.from_str(spec)
+    expected = [(reference.encode_batch(c), reference(c, return_offsets=True, padding=False)["offsets"].tolist())
+                for c in chunks]
+    tok = Tokenizer.from_str(spec)
+    start = threading.Barrier(8)
+
+    def work(i: int) -> list:
+        start.wait()
+        return [(tok.encode_batch(chunks[i]), tok(chunks[i], return_offsets=True, padding=False)["offsets"].tolist())
+                for _ in range(3)]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for i, rounds in enumerate(pool.map(work, range(8))):
+            assert all(got == expected[i] for got in rounds)
+    copy = pickle.loads(pickle.dumps(tok))
+    assert copy._whole_pipeline_kernel is not None and copy.encode_batch(chunks[0]) == expected[0][0]
+    collate = Collate(tok, max_length=64)
+    loader = DataLoader(chunks[1][:64], batch_size=16, num_workers=2, multiprocessing_context="fork",
+                        collate_fn=collate)
+    for got, i in zip(loader, range(0, 64, 16)):
+        want = collate(chunks[1][i:i + 16])
+        assert torch.equal(got["input_ids"], want["input_ids"])
