@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from ._whole_cells import NO_CHARSMAP, WholeKernel
+from ._whole_unigram import NO_UNK_PIECE
 from .kernels import hf_unigram_texts_numba as kernel
 from .kernels.cells_numba import RAGGED_OPTIONS, REFUSED, ragged_cells
 from .kernels.ingest_numba import codepoints_numba
@@ -100,8 +101,11 @@ def whole_hf_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         cache = owner().word_cache
         return cache, (_NO_CACHE if cache is None else cache.cpu_snapshot(model))
 
-    def settle(cache: Any, misses: np.ndarray) -> None:
-        """The words the kernel segmented into the cache (under its lock)."""
+    def settle(cache: Any, misses: np.ndarray, missing: bool = False) -> None:
+        """The words the kernel segmented into the cache (under its lock), or the error where a
+        character had no piece and the model no unk piece (those words then hold id -1: not kept)."""
+        if missing:
+            raise ValueError(NO_UNK_PIECE)
         if cache is not None and misses[0]:
             cache.insert_misses(model, misses)
 
@@ -117,20 +121,17 @@ def whole_hf_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
                                                                             with_spans)
         if refused:
             return stages(units, lengths, with_spans)
-        if missing:
-            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
-                             "give the model an unk piece")
-        settle(cache, misses)
+        settle(cache, misses, missing)
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
 
     def encode_part(units: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """A part of a batch the one-call path takes: ids and token offsets, None where refused."""
         cache, stored = snapshot()
-        ids, offsets, _, misses, _, refused = kernel.encode_texts(units, lengths, *tables, *stored, False)
+        ids, offsets, _, misses, missing, refused = kernel.encode_texts(units, lengths, *tables, *stored, False)
         if refused:
             return None
-        settle(cache, misses)
+        settle(cache, misses, missing)
         return ids, offsets
 
     def padded_cells(units: np.ndarray, lengths: np.ndarray, cache: Any, *tables_then_options) -> tuple:

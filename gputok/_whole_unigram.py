@@ -52,6 +52,8 @@ def _new_cache() -> tuple[np.ndarray, ...]:
 
 
 _NO_CACHE = (np.zeros((1, 4), np.int64), np.zeros(0, np.int32), np.zeros(4, np.int64))
+NO_UNK_PIECE = ("the text has characters no piece covers and this Unigram model has no unk_id; "
+                "give the model an unk piece")
 
 
 def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, model: Any) -> Callable | None:
@@ -97,8 +99,7 @@ def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, mo
             units, lengths, *tables, score64, max_abs, whole_chars, MAX_CACHED_CHARS, CACHE_FULL_MISSES, *cache,
             with_spans)
         if missing:
-            raise ValueError("the text has characters no piece covers and this Unigram model has no unk_id; "
-                             "give the model an unk piece")
+            raise ValueError(NO_UNK_PIECE)
         return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(offsets)),
                        torch.from_numpy(spans) if with_spans else None)
 
@@ -106,8 +107,10 @@ def whole_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, mo
         """A part of a batch the one-call path takes (its caller checked ``cells_tables``): ids and
         token offsets, with the calling thread's cache."""
         whole_chars, cache = cache_arrays()
-        ids, offsets, _, _ = unigram_texts_numba.encode_texts(
+        ids, offsets, _, missing = unigram_texts_numba.encode_texts(
             units, lengths, *tables, score64, max_abs, whole_chars, MAX_CACHED_CHARS, CACHE_FULL_MISSES, *cache, False)
+        if missing:
+            raise ValueError(NO_UNK_PIECE)
         return ids, offsets
 
     def cells_tables() -> tuple | None:

@@ -216,3 +216,21 @@ def test_threads_workers_and_pickles(saved, parity_lines):
     for got, i in zip(loader, range(0, 64, 16)):
         want = collate(chunks[1][i:i + 16])
         assert torch.equal(got["input_ids"], want["input_ids"])
+
+
+def test_no_unk_piece_raises_on_every_path(saved):
+    """A model without an unk piece: a character no piece covers raises, as in huggingface, on a
+    small batch and on a batch encoded in parts; the words of a batch that raised are not cached
+    (they held id -1), so the next call raises too; other texts still encode as huggingface does."""
+    spec = converted(saved)
+    spec["model"]["unk_id"] = None
+    tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
+    for texts in (["abc \u2603 def"], ["plain words here and there \u2603 ok"] * 700):
+        with pytest.raises(Exception):
+            hf.encode_batch(texts, add_special_tokens=False)
+        with pytest.raises(ValueError, match="no unk_id"):
+            tok.encode_batch(texts)
+    with pytest.raises(ValueError, match="no unk_id"):
+        tok.encode("x \u2603")
+    plain = ["plain words here and there ok"] * 700
+    assert tok.encode_batch(plain) == [e.ids for e in hf.encode_batch(plain, add_special_tokens=False)]
