@@ -20,6 +20,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import regex
 import torch
 
@@ -337,8 +338,9 @@ class Sequence:
     A later step runs on the words as texts of their own (:func:`split_words`: the words' characters
     gathered into one row each, split, and the pieces mapped back), which is what huggingface does
     (each step sees one split at a time: a regex's lookahead stops at the word's end). A step that
-    rewrites the text (Metaspace, ByteLevel with add_prefix_space) may only come first: huggingface
-    would rewrite each word, which gputok does not.
+    rewrites the text (Metaspace, ByteLevel with add_prefix_space) may come first, or last as a
+    Metaspace whose scheme is "always" or "never" (older T5 and Pegasus files: ``[WhitespaceSplit,
+    Metaspace]``), which rewrites each word as huggingface does (:meth:`_split_rewrite`).
 
     The byte-level form ``[Split(regex), ByteLevel(use_regex=False)]`` loads as that Split marked
     byte-level (the fast path of the tiktoken-style files).
@@ -353,10 +355,16 @@ class Sequence:
                                  "characters: gputok supports it only as the last step (the later steps would split "
                                  "the byte characters)")
         for k, step in enumerate(pretokenizers[1:], 1):
-            if getattr(step, "rewrite", None) is not None:
+            late_metaspace = (k == len(pretokenizers) - 1 and type(step) is Metaspace
+                              and step.prepend_scheme in ("always", "never")
+                              and getattr(pretokenizers[0], "rewrite", None) is None)
+            if getattr(step, "rewrite", None) is not None and not late_metaspace:
                 raise ValueError(f"pre_tokenizer Sequence: step {k} ({step.type}) rewrites the text (spaces as "
-                                 "'▁', or a prefix space), which gputok supports only as the first step")
+                                 "'▁', or a prefix space), which gputok supports only as the first step, or as a "
+                                 "last Metaspace whose prepend_scheme is 'always' or 'never'")
         self.pretokenizers = pretokenizers
+        if len(pretokenizers) > 1 and type(pretokenizers[-1]) is Metaspace:
+            self.split_rewrite = self._split_rewrite  # older T5 and Pegasus files: [WhitespaceSplit, Metaspace]
         self.byte_level = any(isinstance(step, ByteLevel) or getattr(step, "byte_level", False) for step in pretokenizers)
         if pretokenizers and getattr(pretokenizers[0], "rewrite", None) is not None:
             self.rewrite = pretokenizers[0].rewrite
@@ -370,6 +378,30 @@ class Sequence:
         for step in self._splitting[1:]:
             words = split_words(text, words, step)
         return words
+
+    def _split_rewrite(self, text: Ragged) -> tuple[Ragged, torch.Tensor, Words]:
+        """The words of the steps before a last Metaspace, each rewritten and split as huggingface's
+        Metaspace rewrites each split it is given (spaces as the replacement, the replacement
+        before a word that does not start with it, pointing at its first character; then a word
+        at each replacement): (the words' rewritten characters, each text's words back to back
+        (the characters between them dropped), each one's source position in ``text``, the words).
+        ``Tokenizer._encode_codepoints`` calls it in place of ``rewrite`` and ``__call__``. CPU
+        kernels (``gather_words``, ``prepend_unless_first``, ``split_at_marks``) on other devices too."""
+        from .kernels import word_split_numba
+
+        meta = self.pretokenizers[-1]
+        words = self._splitting[0](text) if len(self._splitting) == 2 else Sequence(self.pretokenizers[:-1])(text)
+        starts, ends, text_offsets = (t.cpu().numpy() for t in (words.starts, words.ends, words.text_offsets))
+        gathered, rows = word_split_numba.gather_words(text.values.cpu().numpy(), starts, ends)
+        replacement = ord(meta.replacement)
+        values, row_offsets, moved = word_split_numba.prepend_unless_first(gathered, rows, 32, replacement, replacement,
+                                                                          meta.prepend_scheme == "always")
+        position = np.repeat(starts - rows[:-1], np.diff(rows)) + np.arange(gathered.size)  # gathered -> text
+        new_starts, new_ends, row_words = word_split_numba.split_at_marks(values, row_offsets, replacement, meta.split)
+        device = text.device
+        out = Ragged(torch.from_numpy(values), torch.from_numpy(row_offsets[text_offsets]))
+        split = Words(*(torch.from_numpy(a).to(device) for a in (new_starts, new_ends, row_words[text_offsets])))
+        return out.to(device), torch.from_numpy(position[moved]).to(device), split
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "pretokenizers": [step.to_json() for step in self.pretokenizers]}

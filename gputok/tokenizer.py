@@ -421,11 +421,16 @@ class Tokenizer(TransformersAPI):
         else:
             norm, source = text, None  # each character is its own source (made only if spans are asked for)
         rewrite = getattr(self.pre_tokenizer, "rewrite", None)
-        if rewrite is not None:  # Metaspace: spaces become "▁" and a "▁" goes first, before the split
-            norm, moved = rewrite(norm)
+        split_rewrite = getattr(self.pre_tokenizer, "split_rewrite", None)
+        if split_rewrite is not None:  # a Metaspace after a split: each word rewritten, then split
+            norm, moved, words = split_rewrite(norm)
             source = moved if source is None else source.index_select(0, moved)
-        # no pre-tokenizer: each normalized text is one word, as in huggingface
-        words = pre_tokenizers.whole_texts(norm) if self.pre_tokenizer is None else self.pre_tokenizer(norm)
+        else:
+            if rewrite is not None:  # Metaspace: spaces become "▁" and a "▁" goes first, before the split
+                norm, moved = rewrite(norm)
+                source = moved if source is None else source.index_select(0, moved)
+            # no pre-tokenizer: each normalized text is one word, as in huggingface
+            words = pre_tokenizers.whole_texts(norm) if self.pre_tokenizer is None else self.pre_tokenizer(norm)
         kernels = text.values.device.type == "cpu" and _dispatch.on_cpu_kernels(text.values.device)
         # (on the CPU one numpy subtraction: a torch op costs several times its microsecond)
         lengths = torch.from_numpy(words.ends.numpy() - words.starts.numpy()) if kernels else words.lengths()

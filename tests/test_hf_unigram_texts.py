@@ -234,3 +234,31 @@ def test_no_unk_piece_raises_on_every_path(saved):
         tok.encode("x \u2603")
     plain = ["plain words here and there ok"] * 700
     assert tok.encode_batch(plain) == [e.ids for e in hf.encode_batch(plain, add_special_tokens=False)]
+
+
+@pytest.mark.parametrize("scheme,split", [("always", True), ("never", True), ("always", False)])
+def test_metaspace_after_whitespace_split(saved, parity_lines, scheme, split):
+    """Older T5 and Pegasus files: ``Sequence[WhitespaceSplit, Metaspace]``, each word rewritten by
+    the Metaspace as huggingface rewrites each split (a "▁" before every word, pointing at its first
+    character): huggingface's ids and offsets, on the CPU kernels and on the torch path; "first"
+    (which asks where the word was in the raw text) is still refused at load."""
+    from gputok import _dispatch
+
+    spec = converted(saved)
+    spec["normalizer"]["normalizers"][1:] = [{"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
+    metaspace = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": scheme, "split": split}
+    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]}
+    tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
+    texts = texts_for(parity_lines, 9) + ["▁a ▁ b▁c", " \t x  y\u3000z ", "a▁▁b"]
+    expected = hf.encode_batch(texts, add_special_tokens=False)
+    for backend in ("numba", "torch"):
+        with _dispatch.use_backend(backend):
+            got = tok(texts, return_offsets=True, padding=False)
+        bounds = got["row_offsets"].tolist()
+        ids, spans = got["input_ids"].tolist(), [tuple(o) for o in got["offsets"].tolist()]
+        assert [ids[a:b] for a, b in zip(bounds, bounds[1:])] == [e.ids for e in expected], backend
+        assert [spans[a:b] for a, b in zip(bounds, bounds[1:])] == [e.offsets for e in expected], backend
+    assert json.loads(json.dumps(tok.to_json()))["pre_tokenizer"] == spec["pre_tokenizer"]
+    spec["pre_tokenizer"]["pretokenizers"][1]["prepend_scheme"] = "first"
+    with pytest.raises(ValueError, match="last Metaspace"):
+        Tokenizer.from_str(json.dumps(spec))
