@@ -8,7 +8,8 @@ kernels and their Python glue (~0.2 ms a call). The pipeline must be: a normaliz
 ``Precompiled`` first, then ``Strip``, ``Prepend`` and ``Replace`` steps the CPU kernels take
 (a character, a string, runs of one character class: :func:`gputok.normalizers.replace_runs`); a
 ``Metaspace`` pre-tokenizer (its "first" scheme only after a normalizer that cannot remove a
-text's first characters, where the tokenizer handles it apart); a huggingface ``Unigram`` (the
+text's first characters, where the tokenizer handles it apart), or a ``Sequence`` of a
+``WhitespaceSplit`` and a Metaspace (older T5 and Pegasus files); a huggingface ``Unigram`` (the
 stage path's float64 Viterbi per word). Each distinct word the tokenizer's ``word_cache`` lacks
 is segmented once, and inserted after the call (``WordCache.cpu_snapshot``, ``insert_misses``:
 the store ``gputok._whole_bpe`` fills for BPE). A batch the kernel refuses (a text
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._dispatch import CPU
 from ._whole_cells import NO_CHARSMAP, WholeKernel
 from ._whole_unigram import NO_UNK_PIECE
 from .kernels import hf_unigram_texts_numba as kernel
@@ -32,7 +34,8 @@ from .kernels.cells_numba import RAGGED_OPTIONS, REFUSED, ragged_cells
 from .kernels.ingest_numba import codepoints_numba
 from .models.unigram import Unigram
 from .normalizers import Precompiled, Prepend, Replace, Sequence, Strip, _white_space_numpy, may_remove_leading
-from .pre_tokenizers import Metaspace
+from .pre_tokenizers import Metaspace, WhitespaceSplit, _whitespace_classes
+from .pre_tokenizers import Sequence as PreTokenizerSequence
 from .ragged import Ragged
 
 
@@ -83,6 +86,10 @@ def normalizer_program(normalizer: Any) -> tuple | None:
 def whole_hf_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any, model: Any) -> Callable | None:
     """``Tokenizer._whole_pipeline_kernel`` for these stages of ``tokenizer`` (held weakly; its stage
     path runs refused batches and sampling), or None where the pipeline is not one the kernel runs."""
+    whitespace_first = (type(pre_tokenizer) is PreTokenizerSequence and len(pre_tokenizer.pretokenizers) == 2
+                        and type(pre_tokenizer.pretokenizers[0]) is WhitespaceSplit)
+    if whitespace_first:  # older T5 and Pegasus files (their Metaspace's scheme: always or never)
+        pre_tokenizer = pre_tokenizer.pretokenizers[1]
     if not (type(model) is Unigram and not model.sentencepiece and type(pre_tokenizer) is Metaspace
             and not (pre_tokenizer.prepend_scheme == "first" and may_remove_leading(normalizer))):
         return None
@@ -92,8 +99,8 @@ def whole_hf_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     from .tokenizer import Encoded
 
     tables = (*program, ord(pre_tokenizer.replacement), pre_tokenizer.prepend_scheme != "never", pre_tokenizer.split,
-              *model.trie.walk_arrays, model._score64_np, model.unk_score, -1 if model.unk_id is None else model.unk_id,
-              model._byte_ids_np, model.byte_fallback)
+              whitespace_first, _whitespace_classes(CPU).numpy(), *model.trie.walk_arrays, model._score64_np,
+              model.unk_score, -1 if model.unk_id is None else model.unk_id, model._byte_ids_np, model.byte_fallback)
     owner = weakref.ref(tokenizer)
 
     def snapshot() -> tuple:

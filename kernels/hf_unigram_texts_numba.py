@@ -47,7 +47,7 @@ from .scatter_numba import scatter_tokens
 from .unigram_finish_numba import unigram_finish_numba
 from .unigram_words_numba import unigram_words_numba
 from .word_cache_numba import _bit_length, assemble, lookup_dedup, pack_misses
-from .word_split_numba import prepend_unless_first, split_at_marks
+from .word_split_numba import gather_words, prepend_unless_first, split_at_marks, split_by_class
 
 STRIP, PREPEND, CHAR, STRING, RUNS = range(5)
 # gputok.huggingface_precompiled's table bits
@@ -110,19 +110,20 @@ def normalize_steps(values, offsets, steps, texts, text_offsets, members, member
 @kernel
 def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
                  rule_values, rule_offsets, max_long, flags, crlf_keyed, ascii_may_differ, steps, texts, text_offsets,
-                 members, member_offsets, white, replacement, prepend, split, code_of, trie, dense, rare_offsets,
-                 rare_codes, rare_rows, piece_score, unk_score, unk_id, byte_ids, byte_fallback, slot_keys, slot_entry,
-                 count, entries, chars, stored_ids, stored_ends, with_spans):
+                 members, member_offsets, white, replacement, prepend, split, whitespace_first, classes, code_of, trie,
+                 dense, rare_offsets, rare_codes, rare_rows, piece_score, unk_score, unk_id, byte_ids, byte_fallback,
+                 slot_keys, slot_entry, count, entries, chars, stored_ids, stored_ends, with_spans):
     """``units``: the texts' UTF-32 code units back to back, ``lengths`` their lengths (or
     ``ingest_numba.JOINED_LENGTHS``). ``charsmap``: whether there is a ``Precompiled`` step (its
     rules: ``charsmap_numba``'s arrays; ``flags``, ``crlf_keyed``, ``ascii_may_differ``: its
     huggingface reading's); ``steps`` .. ``white``: the normalizer steps after it (see the module
     notes); ``replacement``, ``prepend``, ``split``: the Metaspace (``prepend``: its scheme is not
-    "never"); the model arguments ``unigram_words_numba``'s and ``unigram_finish_numba``'s; then
-    the word cache's snapshot (``word_cache_numba.lookup_dedup``'s arrays): each distinct word it
-    lacks is segmented once. Returns ``(ids, token_offsets, spans, misses, missing, refused)``,
-    ``misses`` the distinct words segmented here (``word_cache_numba.pack_misses``), for the caller
-    to insert."""
+    "never"), with ``whitespace_first`` after a WhitespaceSplit (``classes``: its per-codepoint
+    table), rewriting each word as huggingface rewrites each split; the model arguments
+    ``unigram_words_numba``'s and ``unigram_finish_numba``'s; then the word cache's snapshot
+    (``word_cache_numba.lookup_dedup``'s arrays): each distinct word it lacks is segmented once.
+    Returns ``(ids, token_offsets, spans, misses, missing, refused)``, ``misses`` the distinct words
+    segmented here (``word_cache_numba.pack_misses``), for the caller to insert."""
     values, offsets = codepoints_numba(units, lengths)
     refused = False
     if charsmap:
@@ -140,9 +141,21 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     norm, norm_offsets, moved = normalize_steps(norm, norm_offsets, steps, texts, text_offsets, members,
                                                 member_offsets, white)
     source = unit[moved]
-    norm, norm_offsets, moved = prepend_unless_first(norm, norm_offsets, 32, replacement, replacement, prepend)
-    source = source[moved]
-    starts, ends, word_offsets = split_at_marks(norm, norm_offsets, replacement, split)
+    if whitespace_first:  # the words of a WhitespaceSplit, each rewritten and split by the Metaspace
+        spaced_starts, spaced_ends, spaced_offsets = split_by_class(norm, norm_offsets, classes)
+        gathered, rows = gather_words(norm, spaced_starts, spaced_ends)
+        position = np.empty(gathered.size, np.int64)  # a gathered character's place in norm
+        for w in range(spaced_starts.size):
+            for k in range(rows[w + 1] - rows[w]):
+                position[rows[w] + k] = spaced_starts[w] + k
+        norm, rows, moved = prepend_unless_first(gathered, rows, 32, replacement, replacement, prepend)
+        source = source[position[moved]]
+        starts, ends, row_words = split_at_marks(norm, rows, replacement, split)
+        word_offsets = row_words[spaced_offsets]
+    else:
+        norm, norm_offsets, moved = prepend_unless_first(norm, norm_offsets, 32, replacement, replacement, prepend)
+        source = source[moved]
+        starts, ends, word_offsets = split_at_marks(norm, norm_offsets, replacement, split)
     out_chars = np.empty(norm.size, norm.dtype)
     mask = slot_keys.size - 1
     no_keys = np.empty(0, np.int64)  # (a local: lookup_dedup writes the keys it makes where this is empty)
@@ -167,8 +180,9 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
 @kernel
 def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values,
                         key_offsets, rule_values, rule_offsets, max_long, flags, crlf_keyed, ascii_may_differ, steps,
-                        texts, text_offsets, members, member_offsets, white, replacement, prepend, split, code_of,
-                        trie, dense, rare_offsets, rare_codes, rare_rows, piece_score, unk_score, unk_id, byte_ids,
+                        texts, text_offsets, members, member_offsets, white, replacement, prepend, split,
+                        whitespace_first, classes, code_of, trie, dense, rare_offsets, rare_codes, rare_rows,
+                        piece_score, unk_score, unk_id, byte_ids,
                         byte_fallback, slot_keys, slot_entry, count, entries, chars, stored_ids, stored_ends,
                         max_length, strategy, stride, item_seq, item_id, item_type, min_width, multiple, left, pad_id,
                         with_types):
@@ -177,9 +191,9 @@ def encode_padded_cells(units, lengths, charsmap, direct, table_values, table_of
     ids, offsets, _, misses, _, refused = encode_texts(
         units, lengths, charsmap, direct, table_values, table_offsets, hashes, order, key_values, key_offsets,
         rule_values, rule_offsets, max_long, flags, crlf_keyed, ascii_may_differ, steps, texts, text_offsets, members,
-        member_offsets, white, replacement, prepend, split, code_of, trie, dense, rare_offsets, rare_codes, rare_rows,
-        piece_score, unk_score, unk_id, byte_ids, byte_fallback, slot_keys, slot_entry, count, entries, chars,
-        stored_ids, stored_ends, False)
+        member_offsets, white, replacement, prepend, split, whitespace_first, classes, code_of, trie, dense,
+        rare_offsets, rare_codes, rare_rows, piece_score, unk_score, unk_id, byte_ids, byte_fallback, slot_keys,
+        slot_entry, count, entries, chars, stored_ids, stored_ends, False)
     if refused:
         return np.empty((3 if with_types else 2, 0, 0), np.int64), misses, REFUSED
     cells, error = padded_cells(ids, offsets, max_length, strategy, stride, item_seq, item_id, item_type, min_width,

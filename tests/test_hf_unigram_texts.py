@@ -240,8 +240,9 @@ def test_no_unk_piece_raises_on_every_path(saved):
 def test_metaspace_after_whitespace_split(saved, parity_lines, scheme, split):
     """Older T5 and Pegasus files: ``Sequence[WhitespaceSplit, Metaspace]``, each word rewritten by
     the Metaspace as huggingface rewrites each split (a "▁" before every word, pointing at its first
-    character): huggingface's ids and offsets, on the CPU kernels and on the torch path; "first"
-    (which asks where the word was in the raw text) is still refused at load."""
+    character): the one-call kernel equals the stages; huggingface's ids and offsets, on the CPU
+    kernels and on the torch path; "first" (which asks where the word was in the raw text) is still
+    refused at load."""
     from gputok import _dispatch
 
     spec = converted(saved)
@@ -250,6 +251,11 @@ def test_metaspace_after_whitespace_split(saved, parity_lines, scheme, split):
     spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, metaspace]}
     tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
     texts = texts_for(parity_lines, 9) + ["▁a ▁ b▁c", " \t x  y\u3000z ", "a▁▁b"]
+    plain = [t for t in texts if not kernel_call(tok, [t], False)[5]]
+    for with_spans in (False, True):  # the one-call kernel against the stages
+        got = kernel_call(tok, plain, with_spans)
+        assert (got[0].tolist(), got[1].tolist(), got[2].tolist() if with_spans else None) == stage_path(
+            tok, plain, with_spans)
     expected = hf.encode_batch(texts, add_special_tokens=False)
     for backend in ("numba", "torch"):
         with _dispatch.use_backend(backend):
