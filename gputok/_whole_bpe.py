@@ -40,18 +40,15 @@ import numpy as np
 import torch
 
 from . import bpe_dropout, normalizers, pre_tokenizers
+from ._whole_cells import NO_WORD_CACHE
 from .kernels import bpe_texts_numba, cells_numba, word_cache_numba
 from .models.bpe import BPE
 from .ragged import Ragged
 
-# The store of a call without a word cache: two empty slots (a table of one would shift a hash by
-# 64 bits), nothing held.
-_NO_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
-             np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
 _NO_TABLE = (np.zeros(0, np.int32), np.zeros(0, np.int64))
 # ``encode_padded_cells``' store without a word cache: the arrays of an empty store of capacity 0
 # (nothing inserted), of the types a cache's store has (``WordCache._Store.arrays``).
-_NO_STORE = (*_NO_CACHE[:2], *_NO_CACHE[3:], np.zeros(word_cache_numba.STATE_SIZE, np.int64))
+_NO_STORE = (*NO_WORD_CACHE[:2], *NO_WORD_CACHE[3:], np.zeros(word_cache_numba.STATE_SIZE, np.int64))
 _ONE_TEXT = np.full(1, -1, np.int64)  # ``encode_padded_cells``' lengths for one text's UTF-8
 _UNITS = np.dtype(np.int32)  # a dtype object: numpy parses np.int32 at each call
 
@@ -122,7 +119,7 @@ def whole_bpe_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
 
     def store() -> tuple:
         cache = owner().word_cache
-        return cache, (_NO_CACHE if cache is None else cache.cpu_snapshot(model))
+        return cache, (NO_WORD_CACHE if cache is None else cache.cpu_snapshot(model))
 
     def unk_error() -> ValueError:
         return ValueError(f"unk_token {model.unk_token!r} is not in the vocabulary; add it or pass another")

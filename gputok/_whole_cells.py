@@ -15,6 +15,11 @@ import numpy as np
 NO_CHARSMAP = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.uint64),
                np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros(0, np.int32),
                np.zeros(1, np.int64), 0)
+# A whole-pipeline kernel's word-cache store where the tokenizer has none (word_cache_numba.lookup_dedup's
+# arrays; gputok._whole_bpe, gputok._whole_hf_unigram): two empty slots (a table of one would shift a
+# hash by 64 bits), nothing held.
+NO_WORD_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
+                 np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
 class WholeKernel:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ._dispatch import CPU
-from ._whole_cells import NO_CHARSMAP, WholeKernel
+from ._whole_cells import NO_CHARSMAP, NO_WORD_CACHE, WholeKernel
 from ._whole_unigram import NO_UNK_PIECE
 from .kernels import hf_unigram_texts_numba as kernel
 from .kernels.cells_numba import RAGGED_OPTIONS, REFUSED, ragged_cells
@@ -106,7 +106,7 @@ def whole_hf_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
     def snapshot() -> tuple:
         """The tokenizer's word cache of the moment and the kernel's view of it (an empty store: none)."""
         cache = owner().word_cache
-        return cache, (_NO_CACHE if cache is None else cache.cpu_snapshot(model))
+        return cache, (NO_WORD_CACHE if cache is None else cache.cpu_snapshot(model))
 
     def settle(cache: Any, misses: np.ndarray, missing: bool = False) -> None:
         """The words the kernel segmented into the cache (under its lock), or the error where a
@@ -167,8 +167,3 @@ def whole_hf_unigram_kernel(tokenizer: Any, normalizer: Any, pre_tokenizer: Any,
         cache, stored = snapshot()
         return (cache, *tables, *stored)
     return WholeKernel(encode, cells_tables, padded_cells, ragged_cells_, encode_part)
-
-
-# The kernel's word cache where the tokenizer has none: an empty store (as gputok._whole_bpe's).
-_NO_CACHE = (np.full(2, -1, np.int64), np.full(2, -1, np.int64), 0, np.zeros((0, 4), np.int64),
-             np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64))
