@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -142,16 +143,34 @@ def prune_caches() -> tuple[int, int]:
     return len(folders), freed
 
 
+def _start_method(device) -> str:
+    """How ``compile_kernels`` starts its jobs' processes: forked where that is safe (Linux, a
+    CPU compile, no other thread in this process, CUDA not initialised), so that each starts with
+    this process's imports (torch's and gputok's: a spawned pair of jobs started compiling ~2.8 s
+    later on the 2-core machine); else spawned, which imports them anew. A child forked beside
+    other threads could inherit a lock one of them held, and CUDA does not run in a forked child
+    of a process that initialised it."""
+    import threading
+
+    import torch
+
+    if (sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+            and device.type == "cpu" and threading.active_count() == 1 and not torch.cuda.is_initialized()):
+        return "fork"
+    return "spawn"
+
+
 def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = None, device: str = "cpu",
                     on_done: Callable[[Compiled], None] | None = None, pattern: str | None = None) -> list[Compiled]:
     """Compile the kernels each of ``tokenizers`` (``gputok bench``'s names or tokenizer files, each
-    once) runs into the cache, up to ``jobs`` spawned processes at once (default: one per core
-    this process may use; with two or more per tokenizer, each tokenizer's batch sizes are split
-    between two jobs, see the module notes). With ``jobs=1`` they compile in this process, one
-    after the other. ``on_done`` sees each tokenizer's result as it finishes (of a split tokenizer:
-    the longer job's wall seconds, both jobs' CPU seconds and compiles, the first error);
-    ``pattern``: the split rule of .tiktoken files whose names do not tell it. Returns the results
-    in ``tokenizers``' order (a job whose process died reports it as its error). Spawned processes
+    once) runs into the cache, up to ``jobs`` processes at once (forked or spawned:
+    :func:`_start_method`; default: one per core this process may use; with two or more per
+    tokenizer, each tokenizer's batch sizes are split between two jobs, see the module notes).
+    With ``jobs=1`` they compile in this process, one after the other. ``on_done`` sees each
+    tokenizer's result as it finishes (of a split tokenizer: the longer job's wall seconds, both
+    jobs' CPU seconds and compiles, the first error); ``pattern``: the split rule of .tiktoken
+    files whose names do not tell it. Returns the results in ``tokenizers``' order (a job whose
+    process died reports it as its error). Spawned processes (where this one runs other threads)
     import the caller's main module: in a script, call this under ``if __name__ == "__main__":``."""
     import torch
 
@@ -196,8 +215,7 @@ def compile_kernels(tokenizers: Sequence[str] = FAMILIES, jobs: int | None = Non
         for job in work:
             finished(_compile_one(job))
     else:
-        # spawn: a forked child would inherit this process's numba and torch state (and threads)
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context(_start_method(named))
         with ProcessPoolExecutor(min(jobs, len(work)), mp_context=context) as pool:
             pending = {pool.submit(_compile_one, job): job[0] for job in work}
             for future in as_completed(pending):

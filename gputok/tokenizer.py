@@ -1039,7 +1039,7 @@ class Tokenizer(TransformersAPI):
         else:
             item_seq, item_id, item_type, added = _NO_TEMPLATE[pairs is not None]
         budget = 0 if truncation is None else max_length - added
-        strategy = -1
+        strategy = None  # not truncated: the post-processing kernels' compile without truncation (cells_numba)
         if truncation is not None:
             check_truncation(budget, truncation, pairs is not None, overflow)
             strategy = TRUNCATION_STRATEGIES.index(truncation)
@@ -1049,9 +1049,7 @@ class Tokenizer(TransformersAPI):
                  else self._whole_pipeline_kernel)
         fused = getattr(whole, "padded_cells" if padded else "ragged_cells", None)
         if fused is not None:
-            # padded: strategy None where untruncated, a kernel of its own (see kernels/cells_numba.py)
-            options = ((budget, None if truncation is None else strategy, stride, item_seq, item_id, item_type,
-                        *post_padded, with_types) if padded
+            options = ((budget, strategy, stride, item_seq, item_id, item_type, *post_padded, with_types) if padded
                        else (budget, strategy, stride, item_seq, item_id, item_type, with_types))
             out = (None if self._every_text_in_pieces(allowed)
                    else self._cells_in_one_call(texts, self._pattern(allowed) if allowed != frozenset() else None,

@@ -1,4 +1,4 @@
-"""The one-call kernels' post-processing tail compiles untruncated rows apart from truncated ones
+"""The post-processing kernels compile untruncated rows apart from truncated ones
 (``kernels/cells_numba.py``: ``strategy`` None, packed options [n] against [1, n]), so that the
 untruncated kernel, the one nearly every call runs, holds no truncation code (issue 17's cold
 compile). No timings: ``benchmarks/cold_start.py`` measures them."""
@@ -41,6 +41,45 @@ def test_untruncated_cells_compile_without_the_truncation(tmp_path):
     assert after == [1]
     assert untruncated == truncated
     assert np.array(untruncated).shape == (3, 3, 8)  # ids, mask, types; 3 rows of 6 padded to a multiple of 4
+
+
+def test_untruncated_row_plans_compile_without_truncate_rows(tmp_path):
+    # The large-batch and ragged post-processing kernels take strategy None where nothing is cut
+    # (postprocess_numba._rows_of): no truncate_rows compiled for them, and the same rows, single
+    # sequences and pairs, as a truncation that cuts nothing (strategy 0, a budget above every row).
+    code = """
+        import json
+        import numpy as np
+        from gputok.kernels import cells_numba, postprocess_numba as post
+
+        a_ids, a_offsets = np.arange(7, dtype=np.int64), np.array([0, 3, 3, 7], np.int64)
+        b_ids, b_offsets = np.arange(50, 55, dtype=np.int64), np.array([0, 2, 5, 5], np.int64)
+        none, spans = np.zeros(0, np.int64), np.zeros((0, 2), np.int64)
+        single = np.array([-1, 0, -1], np.int64), np.array([101, 0, 102], np.int64), np.zeros(3, np.int64)
+        pair = np.array([-1, 0, -1, 1], np.int64), np.array([101, 0, 102, 0], np.int64), np.array([0, 0, 0, 1])
+
+        def outputs(budget, strategy):
+            got = []
+            for (b, b_off, item) in ((none, none, single), (b_ids, b_offsets, pair)):
+                head = (a_offsets, b_off, budget, strategy, 0, False)
+                got.append(post.ragged_rows(*head, *item, a_ids, b, spans, spans, True, False))
+                got.append(post.padded_rows(*head, *item, a_ids, b, spans, spans, 0, 0, False, 0, True, False))
+                got.append(post.plan_padded(*head, item[0], 0, 0))
+            got.append(cells_numba.ragged_cells(a_ids, a_offsets, budget, strategy, 0, *single, True))
+            return [[x.tolist() if isinstance(x, np.ndarray) else x for x in out] for out in got]
+
+        untruncated = outputs(0, None)
+        compiled = len(post.truncate_rows.overloads)
+        truncated = outputs(100, 0)
+        print(json.dumps([compiled, len(post.truncate_rows.overloads), untruncated, truncated]))
+    """
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          check=True, timeout=600)
+    compiled, after, untruncated, truncated = json.loads(done.stdout.splitlines()[-1])
+    assert compiled == 0 and after == 1
+    assert untruncated == truncated
+    assert untruncated[0][0] == [101, 0, 1, 2, 102, 101, 102, 101, 3, 4, 5, 6, 102]  # ragged ids, single rows
 
 
 def test_packed_options_tell_truncation_by_their_shape():

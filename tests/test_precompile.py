@@ -201,3 +201,18 @@ def test_prune_removes_the_other_kernel_sources_folders_only(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gputok", "compile", "--prune", "--tokenizer", "bert"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "NUMBA_CACHE_DIR is set: that cache is yours to prune" in done.stderr
+
+
+def test_jobs_fork_only_where_it_is_safe():
+    # a fresh process: pytest's may run threads (gputok's pool, from earlier tests)
+    code = textwrap.dedent("""
+        import threading, torch
+        from gputok import precompile
+        cpu = torch.device("cpu")
+        print(precompile._start_method(cpu), precompile._start_method(torch.device("cuda")))
+        threading.Thread(target=threading.Event().wait, args=(30,), daemon=True).start()
+        print(precompile._start_method(cpu))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    expected = "fork spawn\nspawn" if sys.platform.startswith("linux") else "spawn spawn\nspawn"
+    assert done.stdout.split("\n")[:2] == expected.split("\n")
