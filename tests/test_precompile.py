@@ -216,3 +216,20 @@ def test_jobs_fork_only_where_it_is_safe():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     expected = "fork spawn\nspawn" if sys.platform.startswith("linux") else "spawn spawn\nspawn"
     assert done.stdout.split("\n")[:2] == expected.split("\n")
+
+
+def test_a_process_running_threads_spawns_its_jobs(compiled):
+    # the spawn path end to end: a caller with another thread running (its jobs not forked) gets its
+    # tokenizer compiled (from the fixture's cache: nothing left to compile) and a result per job
+    vocabs, env, _ = compiled
+    code = textwrap.dedent(f"""
+        import threading
+        from gputok import precompile
+        threading.Thread(target=threading.Event().wait, args=(60,), daemon=True).start()
+        assert precompile._start_method(__import__("torch").device("cpu")) == "spawn"
+        done = precompile.compile_kernels([{str(vocabs[0])!r}], jobs=2)
+        print(done[0].error, done[0].kernels)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "0"]
