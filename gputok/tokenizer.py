@@ -458,7 +458,7 @@ class Tokenizer(TransformersAPI):
                 piece_ids.values.numpy(), piece_ends.values.numpy() if with_spans else empty,
                 piece_ids.offsets.numpy(), empty if inverse is None else inverse.numpy(), words.starts.numpy(),
                 words.text_offsets.numpy(), empty if source is None or not with_spans else source.numpy(),
-                text.offsets.numpy(), with_spans)
+                text.offsets.numpy(), with_spans, isinstance(self.model, Unigram))
             return Encoded(Ragged(torch.from_numpy(ids), torch.from_numpy(token_offsets)),
                            torch.from_numpy(spans) if with_spans else None)
         # Every word occurrence takes the pieces of its unique word.
@@ -480,10 +480,14 @@ class Tokenizer(TransformersAPI):
         if with_spans:
             first = words.starts[word_of_token]
             last = piece_ends.values[piece].long() - 1
-            # Byte tokens of one character (byte fallback, byte-level BPE) each span that character.
+            # Byte tokens of one character (byte fallback, byte-level BPE) each span that character;
+            # Unigram's of a run of unks (all ending at the run's end) the run (scatter_numba).
             if source is None:
                 source = torch.arange(text.values.numel(), device=text.device)
-            start = source[first + torch.minimum(piece_starts(piece_ends)[piece], last)]
+            lo = torch.minimum(piece_starts(piece_ends), piece_ends.values - 1)
+            if isinstance(self.model, Unigram):
+                lo = lo[_first_of_equal_ends(piece_ends)]
+            start = source[first + lo[piece]]
             end = source[first + last] + 1
             text_start = text.offsets[:-1][row_ids(token_offsets, total)]
             spans = torch.stack([start - text_start, end - text_start], 1)
@@ -1632,6 +1636,17 @@ def _joined_offsets(parts: list[np.ndarray]) -> np.ndarray:
         shifted.append(part[1:] + base)
         base = base + part[-1]
     return np.concatenate(shifted)
+
+
+def _first_of_equal_ends(ends: Ragged) -> torch.Tensor:
+    """For each piece of ``ends`` (per word), the index of the first piece of its word that ends where
+    it ends (itself, unless pieces before it share its end)."""
+    values = ends.values
+    place = torch.arange(values.numel(), device=values.device)
+    same = torch.zeros_like(values, dtype=torch.bool)
+    same[1:] = values[1:] == values[:-1]
+    same &= positions_in_rows(ends.offsets, values.numel()) > 0
+    return torch.where(same, 0, place).cummax(0).values
 
 
 def _joined_part_starts(joined: str, count: int, threads: int) -> list[int] | None:

@@ -219,7 +219,7 @@ def _encode(units, lengths, table_values, table_offsets, classes, model, slot_ke
     piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
                                                     new_offsets, with_spans)
     ids, token_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INVERSE, starts,
-                                               word_offsets, source, offsets, with_spans)
+                                               word_offsets, source, offsets, with_spans, False)
     return True, ids, token_offsets, spans, miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends
 
 

@@ -172,7 +172,7 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
     piece_ids, piece_ends, piece_offsets = assemble(entry, uniq, entries, stored_ids, stored_ends, new_ids, new_ends,
                                                     new_offsets, with_spans)
     out_ids, out_offsets, spans = scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INDEX, starts, word_offsets,
-                                                 source, offsets, with_spans)
+                                                 source, offsets, with_spans, True)
     misses = pack_misses(miss_keys, miss_offsets, miss_chars, new_offsets, new_ids, new_ends)
     return out_ids, out_offsets, spans, misses, missing, False
 

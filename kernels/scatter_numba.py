@@ -9,7 +9,11 @@ ids (int64), the token offsets of each text (int64) and, with spans, each token'
 in characters of its original text (int64, [tokens, 2]): a token covers normalized codepoints
 ``first + piece_start .. first + end - 1``, mapped through ``source`` (normalized codepoint ->
 original character; empty: the identity) and made relative to its text's start. A token that
-starts past its last codepoint (byte tokens of one character) starts at that codepoint.
+starts past its last codepoint (byte tokens of one character) starts at that codepoint; with
+``shared_start``, a token that ends where the token before it in its word ends starts where that
+one starts (Unigram's byte pieces of a run of unks, which all end at the run's end: huggingface
+gives each the run's span; byte-level BPE, whose last bytes of a character span that character
+alone, passes False).
 
 How: one pass over the words counts the tokens per text, one writes them; sequential, re-entrant.
 """
@@ -21,7 +25,7 @@ from ._numba import kernel
 
 @kernel
 def scatter_tokens(piece_ids, piece_ends, piece_offsets, inverse, word_starts, text_offsets, source,
-                   text_starts, with_spans):
+                   text_starts, with_spans, shared_start):
     texts = text_offsets.size - 1
     token_offsets = np.empty(texts + 1, np.int64)
     token_offsets[0] = 0
@@ -40,11 +44,14 @@ def scatter_tokens(piece_ids, piece_ends, piece_offsets, inverse, word_starts, t
             u = inverse[w] if inverse.size else w
             first = word_starts[w]
             start = 0
+            lo = 0  # the start of the token before, within the word
             for p in range(piece_offsets[u], piece_offsets[u + 1]):
                 ids[at] = piece_ids[p]
                 if with_spans:
                     last = piece_ends[p] - 1
-                    a = first + min(start, last)
+                    if not (shared_start and p > piece_offsets[u] and piece_ends[p] == piece_ends[p - 1]):
+                        lo = min(start, last)
+                    a = first + lo
                     b = first + last
                     if source.size:
                         a = source[a]

@@ -231,7 +231,7 @@ def _encode_normalized(offsets, norm, norm_offsets, source, starts, ends, word_o
             _store(norm, start, length, key, piece_ids, piece_ends, first, at - first, cache_slots, cache_shift,
                    cache_chars, cache_tokens, cache_used, cache_full_misses)
     return scatter_tokens(piece_ids[:at], piece_ends[:at], piece_offsets, _NO_INVERSE, starts, word_offsets, source,
-                          offsets, with_spans)
+                          offsets, with_spans, False)
 
 
 @kernel

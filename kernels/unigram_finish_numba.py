@@ -4,8 +4,10 @@
 Reference: ``gputok.models.unigram.Unigram._finish`` (same outputs, dtypes included). An unk
 token (``ids == unk_id``) followed by another unk of the same row is dropped (a run becomes its
 last token); with byte fallback every unk token becomes the ``<0xNN>`` pieces (``byte_ids``) of
-the UTF-8 bytes of its last character (an unk candidate covers one character), each with the
-token's end. Memory: the outputs, at most 4 tokens per input token.
+the UTF-8 bytes of its last character (an unk candidate covers one character), each with the end
+of its run of unks: huggingface spells the run fused into one unk, so every byte piece of it spans
+the whole run (``scatter_numba.scatter_tokens``' ``shared_start`` gives them the run's start).
+Memory: the outputs, at most 4 tokens per input token.
 """
 
 import numpy as np
@@ -31,10 +33,16 @@ def unigram_finish_numba(ids, ends, offsets, values, row_starts, unk_id, byte_id
     out_ends = np.empty(room, np.int64)
     out_offsets = np.zeros(rows + 1, np.int64)
     at = 0
+    run_end = 0
     for r in range(rows):
         for t in range(offsets[r], offsets[r + 1]):
             if ids[t] == unk_id:
                 if byte_fallback:
+                    if t == offsets[r] or ids[t - 1] != unk_id:  # a run of unks starts: find its end
+                        last = t
+                        while last + 1 < offsets[r + 1] and ids[last + 1] == unk_id:
+                            last += 1
+                        run_end = ends[last]
                     c = np.int64(values[row_starts[r] + ends[t] - 1])
                     width = 1 + (c >= 0x80) + (c >= 0x800) + (c >= 0x10000)
                     for k in range(width):
@@ -45,7 +53,7 @@ def unigram_finish_numba(ids, ends, offsets, values, row_starts, unk_id, byte_id
                         else:
                             byte = 0x80 | ((c >> (6 * (width - 1 - k))) & 0x3F)
                         out_ids[at] = byte_ids[byte & 0xFF]
-                        out_ends[at] = ends[t]
+                        out_ends[at] = run_end
                         at += 1
                     continue
                 if t + 1 < offsets[r + 1] and ids[t + 1] == unk_id:

@@ -72,7 +72,7 @@ def encode_texts(units, lengths, charsmap, direct, table_values, table_offsets, 
             out_offsets[t] = token_offsets[word_offsets[t]]
         return ids.copy(), out_offsets, np.empty((0, 2), np.int64), missing  # a copy: ``ids`` views room for a token per character
     out_ids, out_offsets, spans = scatter_tokens(ids, piece_ends, token_offsets, _NO_INDEX, starts, word_offsets,
-                                                 source, offsets, with_spans)
+                                                 source, offsets, with_spans, True)
     return out_ids, out_offsets, spans, missing
 
 

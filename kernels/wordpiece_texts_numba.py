@@ -61,7 +61,7 @@ def encode_texts(units, lengths, table_values, table_offsets, classes, slot_keys
     for w in range(words):
         piece_offsets[w + 1] += piece_offsets[w]
     return scatter_tokens(piece_ids, piece_ends, piece_offsets, _NO_INDEX, starts, word_offsets, source,
-                          offsets, with_spans)
+                          offsets, with_spans, False)
 
 
 

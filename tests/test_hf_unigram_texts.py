@@ -236,6 +236,20 @@ def test_no_unk_piece_raises_on_every_path(saved):
     assert tok.encode_batch(plain) == [e.ids for e in hf.encode_batch(plain, add_special_tokens=False)]
 
 
+def assert_huggingface_on_both_paths(tok: Tokenizer, texts: list[str], expected: list) -> None:
+    """``tok``'s ids and offsets of ``texts`` are huggingface's (``expected``: its encodings) on the
+    CPU kernels and on the torch path."""
+    from gputok import _dispatch
+
+    for backend in ("numba", "torch"):
+        with _dispatch.use_backend(backend):
+            got = tok(texts, return_offsets=True, padding=False)
+        bounds = got["row_offsets"].tolist()
+        ids, spans = got["input_ids"].tolist(), [tuple(o) for o in got["offsets"].tolist()]
+        assert [ids[a:b] for a, b in zip(bounds, bounds[1:])] == [e.ids for e in expected], backend
+        assert [spans[a:b] for a, b in zip(bounds, bounds[1:])] == [e.offsets for e in expected], backend
+
+
 @pytest.mark.parametrize("scheme,split", [("always", True), ("never", True), ("always", False)])
 def test_metaspace_after_whitespace_split(saved, parity_lines, scheme, split):
     """Older T5 and Pegasus files: ``Sequence[WhitespaceSplit, Metaspace]``, each word rewritten by
@@ -243,8 +257,6 @@ def test_metaspace_after_whitespace_split(saved, parity_lines, scheme, split):
     character): the one-call kernel equals the stages; huggingface's ids and offsets, on the CPU
     kernels and on the torch path; "first" (which asks where the word was in the raw text) is still
     refused at load."""
-    from gputok import _dispatch
-
     spec = converted(saved)
     spec["normalizer"]["normalizers"][1:] = [{"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]
     metaspace = {"type": "Metaspace", "replacement": "▁", "prepend_scheme": scheme, "split": split}
@@ -257,14 +269,31 @@ def test_metaspace_after_whitespace_split(saved, parity_lines, scheme, split):
         assert (got[0].tolist(), got[1].tolist(), got[2].tolist() if with_spans else None) == stage_path(
             tok, plain, with_spans)
     expected = hf.encode_batch(texts, add_special_tokens=False)
-    for backend in ("numba", "torch"):
-        with _dispatch.use_backend(backend):
-            got = tok(texts, return_offsets=True, padding=False)
-        bounds = got["row_offsets"].tolist()
-        ids, spans = got["input_ids"].tolist(), [tuple(o) for o in got["offsets"].tolist()]
-        assert [ids[a:b] for a, b in zip(bounds, bounds[1:])] == [e.ids for e in expected], backend
-        assert [spans[a:b] for a, b in zip(bounds, bounds[1:])] == [e.offsets for e in expected], backend
+    assert_huggingface_on_both_paths(tok, texts, expected)
     assert json.loads(json.dumps(tok.to_json()))["pre_tokenizer"] == spec["pre_tokenizer"]
     spec["pre_tokenizer"]["pretokenizers"][1]["prepend_scheme"] = "first"
     with pytest.raises(ValueError, match="last Metaspace"):
         Tokenizer.from_str(json.dumps(spec))
+
+
+def test_byte_fallback_runs_span_as_huggingface(saved, parity_lines):
+    """With byte fallback, huggingface fuses a run of unknown characters into one unk and spells it
+    in byte pieces that each span the whole run; gputok's byte pieces of such a run (each character's
+    bytes, the same ids) did so on no path: the one-call kernel equals the stages, and huggingface's
+    ids and offsets on the CPU kernels and on the torch path."""
+    spec = converted(saved)
+    vocab = spec["model"]["vocab"]
+    vocab += [[f"<0x{byte:02X}>", -30.0] for byte in range(256)]
+    spec["model"]["byte_fallback"] = True
+    tok, hf = Tokenizer.from_str(json.dumps(spec)), HFTokenizer.from_str(json.dumps(spec))
+    rng = random.Random(11)
+    rare = ["\U0001F600", "\u2603", "\ua66e", "\U0001D306", "\x00", "\ufeff", "\u0fff", "é", "中"]
+    runs = ["".join(rng.choice(rare + [*"ab ."]) for _ in range(rng.randint(1, 14))) for _ in range(300)]
+    texts = ["ab😀\x00\ufeffé c", "a😀b é", "😀😀 x ☃ꙮ𝌆y", "☃"] + runs + texts_for(parity_lines, 13)[::3]
+    plain = [t for t in texts if not kernel_call(tok, [t], False)[5]]
+    got = kernel_call(tok, plain, True)
+    assert (got[0].tolist(), got[1].tolist(), got[2].tolist()) == stage_path(tok, plain, True)
+    expected = hf.encode_batch(texts, add_special_tokens=False)
+    byte_pieces = {hf.token_to_id(f"<0x{byte:02X}>") for byte in range(256)}
+    assert sum(len(byte_pieces.intersection(e.ids)) > 0 for e in expected) > 200
+    assert_huggingface_on_both_paths(tok, texts, expected)

@@ -1016,6 +1016,8 @@ class Unigram:
         if not bool(is_unk.any()):
             return Ragged(ids, offsets), Ragged(ends, offsets)
         token_row = row_ids(offsets, ids.numel())
+        next_unk = torch.zeros_like(is_unk)  # the token after is an unk of the same word
+        next_unk[:-1] = is_unk[1:] & (token_row[1:] == token_row[:-1])
         if self.byte_fallback:
             _, byte_ids = self._tensors(device)
             char = words.offsets[token_row] + ends - 1  # an unk token is one character
@@ -1028,11 +1030,13 @@ class Unigram:
             b, _ = utf8_bytes(Ragged(unk_chars, torch.tensor([0, unk_chars.numel()], device=device)))
             out_ids = ids[token_of].clone()
             out_ids[is_unk[token_of]] = byte_ids[b.values.long()]
+            # each unk's bytes end where its run of unks ends (huggingface spells the run fused)
+            place = torch.arange(ids.numel(), device=device)
+            run_last = torch.where(is_unk & ~next_unk, place, ids.numel()).flip(0).cummin(0).values.flip(0)
+            run_ends = torch.where(is_unk, ends[run_last.clamp(max=ids.numel() - 1)], ends)
             return (Ragged(out_ids, offsets_from_lengths(segment_sum(per_token, offsets))),
-                    Ragged(ends[token_of], offsets_from_lengths(segment_sum(per_token, offsets))))
+                    Ragged(run_ends[token_of], offsets_from_lengths(segment_sum(per_token, offsets))))
         # Drop an unk token followed by another unk of the same word: the run becomes its last one.
-        next_unk = torch.zeros_like(is_unk)
-        next_unk[:-1] = is_unk[1:] & (token_row[1:] == token_row[:-1])
         keep = ~(is_unk & next_unk)
         new_counts = torch.bincount(token_row[keep], minlength=len(counts))
         return Ragged.from_lengths(ids[keep], new_counts), Ragged.from_lengths(ends[keep], new_counts)
