@@ -244,6 +244,29 @@ def test_byte_fallback_pieces():
     assert tok.decode(ids) == sp.decode(ids) == "rare: ☃ ꙮ 𝌆 and Uni"
 
 
+def test_byte_fallback_runs_span_the_run(tmp_path):
+    # The .model's kernel gives every byte piece of a run of unknown characters the run's span, as
+    # huggingface does on the tokenizer.json gputok writes for the model (single spaces: where
+    # several collapse, the two read the collapsed spaces' span apart), and sentencepiece's ids.
+    import tokenizers
+
+    path = trained_model(8000, byte_fallback=True)
+    tok, sp = gputok.Tokenizer.from_sentencepiece(path), spm.SentencePieceProcessor(model_file=path)
+    tok.save(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    rng = random.Random(5)
+    rare = ["\U0001F600", "\u2603", "\ua66e", "\U0001D306", "\u0fff", "é", "中", "ß"]
+    texts = [" ".join("".join(rng.choice(rare + [*"ab."]) for _ in range(rng.randint(1, 6)))
+                      for _ in range(rng.randint(1, 4))) for _ in range(300)]
+    out = tok(texts, return_offsets=True, padding=False, add_special_tokens=False)
+    bounds, ids = out["row_offsets"].tolist(), out["input_ids"].tolist()
+    spans = [tuple(o) for o in out["offsets"].tolist()]
+    expected = hf.encode_batch(texts, add_special_tokens=False)
+    assert [ids[a:b] for a, b in zip(bounds, bounds[1:])] == [e.ids for e in expected] == sp.encode(texts)
+    assert [spans[a:b] for a, b in zip(bounds, bounds[1:])] == [e.offsets for e in expected]
+    assert sum(len(set(e.offsets)) < len(e.offsets) - 4 for e in expected) > 50  # runs of bytes share spans
+
+
 def test_offsets_point_into_the_text(sp_test_tokenizer):
     text = "  Hello   world"
     out = sp_test_tokenizer([text], return_offsets=True)
