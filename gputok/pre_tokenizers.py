@@ -363,6 +363,7 @@ class Sequence:
                                  "'▁', or a prefix space), which gputok supports only as the first step, or as a "
                                  "last Metaspace whose prepend_scheme is 'always' or 'never'")
         self.pretokenizers = pretokenizers
+        self.split_rewrite = None
         if len(pretokenizers) > 1 and type(pretokenizers[-1]) is Metaspace:
             self.split_rewrite = self._split_rewrite  # older T5 and Pegasus files: [WhitespaceSplit, Metaspace]
         self.byte_level = any(isinstance(step, ByteLevel) or getattr(step, "byte_level", False) for step in pretokenizers)
@@ -370,6 +371,9 @@ class Sequence:
             self.rewrite = pretokenizers[0].rewrite
         # ByteLevel without its regex splits nothing: only its byte mapping (done by the BPE model) stays
         self._splitting = [step for step in pretokenizers if not (type(step) is ByteLevel and not step.use_regex)]
+        if self.split_rewrite is not None:  # the words it rewrites: the steps before the Metaspace, made once
+            self._words_before_rewrite = (self._splitting[0] if len(self._splitting) == 2
+                                          else Sequence(self.pretokenizers[:-1]))
 
     def __call__(self, text: Ragged) -> Words:
         if not self._splitting:
@@ -390,7 +394,7 @@ class Sequence:
         from .kernels import word_split_numba
 
         meta = self.pretokenizers[-1]
-        words = self._splitting[0](text) if len(self._splitting) == 2 else Sequence(self.pretokenizers[:-1])(text)
+        words = self._words_before_rewrite(text)
         starts, ends, text_offsets = (t.cpu().numpy() for t in (words.starts, words.ends, words.text_offsets))
         gathered, rows = word_split_numba.gather_words(text.values.cpu().numpy(), starts, ends)
         replacement = ord(meta.replacement)
